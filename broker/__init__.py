@@ -1,0 +1,1 @@
+"""Sluice's server side: log storage, the Kafka protocol, the broker, cluster metadata."""

@@ -1,0 +1,54 @@
+"""One exception per storage failure mode.
+
+Every message says what was expected and what was found. The broker maps these to Kafka
+error codes (``CorruptRecordError`` → CORRUPT_MESSAGE, ``OffsetOutOfRangeError`` →
+OFFSET_OUT_OF_RANGE, ``InvalidTopicError`` → INVALID_TOPIC_EXCEPTION, ...).
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of every error raised by ``broker.log``."""
+
+
+class CorruptRecordError(StorageError):
+    """A record batch failed validation: bad length, magic, CRC, offsets or counts."""
+
+
+class InvalidRecordError(StorageError):
+    """A well-formed batch that the log refuses (e.g. a control batch from a client)."""
+
+
+class RecordBatchTooLargeError(StorageError):
+    """A batch is larger than ``max.message.bytes`` or than a whole segment may be."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read or lookup asked for an offset outside ``[log start, log end]``."""
+
+    def __init__(self, message: str, *, offset: int, log_start: int, log_end: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.log_start = log_start
+        self.log_end = log_end
+
+
+class NonMonotonicOffsetError(StorageError):
+    """An append or index entry did not increase the offset (an invariant, not bad input)."""
+
+
+class SegmentOffsetOverflowError(StorageError):
+    """An offset cannot be stored relative to its segment's base in 4 bytes."""
+
+
+class CorruptIndexError(StorageError):
+    """An ``.index`` or ``.timeindex`` file failed its sanity check; it is rebuilt."""
+
+
+class InvalidTopicError(StorageError):
+    """A topic name breaks Kafka's naming rules (and could escape a log dir)."""
+
+
+class LogDirectoryError(StorageError):
+    """A log directory is missing, unreadable or holds an unexpected entry."""

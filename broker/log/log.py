@@ -1,0 +1,635 @@
+"""``Log``: one partition — an ordered list of segments and the offsets that describe it.
+
+The paper's Figure 2: the broker keeps "an in-memory list of the first offset of each segment"
+and finds the segment of an offset by binary search; here that list is ``_bases``, searched
+with ``bisect``, and the segment's sparse index then finds the byte position.
+
+Offsets (all logical, consecutive — Kafka ≥ 0.8, not the paper's byte offsets)::
+
+    log start offset <= high watermark <= log end offset
+    recovery point <= log end offset   (everything below it is fsynced)
+
+A read at an offset outside [log start offset, log end offset] raises
+:class:`OffsetOutOfRangeError`, never silently returns something else. Reads stop at the high
+watermark (or at the recovery point when ``read.flushed.only`` is set, as the paper exposes a
+message only once flushed).
+
+Segments roll on ``segment.bytes``, ``segment.ms``, a full index or a relative-offset
+overflow. Retention deletes whole segments only, oldest first, never the active one and never
+one above the high watermark: by time (its largest timestamp older than ``retention.ms``) and
+by size (``retention.bytes``). A deleted segment is renamed ``.deleted`` and closed only after
+``file.delete.delay.ms``, so a fetch already sending from it finishes (Kafka does the same).
+
+Flushing: ``append`` never fsyncs. It counts unflushed messages; ``needs_flush`` says when
+``flush.messages`` or ``flush.ms`` is reached, and the log manager's flusher thread calls
+``flush``, whose fsyncs run outside the lock.
+
+Thread safety: every public method is thread-safe (one lock guards the segment list and the
+offsets; fsync and file reads happen outside it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from broker.log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    NonMonotonicOffsetError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    StorageError,
+)
+from broker.log.log_config import LogConfig
+from broker.log.log_segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSlice,
+    LogSegment,
+    parse_base_offset,
+)
+from broker.log.record_batch import (
+    CRC_START,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    assign_offsets,
+    iter_batches,
+)
+
+log = logging.getLogger(__name__)
+
+_ATTRS_AND_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append did: the offsets it assigned and what the batches held."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    record_count: int
+    batch_count: int
+    size: int
+    log_append_time: int  # -1 unless message.timestamp.type is LogAppendTime
+    log_start_offset: int
+    batches: tuple[BatchHeader, ...]
+
+
+@dataclass(frozen=True)
+class ReadInfo:
+    """A read: a slice of whole batches (or None) and the offsets as they stood."""
+
+    slice: FileSlice | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return self.slice.size if self.slice else 0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """One partition's log in ``directory`` (``<log dir>/<topic>-<partition>``)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+        clock: Callable[[], int] = now_ms,
+        on_flush_needed: Callable[[Log], None] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self._clock = clock
+        self._on_flush_needed = on_flush_needed
+        self._lock = threading.RLock()
+        self._segments: dict[int, LogSegment] = {}
+        self._bases: list[int] = []
+        self._deleted: list[tuple[int, LogSegment]] = []  # (delete after ms, segment)
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self.recovered_bytes_cut = 0
+        directory.mkdir(parents=True, exist_ok=True)
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+
+    # -- loading and recovery ---------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            now_ms=self._clock(),
+        )
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        bases = set()
+        for entry in os.listdir(self.directory):
+            path = self.directory / entry
+            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".tmp"):
+                path.unlink()  # an unfinished delete or checkpoint from the last run
+            elif entry.endswith(LOG_SUFFIX):
+                try:
+                    bases.add(parse_base_offset(entry))
+                except ValueError:
+                    log.warning("ignoring %s: not a segment file name", path)
+        for entry in os.listdir(self.directory):
+            # An index without its log is left over from a crash mid-delete.
+            if entry.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                try:
+                    if parse_base_offset(entry) not in bases:
+                        (self.directory / entry).unlink()
+                except ValueError:
+                    pass
+        for base in sorted(bases):
+            segment = self._new_segment(base)
+            self._segments[base] = segment
+            self._bases.append(base)
+        # Recover: after an unclean shutdown every segment from the one holding the recovery
+        # point; after a clean one only segments whose indexes fail their sanity check.
+        start = self._floor_base(recovery_point) if not clean_shutdown else None
+        cut_from: int | None = None
+        for base in list(self._bases):
+            segment = self._segments[base]
+            needs_recovery = start is not None and base >= start
+            reason = segment.index_rebuilt_because
+            if not needs_recovery:
+                try:
+                    if reason is None:
+                        segment.sanity_check()
+                except (StorageError, OSError) as exc:
+                    reason = str(exc)
+                needs_recovery = reason is not None
+            if needs_recovery:
+                cut, why = segment.recover(self.config.max_message_bytes + 1024)
+                if reason:
+                    log.warning("%s: rebuilt indexes: %s", segment.log_path, reason)
+                if cut:
+                    self.recovered_bytes_cut += cut
+                    log.warning("%s: cut %d bytes at recovery: %s", segment.log_path, cut, why)
+                    cut_from = base
+                    break
+        if cut_from is not None:
+            # Everything after a corrupt batch is unreachable: drop later segments.
+            for base in [b for b in self._bases if b > cut_from]:
+                seg = self._segments.pop(base)
+                self.recovered_bytes_cut += seg.size
+                log.warning("%s: deleted after the corrupt segment before it", seg.log_path)
+                seg.delete()
+            self._bases = [b for b in self._bases if b <= cut_from]
+        if not self._bases:
+            base = max(log_start_offset, 0)
+            self._segments[base] = self._new_segment(base)
+            self._bases.append(base)
+        self._log_end_offset = self.active_segment.next_offset
+        # A segment's base offset is a floor: an empty active segment made by a roll or a
+        # truncation records where the log ends.
+        self._log_end_offset = max(self._log_end_offset, self._bases[-1])
+        self._log_start_offset = min(max(log_start_offset, self._bases[0]), self._log_end_offset)
+        if clean_shutdown:
+            self._recovery_point = min(max(recovery_point, 0), self._log_end_offset)
+        else:
+            self._recovery_point = self._log_end_offset
+        self._high_watermark = self._log_end_offset
+        for base in self._bases[:-1]:
+            self._segments[base].on_become_inactive()
+
+    def _floor_base(self, offset: int) -> int:
+        i = bisect_right(self._bases, offset) - 1
+        return self._bases[max(i, 0)]
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._bases[-1]]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments.values())
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._bases)
+
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return [self._segments[b] for b in self._bases]
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = 0,
+        assign: bool = True,
+    ) -> AppendInfo:
+        """Validate and append a record set (one or more magic-2 batches).
+
+        With ``assign`` (the leader's path) the broker assigns consecutive offsets from the
+        log end and stamps ``leader_epoch`` by rewriting each header's first 16 bytes; each
+        batch must hold RecordCount == LastOffsetDelta + 1 records and no control batch is
+        accepted. Without it (a follower copying its leader) offsets are kept and must start
+        at or after the log end. Raises :class:`CorruptRecordError`,
+        :class:`InvalidRecordError` or :class:`RecordBatchTooLargeError`; nothing is written
+        unless every batch is valid.
+        """
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        headers = list(iter_batches(buf))
+        if not headers:
+            raise InvalidRecordError("expected at least one record batch, found none")
+        for h in headers:
+            if h.size > self.config.max_message_bytes:
+                raise RecordBatchTooLargeError(
+                    f"expected batches of at most {self.config.max_message_bytes} bytes "
+                    f"(max.message.bytes), found {h.size}"
+                )
+            if h.size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"a {h.size}-byte batch cannot fit a {self.config.segment_bytes}-byte segment"
+                )
+        with self._lock:
+            append_time = -1
+            if assign:
+                next_offset = self._log_end_offset
+                rewritten = []
+                for h in headers:
+                    if h.is_control:
+                        raise InvalidRecordError(
+                            f"batch at position {h.position}: clients may not append control "
+                            "batches"
+                        )
+                    if h.record_count != h.last_offset_delta + 1 or h.record_count == 0:
+                        raise CorruptRecordError(
+                            f"batch at position {h.position}: expected RecordCount = "
+                            f"LastOffsetDelta + 1 > 0, found RecordCount {h.record_count} and "
+                            f"LastOffsetDelta {h.last_offset_delta}"
+                        )
+                    assign_offsets(buf, h.position, next_offset, leader_epoch)
+                    h = h._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
+                    if self.config.message_timestamp_type == "LogAppendTime":
+                        append_time = self._clock()
+                        h = _stamp_log_append_time(buf, h, append_time)
+                    rewritten.append(h)
+                    next_offset = h.next_offset
+                headers = rewritten
+            else:
+                expected = self._log_end_offset
+                for h in headers:
+                    if h.base_offset < expected:
+                        raise NonMonotonicOffsetError(
+                            f"expected a batch at offset >= {expected}, found {h.base_offset}"
+                        )
+                    expected = h.next_offset
+            segment = self._maybe_roll(len(buf), headers[0].base_offset, headers[-1].last_offset)
+            segment.append(buf, headers)
+            self._log_end_offset = headers[-1].next_offset
+            count = sum(h.record_count for h in headers)
+            self._unflushed_messages += count
+            if self._high_watermark_follows_leo:
+                self._high_watermark = self._log_end_offset
+            if self._on_flush_needed and self._unflushed_messages >= self.config.flush_messages:
+                self._on_flush_needed(self)
+            return AppendInfo(
+                first_offset=headers[0].base_offset,
+                last_offset=headers[-1].last_offset,
+                max_timestamp=max(h.max_timestamp for h in headers),
+                record_count=count,
+                batch_count=len(headers),
+                size=len(buf),
+                log_append_time=append_time,
+                log_start_offset=self._log_start_offset,
+                batches=tuple(headers),
+            )
+
+    # A single-replica log (standalone mode) commits on append; replication turns this off
+    # and moves the high watermark itself.
+    _high_watermark_follows_leo = True
+
+    def set_replicated(self, replicated: bool) -> None:
+        """Whether the high watermark is moved by replication (True) or follows the log end."""
+        with self._lock:
+            self._high_watermark_follows_leo = not replicated
+            if not replicated:
+                self._high_watermark = self._log_end_offset
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> LogSegment:
+        segment = self.active_segment
+        if segment.size == 0:
+            # An empty active segment must start exactly where the appended batches do.
+            return segment if segment.base_offset == first_offset else self._roll(first_offset)
+        too_big = segment.size + size > self.config.segment_bytes
+        too_old = self._clock() - segment.created_ms > self.config.segment_ms
+        if too_big or too_old or not segment.can_hold(last_offset):
+            return self._roll(first_offset)
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (if the current one has data)."""
+        with self._lock:
+            if self.active_segment.size == 0:
+                return self.active_segment
+            return self._roll(self._log_end_offset)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        old = self.active_segment
+        if old.size == 0:
+            # An empty active segment at the wrong base (after a truncation) is replaced.
+            self._segments.pop(old.base_offset)
+            self._bases.pop()
+            old.delete()
+        else:
+            old.on_become_inactive()
+        segment = self._new_segment(base_offset)
+        self._segments[base_offset] = segment
+        self._bases.append(base_offset)
+        return segment
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: str = "high_watermark",
+        min_one_batch: bool = True,
+    ) -> ReadInfo:
+        """Whole batches from the one holding ``offset``: at most ``max_bytes`` (at least one
+        batch when ``min_one_batch``), never past the high watermark — or past the log end for
+        ``upper_bound="log_end"`` (replicas) — nor past the recovery point when
+        ``read.flushed.only`` is set. Raises :class:`OffsetOutOfRangeError` for an offset
+        outside [log start, log end]."""
+        with self._lock:
+            start, end = self._log_start_offset, self._log_end_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{self.directory.name}: expected an offset in [{start}, {end}], "
+                    f"found {offset}",
+                    offset=offset,
+                    log_start=start,
+                    log_end=end,
+                )
+            bound = end if upper_bound == "log_end" else self._high_watermark
+            if self.config.read_flushed_only:
+                bound = min(bound, self._recovery_point)
+            info = ReadInfo(None, self._high_watermark, start, end)
+            if offset >= bound:
+                return info
+            i = bisect_right(self._bases, offset) - 1
+            segments = [self._segments[b] for b in self._bases[max(i, 0) :]]
+            bound_segment = self._segments[self._floor_base(bound)]
+        for segment in segments:
+            max_position = None
+            if segment is bound_segment:
+                max_position = (
+                    segment.size
+                    if bound >= segment.next_offset
+                    else segment.translate_offset(bound)
+                )
+            elif segment.base_offset > bound_segment.base_offset:
+                break
+            result = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if result is not None:
+                return ReadInfo(result, info.high_watermark, start, end)
+            if segment is bound_segment:
+                break
+        return info
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` at or
+        after the log start, below the high watermark; None when there is none."""
+        with self._lock:
+            segments = [self._segments[b] for b in self._bases]
+            start, hw = self._log_start_offset, self._high_watermark
+        for segment in segments:
+            if segment.size == 0 or segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found if found[0] < hw else None
+        return None
+
+    # -- flushing --------------------------------------------------------------------------
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    def needs_flush(self, now: int | None = None) -> bool:
+        """Whether ``flush.messages`` or ``flush.ms`` says it is time to flush."""
+        if self._recovery_point >= self._log_end_offset:
+            return False
+        now = self._clock() if now is None else now
+        return (
+            self._unflushed_messages >= self.config.flush_messages
+            or now - self._last_flush_ms >= self.config.flush_ms
+        )
+
+    def flush(self) -> int:
+        """fsync every segment holding unflushed data; move the recovery point to the log end
+        as it stood at the start. Returns the new recovery point. Safe from any thread."""
+        with self._lock:
+            target = self._log_end_offset
+            pending = self._unflushed_messages
+            if self._recovery_point >= target:
+                return self._recovery_point
+            first = self._floor_base(self._recovery_point)
+            segments = [self._segments[b] for b in self._bases if b >= first]
+        for segment in segments:
+            try:
+                segment.flush()
+            except OSError:
+                if segment.fd >= 0:
+                    raise  # a closed segment was deleted meanwhile; anything else is real
+        with self._lock:
+            self._recovery_point = max(self._recovery_point, min(target, self._log_end_offset))
+            self._unflushed_messages = max(self._unflushed_messages - pending, 0)
+            self._last_flush_ms = self._clock()
+            return self._recovery_point
+
+    # -- truncation ------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset`` (replication uses it to drop
+        what its leader never committed). Returns the new log end offset (<= ``offset``)."""
+        with self._lock:
+            if offset >= self._log_end_offset:
+                return self._log_end_offset
+            if offset <= self._bases[0]:
+                self._truncate_fully(max(offset, 0))
+                return self._log_end_offset
+            for base in [b for b in self._bases if b >= offset]:
+                segment = self._segments.pop(base)
+                segment.delete()
+            self._bases = [b for b in self._bases if b < offset]
+            active = self.active_segment
+            active.truncate_to(offset)
+            self._log_end_offset = active.next_offset
+            self._after_truncation()
+            return self._log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset``."""
+        with self._lock:
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        for base in self._bases:
+            self._segments[base].delete()
+        self._segments.clear()
+        self._bases = [offset]
+        self._segments[offset] = self._new_segment(offset)
+        self._log_end_offset = offset
+        self._log_start_offset = offset
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        if self._high_watermark_follows_leo:
+            self._high_watermark = self._log_end_offset
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._unflushed_messages = 0
+
+    # -- retention -------------------------------------------------------------------------
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Apply ``retention.ms`` and ``retention.bytes``: delete the oldest whole segments
+        that break either, never the active one and never one reaching the high watermark.
+        Moves the log start offset. Returns how many segments were deleted."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            total = sum(self._segments[b].size for b in self._bases)
+            deletable = []
+            for i, base in enumerate(self._bases[:-1]):
+                segment = self._segments[base]
+                next_base = self._bases[i + 1]
+                if next_base > self._high_watermark:
+                    break
+                expired = (
+                    self.config.retention_ms >= 0
+                    and now - segment.largest_timestamp() > self.config.retention_ms
+                )
+                oversized = (
+                    self.config.retention_bytes >= 0
+                    and total - segment.size >= self.config.retention_bytes
+                )
+                if not (expired or oversized):
+                    break
+                deletable.append(segment)
+                total -= segment.size
+            for segment in deletable:
+                self._segments.pop(segment.base_offset)
+                self._bases.pop(0)
+                segment.rename_to_deleted()
+                self._deleted.append((now + self.config.file_delete_delay_ms, segment))
+            if deletable:
+                self._log_start_offset = max(self._log_start_offset, self._bases[0])
+                self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            return len(deletable)
+
+    def purge_deleted_segments(self, now: int | None = None, force: bool = False) -> int:
+        """Close and unlink segments deleted more than ``file.delete.delay.ms`` ago."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            due = [(t, s) for t, s in self._deleted if force or t <= now]
+            self._deleted = [(t, s) for t, s in self._deleted if not (force or t <= now)]
+        for _, segment in due:
+            segment.delete()
+        return len(due)
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """Move the log start offset forward (DeleteRecords); segments below it go at the
+        next retention pass."""
+        with self._lock:
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"expected a new log start offset <= high watermark {self._high_watermark}, "
+                    f"found {offset}",
+                    offset=offset,
+                    log_start=self._log_start_offset,
+                    log_end=self._log_end_offset,
+                )
+            self._log_start_offset = max(self._log_start_offset, offset)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every segment (the caller writes the clean-shutdown marker)."""
+        self.flush()
+        with self._lock:
+            self.active_segment.on_become_inactive()
+            self.active_segment.flush()
+            for segment in self._segments.values():
+                segment.close()
+        self.purge_deleted_segments(force=True)
+
+    def delete(self) -> None:
+        """Close and remove every file of this log, and its directory."""
+        with self._lock:
+            for segment in self._segments.values():
+                segment.delete()
+            self._segments.clear()
+            self._bases = []
+        self.purge_deleted_segments(force=True)
+        for entry in os.listdir(self.directory):
+            (self.directory / entry).unlink()
+        self.directory.rmdir()
+
+
+def _stamp_log_append_time(buf: bytearray, h: BatchHeader, append_time: int) -> BatchHeader:
+    """Set the LogAppendTime bit and MaxTimestamp, then the CRC they are covered by."""
+    attributes = h.attributes | TIMESTAMP_TYPE_BIT
+    struct.pack_into(">h", buf, h.position + 21, attributes)
+    struct.pack_into(">q", buf, h.position + 35, append_time)
+    end = h.position + h.size
+    crc = crc32c(memoryview(buf)[h.position + CRC_START : end])
+    _ATTRS_AND_CRC.pack_into(buf, h.position + 17, crc)
+    return h._replace(attributes=attributes, max_timestamp=append_time, crc=crc)

@@ -1,0 +1,132 @@
+"""``LogConfig``: the per-partition settings of the log, under Kafka's names.
+
+Broker-wide defaults come from ``server.properties`` keys (``log.segment.bytes``,
+``log.retention.hours`` ...); a topic may override them with the topic-level keys
+(``segment.bytes``, ``retention.ms`` ...), as in Kafka. The table below is the whole mapping.
+
+``read.flushed.only`` (broker key ``log.read.flushed.only``) is Sluice's own: when true a
+consumer sees a message only after it was flushed to disk, as in the 2011 paper (§3.1). Kafka
+exposes messages as soon as they are appended (and replicated); that stays the default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_LONG = (1 << 63) - 1
+DAY_MS = 24 * 60 * 60 * 1000
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    retention_ms: int = 7 * DAY_MS  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    flush_messages: int = MAX_LONG
+    flush_ms: int = MAX_LONG
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * 1024 * 1024
+    max_message_bytes: int = 1024 * 1024 + 12  # Kafka's 1048588
+    file_delete_delay_ms: int = 60_000
+    message_timestamp_type: str = "CreateTime"
+    read_flushed_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 14 or self.segment_bytes > (1 << 31) - 1:
+            raise ValueError(
+                f"segment.bytes: expected 14 .. 2147483647 (positions are 4 bytes), "
+                f"found {self.segment_bytes}"
+            )
+        if self.index_interval_bytes < 0 or self.segment_index_bytes < 12:
+            raise ValueError("index.interval.bytes and segment.index.bytes must be positive")
+        if self.flush_messages < 1 or self.flush_ms < 0 or self.segment_ms < 1:
+            raise ValueError("flush.messages >= 1, flush.ms >= 0 and segment.ms >= 1 expected")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(
+                f"message.timestamp.type: expected CreateTime or LogAppendTime, "
+                f"found {self.message_timestamp_type!r}"
+            )
+
+    def with_overrides(self, topic_config: Mapping[str, str]) -> LogConfig:
+        """A copy with topic-level keys (``retention.ms=...``) applied."""
+        changes: dict[str, Any] = {}
+        for key, raw in topic_config.items():
+            if key not in TOPIC_KEYS:
+                raise ValueError(
+                    f"unknown topic config {key!r}; expected one of {sorted(TOPIC_KEYS)}"
+                )
+            name = TOPIC_KEYS[key]
+            changes[name] = _convert(name, raw)
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_broker_properties(cls, props: Mapping[str, str]) -> LogConfig:
+        """Defaults from a broker's ``server.properties`` keys; unrelated keys are ignored."""
+        changes: dict[str, Any] = {}
+        for key, name, scale in _BROKER_KEYS:
+            if key in props:
+                changes[name] = _convert(name, props[key]) * scale
+        # The most precise unit wins, as in Kafka (ms over minutes over hours).
+        for name, keys in _UNIT_PRECEDENCE.items():
+            for key, scale in keys:
+                if key in props:
+                    value = int(props[key])
+                    changes[name] = value * scale if value >= 0 else -1
+                    break
+        return cls(**changes)
+
+
+def _convert(name: str, raw: str) -> Any:
+    field = {f.name: f for f in dataclasses.fields(LogConfig)}[name]
+    if field.type in ("bool", bool):
+        if raw.strip().lower() not in ("true", "false"):
+            raise ValueError(f"{name}: expected true or false, found {raw!r}")
+        return raw.strip().lower() == "true"
+    if field.type in ("str", str):
+        return raw.strip()
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}: expected an integer, found {raw!r}") from None
+
+
+TOPIC_KEYS = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "segment_index_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "message.timestamp.type": "message_timestamp_type",
+    "read.flushed.only": "read_flushed_only",
+}
+
+_BROKER_KEYS = [
+    ("log.segment.bytes", "segment_bytes", 1),
+    ("log.retention.bytes", "retention_bytes", 1),
+    ("log.flush.interval.messages", "flush_messages", 1),
+    ("log.flush.interval.ms", "flush_ms", 1),
+    ("log.index.interval.bytes", "index_interval_bytes", 1),
+    ("log.index.size.max.bytes", "segment_index_bytes", 1),
+    ("message.max.bytes", "max_message_bytes", 1),
+    ("log.segment.delete.delay.ms", "file_delete_delay_ms", 1),
+    ("log.message.timestamp.type", "message_timestamp_type", 1),
+    ("log.read.flushed.only", "read_flushed_only", 1),
+]
+
+_UNIT_PRECEDENCE = {
+    "retention_ms": [
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ],
+    "segment_ms": [("log.roll.ms", 1), ("log.roll.hours", 3_600_000)],
+}

@@ -1,0 +1,289 @@
+"""``LogManager``: the logs of every partition on this broker, across its ``log.dirs``.
+
+Layout of each log dir (Kafka's)::
+
+    <log dir>/
+        .kafka_cleanshutdown              present only after a clean shutdown
+        recovery-point-offset-checkpoint  per partition: offsets below are fsynced
+        log-start-offset-checkpoint       per partition: the log start offset
+        <topic>-<partition>/              one ``Log`` (segments, indexes)
+        <topic>-<partition>.<id>-delete/  a deleted partition, removed in the background
+
+Startup: a dir with the clean-shutdown marker loads its logs as they are (indexes are only
+sanity-checked); without it every log re-validates its batches from its recovery point and
+cuts at the first torn or corrupt one. The marker is removed once loading is done, so a crash
+from then on counts as unclean; ``shutdown`` flushes everything, writes the checkpoints and
+writes the marker last.
+
+Placement: a new partition goes to the log dir holding the fewest partitions.
+
+Background work, on daemon threads: the flusher (every ``log.flush.scheduler.interval.ms``,
+and at once when a log reaches ``flush.messages``), retention (every
+``log.retention.check.interval.ms``) and the checkpoints (every
+``log.flush.offset.checkpoint.interval.ms``). fsync never runs on the append path.
+
+Thread safety: every public method is thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint, fsync_dir
+from broker.log.errors import InvalidTopicError, LogDirectoryError
+from broker.log.log import Log, now_ms
+from broker.log.log_config import LogConfig
+from broker.log.topic_partition import TopicPartition, validate_topic
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+DELETE_SUFFIX = "-delete"
+
+
+class LogManager:
+    """Owns every ``Log`` on the broker. See the module docstring."""
+
+    def __init__(
+        self,
+        log_dirs: Iterable[str | Path],
+        default_config: LogConfig | None = None,
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        flush_check_ms: int = 1000,
+        retention_check_ms: int = 300_000,
+        checkpoint_ms: int = 60_000,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        if not self.log_dirs:
+            raise LogDirectoryError("expected at least one log dir (log.dirs), found none")
+        self.default_config = default_config or LogConfig()
+        self._topic_config = topic_config or (lambda _topic: self.default_config)
+        self.flush_check_ms = flush_check_ms
+        self.retention_check_ms = retention_check_ms
+        self.checkpoint_ms = checkpoint_ms
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._stop = threading.Event()
+        self._flush_wanted = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.clean_shutdown: dict[Path, bool] = {}
+        self.recovered_bytes_cut = 0
+
+    # -- startup ---------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Create missing log dirs, load (and if need be recover) every log."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            if not os.access(log_dir, os.W_OK):
+                raise LogDirectoryError(f"{log_dir}: expected a writable log dir")
+            self._load_dir(log_dir)
+        for log_dir in self.log_dirs:
+            (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            fsync_dir(log_dir)
+
+    def _read_checkpoint(self, path: Path) -> dict[tuple[str, int], int]:
+        try:
+            return OffsetCheckpoint(path).read()
+        except CorruptCheckpointError as exc:
+            # Fall back to the safe values: recover from the first segment.
+            log.warning("%s; ignoring it", exc)
+            return {}
+
+    def _load_dir(self, log_dir: Path) -> None:
+        clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+        self.clean_shutdown[log_dir] = clean
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_FILE)
+        log_starts = self._read_checkpoint(log_dir / LOG_START_FILE)
+        for entry in sorted(os.listdir(log_dir)):
+            path = log_dir / entry
+            if not path.is_dir():
+                continue
+            if entry.endswith(DELETE_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                tp = TopicPartition.from_dir_name(entry)
+            except InvalidTopicError:
+                log.warning("%s: not a partition directory, ignored", path)
+                continue
+            if tp in self._logs:
+                raise LogDirectoryError(
+                    f"partition {tp} found in two log dirs: {self._dir_of[tp]} and {log_dir}"
+                )
+            partition_log = Log(
+                path,
+                self._topic_config(tp.topic),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                clean_shutdown=clean,
+                clock=self._clock,
+                on_flush_needed=self._request_flush,
+            )
+            self.recovered_bytes_cut += partition_log.recovered_bytes_cut
+            self._logs[tp] = partition_log
+            self._dir_of[tp] = log_dir
+        log.info(
+            "loaded log dir %s (%s shutdown): %d partitions",
+            log_dir,
+            "clean" if clean else "unclean",
+            sum(1 for d in self._dir_of.values() if d == log_dir),
+        )
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        tp = TopicPartition(validate_topic(topic), partition)
+        if partition < 0:
+            raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            log_dir = self._least_loaded_dir()
+            partition_log = Log(
+                log_dir / tp.dir_name,
+                config or self._topic_config(topic),
+                clock=self._clock,
+                on_flush_needed=self._request_flush,
+            )
+            fsync_dir(log_dir)
+            self._logs[tp] = partition_log
+            self._dir_of[tp] = log_dir
+            return partition_log
+
+    def _least_loaded_dir(self) -> Path:
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        # Fewest partitions first; ties go to the dir listed first (Kafka's rule).
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log: renamed ``...-delete`` at once, then removed."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            partition_log = self._logs.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+        if partition_log is None or log_dir is None:
+            return False
+        partition_log.close()
+        target = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        os.rename(partition_log.directory, target)
+        fsync_dir(log_dir)
+        shutil.rmtree(target, ignore_errors=True)
+        return True
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get(TopicPartition(topic, partition))
+
+    # -- background work -------------------------------------------------------------------
+
+    def _request_flush(self, _log: Log) -> None:
+        self._flush_wanted.set()
+
+    def flush_dirty_logs(self) -> int:
+        """Flush every log whose ``flush.messages`` or ``flush.ms`` is reached."""
+        now = self._clock()
+        flushed = 0
+        for partition_log in self.logs().values():
+            if partition_log.needs_flush(now):
+                partition_log.flush()
+                flushed += 1
+        return flushed
+
+    def flush_all(self) -> None:
+        for partition_log in self.logs().values():
+            partition_log.flush()
+
+    def cleanup_logs(self) -> int:
+        """One retention pass; returns the number of segments deleted."""
+        deleted = 0
+        for partition_log in self.logs().values():
+            deleted += partition_log.delete_old_segments()
+            partition_log.purge_deleted_segments()
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Write both checkpoint files in every log dir."""
+        with self._lock:
+            by_dir: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+            for tp, partition_log in self._logs.items():
+                by_dir[self._dir_of[tp]][tp] = partition_log
+        for log_dir, logs in by_dir.items():
+            OffsetCheckpoint(log_dir / RECOVERY_POINT_FILE).write(
+                {tp: lg.recovery_point for tp, lg in logs.items()}
+            )
+            OffsetCheckpoint(log_dir / LOG_START_FILE).write(
+                {tp: lg.log_start_offset for tp, lg in logs.items()}
+            )
+
+    def start_background(self) -> None:
+        """Start the flusher, retention and checkpoint threads."""
+        self._stop.clear()
+        jobs: list[tuple[str, Callable[[], object], float, threading.Event | None]] = [
+            ("flusher", self.flush_dirty_logs, self.flush_check_ms / 1000, self._flush_wanted),
+            ("retention", self.cleanup_logs, self.retention_check_ms / 1000, None),
+            ("checkpoint", self.checkpoint, self.checkpoint_ms / 1000, None),
+        ]
+        for name, job, interval, wake in jobs:
+            thread = threading.Thread(
+                target=self._run_periodically,
+                args=(job, interval, wake),
+                name=f"sluice-log-{name}",
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _run_periodically(
+        self, job: Callable[[], object], interval: float, wake: threading.Event | None
+    ) -> None:
+        while not self._stop.is_set():
+            if wake is not None:
+                wake.wait(interval)
+                wake.clear()
+            else:
+                self._stop.wait(interval)
+            if self._stop.is_set():
+                return
+            try:
+                job()
+            except Exception:  # a background job must outlive one bad pass, loudly
+                log.exception("background log job %s failed", getattr(job, "__name__", job))
+
+    def shutdown(self) -> None:
+        """Stop the threads, flush and close every log, write checkpoints and the marker."""
+        self._stop.set()
+        self._flush_wanted.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads.clear()
+        with self._lock:
+            logs = list(self._logs.values())
+        for partition_log in logs:
+            partition_log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            marker.touch()
+            fsync_dir(log_dir)

@@ -1,0 +1,423 @@
+"""``LogSegment``: one ``.log`` file of record batches with its ``.index`` and ``.timeindex``.
+
+Files, named by the segment's base offset as 20 zero-padded digits (Kafka's
+``LogFileUtils``)::
+
+    00000000000000368769.log        record batches, back to back, exactly as appended
+    00000000000000368769.index      OffsetIndex: last offset of a batch → its position
+    00000000000000368769.timeindex  TimeIndex: largest timestamp so far → its offset
+
+Invariants: every byte of ``.log`` belongs to a whole batch (``recover`` restores this after a
+crash by cutting at the first torn or corrupt batch); batch offsets strictly increase and are
+all >= the base offset; every offset is < base + 2^31 so it fits the indexes' 4-byte relative
+offset. ``read`` returns a :class:`FileSlice` of whole batches, fit for ``os.sendfile``.
+
+Thread safety: ``append``, ``truncate_to``, ``recover`` and ``close`` must be serialized by
+the owner (``Log`` holds its lock). ``read``, ``translate_offset`` and
+``find_offset_by_timestamp`` may run beside an append: they look only at bytes that were whole
+when they started. ``flush`` may run on another thread at any time (it only fsyncs).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from broker.log.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
+from broker.log.offset_index import OffsetIndex
+from broker.log.record_batch import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+from broker.log.records import decode_batch
+from broker.log.time_index import TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+# Header scans read blocks this large: one pread covers an index interval (4 KiB) and more.
+_HEADER_BLOCK = 16 * 1024
+# Recovery reads blocks this large (a batch larger than this is read on its own).
+_RECOVERY_BLOCK = 1024 * 1024
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_base_offset(name: str) -> int:
+    """The base offset in a segment file name; ``ValueError`` if it is not one."""
+    stem = name.split(".", 1)[0]
+    if len(stem) != 20 or not stem.isdigit():
+        raise ValueError(f"expected a 20-digit base offset in {name!r}")
+    return int(stem)
+
+
+class FileSlice(NamedTuple):
+    """``size`` bytes of an open file from ``position``: whole batches, ready to send."""
+
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        """The bytes themselves (for tests and for clients that are not sockets)."""
+        return os.pread(self.fd, self.size, self.position)
+
+
+class LogSegment:
+    """One segment of a partition log. See the module docstring for layout and invariants."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_bytes: int = 10 * 1024 * 1024,
+        now_ms: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._max_index_bytes = max_index_bytes
+        self.index_rebuilt_because: str | None = None
+        if self._size and not all(
+            (directory / file_name(base_offset, suffix)).exists()
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        ):
+            self.index_rebuilt_because = f"{self.log_path}: an index file is missing"
+        try:
+            self.offset_index = OffsetIndex(
+                directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_bytes
+            )
+            self.time_index = TimeIndex(
+                directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+            )
+        except CorruptIndexError as exc:
+            self.index_rebuilt_because = str(exc)
+            self._reset_indexes()
+        self._bytes_since_index = 0
+        self._next_offset: int | None = None
+        last_ts = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last_ts or (-1, base_offset)
+        # ``segment.ms`` counts from here, on the broker's clock. Kafka ≥ 0.10.1 counts from
+        # the first batch's timestamp instead, so a producer with a skewed clock (or replayed
+        # old data) makes it roll on every append; the broker's own clock cannot do that.
+        self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes in ``.log``."""
+        return self._size
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (the base offset when it is empty)."""
+        if self._next_offset is None:
+            offset, position = self.offset_index.lookup(1 << 62)
+            next_offset = self.base_offset
+            for header in self._iter_headers(position):
+                next_offset = header.next_offset
+            self._next_offset = next_offset
+        return self._next_offset
+
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp in the segment, or its file's modification time when
+        no record carries one (Kafka's rule for time-based retention)."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms()
+
+    def sanity_check(self) -> None:
+        """Raise :class:`CorruptIndexError` if either index disagrees with the log."""
+        self.offset_index.sanity_check(self._size)
+        self.time_index.sanity_check(self.next_offset if self._size else self.base_offset + 1)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def can_hold(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` fits this segment's 4-byte relative offsets and indexes."""
+        return (
+            last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+            and not self.offset_index.is_full
+            and not self.time_index.is_full
+        )
+
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]) -> int:
+        """Append whole, validated batches; ``batches`` are their headers with positions
+        relative to ``data``. Returns the position the data was written at.
+
+        Offsets must increase from the segment's next offset: violating it is a bug in the
+        caller, not bad input, and raises :class:`SegmentOffsetOverflowError` for an offset
+        that does not fit, :class:`CorruptRecordError` for one that goes backwards.
+        """
+        if not batches:
+            return self._size
+        first, last = batches[0], batches[-1]
+        if first.base_offset < self.next_offset:
+            raise CorruptRecordError(
+                f"{self.log_path}: expected offsets from {self.next_offset}, "
+                f"found a batch at {first.base_offset}"
+            )
+        if last.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise SegmentOffsetOverflowError(
+                f"{self.log_path}: offset {last.last_offset} is more than 2^31-1 past the "
+                f"base offset {self.base_offset}"
+            )
+        start = self._size
+        written = os.pwrite(self._fd, data, start)
+        if written != len(data):
+            # A short write means a full disk or a dying one; undo so no torn batch stays.
+            os.ftruncate(self._fd, start)
+            raise OSError(f"{self.log_path}: wrote {written} of {len(data)} bytes")
+        for header in batches:
+            position = start + header.position
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if self._bytes_since_index > self.index_interval_bytes:
+                self.offset_index.append(header.last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += header.size
+        self._size = start + len(data)
+        self._next_offset = last.next_offset
+        return start
+
+    def on_become_inactive(self) -> None:
+        """Record the final largest timestamp so retention can read it after a restart."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch that holds an offset >= ``offset`` (a batch holding ``offset``
+        goes whole). Returns the number of bytes removed."""
+        position = self.translate_offset(offset)
+        if position is None:
+            return 0
+        removed = self._size - position
+        self._truncate_at(position)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        # Recompute what the remaining bytes say; they were valid when appended.
+        self._next_offset = None
+        self._bytes_since_index = 0
+        self._recompute_max_timestamp()
+        return removed
+
+    def _truncate_at(self, position: int) -> None:
+        os.ftruncate(self._fd, position)
+        self._size = position
+
+    def _recompute_max_timestamp(self) -> None:
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        offset, position = self.offset_index.lookup(1 << 62)
+        entry = self.time_index.last_entry()
+        if entry is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = entry
+        for header in self._iter_headers(position):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = (
+                    header.max_timestamp,
+                    header.last_offset,
+                )
+
+    def _reset_indexes(self) -> None:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (self.directory / file_name(self.base_offset, suffix)).unlink(missing_ok=True)
+        self.offset_index = OffsetIndex(
+            self.directory / file_name(self.base_offset, INDEX_SUFFIX),
+            self.base_offset,
+            self._max_index_bytes,
+        )
+        self.time_index = TimeIndex(
+            self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX),
+            self.base_offset,
+            self._max_index_bytes,
+        )
+
+    def recover(self, max_batch_bytes: int = 1 << 31) -> tuple[int, str | None]:
+        """Re-validate every batch, rebuild both indexes, and cut the file at the first torn
+        or corrupt batch. Returns (bytes cut, why the scan stopped or None)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_index = 0
+        self._next_offset = self.base_offset
+        valid_end = 0
+        reason: str | None = None
+        try:
+            for header in self._iter_valid_batches(max_batch_bytes):
+                if header.base_offset < self._next_offset:
+                    reason = (
+                        f"batch at position {header.position}: expected an offset >= "
+                        f"{self._next_offset}, found {header.base_offset}"
+                    )
+                    break
+                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    reason = f"batch at position {header.position}: offset overflows the segment"
+                    break
+                # Same order as ``append``, so the rebuilt indexes equal the written ones.
+                if header.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = header.max_timestamp
+                    self.offset_of_max_timestamp = header.last_offset
+                if self._bytes_since_index > self.index_interval_bytes:
+                    self.offset_index.append(header.last_offset, header.position)
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                    self._bytes_since_index = 0
+                self._bytes_since_index += header.size
+                self._next_offset = header.next_offset
+                valid_end = header.position + header.size
+        except CorruptRecordError as exc:
+            reason = str(exc)
+        cut = self._size - valid_end
+        if cut:
+            self._truncate_at(valid_end)
+        return cut, reason
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _read_header(self, position: int) -> BatchHeader:
+        return parse_header(os.pread(self._fd, HEADER_SIZE, position), 0, position)
+
+    def _iter_headers(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers (not CRC-checked) of the batches from ``position`` up to ``end``."""
+        stop = self._size if end is None else end
+        block = b""
+        block_start = position
+        while position < stop:
+            rel = position - block_start
+            if rel + HEADER_SIZE > len(block):
+                block = os.pread(self._fd, _HEADER_BLOCK, position)
+                block_start, rel = position, 0
+            header = parse_header(block, rel, position)
+            if header.length <= 0:
+                raise CorruptRecordError(
+                    f"{self.log_path}: expected a positive Length at {position}, "
+                    f"found {header.length}"
+                )
+            yield header
+            position += header.size
+
+    def _iter_valid_batches(self, max_batch_bytes: int) -> Iterator[BatchHeader]:
+        """Fully validated batches from position 0, reading the file in large blocks."""
+        position = 0
+        block = b""
+        block_start = 0
+        size = self._size
+        while position < size:
+            rel = position - block_start
+            if rel + HEADER_SIZE > len(block):
+                block = os.pread(self._fd, _RECOVERY_BLOCK, position)
+                block_start, rel = position, 0
+            header = parse_header(block, rel, position)
+            if header.size > max_batch_bytes or position + header.size > size:
+                raise CorruptRecordError(
+                    f"batch at position {position}: Length says {header.size} bytes, "
+                    f"{size - position} remain in the file (limit {max_batch_bytes})"
+                )
+            if rel + header.size > len(block):
+                block = os.pread(self._fd, max(_RECOVERY_BLOCK, header.size), position)
+                block_start, rel = position, 0
+            yield validate_batch(block, rel, position)
+            position += header.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> int | None:
+        """Position of the first batch whose last offset is >= ``offset``, or None."""
+        _, position = self.offset_index.lookup(offset)
+        for header in self._iter_headers(max(position, start_position)):
+            if header.last_offset >= offset:
+                return header.position
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them
+        (but at least one when ``min_one_batch``), ending at or before ``max_position`` (a
+        batch boundary, e.g. the high watermark's position). None when there is nothing."""
+        limit_position = self._size if max_position is None else min(max_position, self._size)
+        start = self.translate_offset(start_offset)
+        if start is None or start >= limit_position:
+            return None
+        limit = min(limit_position, start + max_bytes)
+        # Jump near the limit through the index, then walk the last few batches.
+        end = max(self.offset_index.lookup_position(limit), start)
+        for header in self._iter_headers(end, limit_position):
+            if header.position + header.size > limit:
+                break
+            end = header.position + header.size
+        if end == start:
+            if not min_one_batch:
+                return None
+            end = start + self._read_header(start).size
+        return FileSlice(self._fd, start, end - start)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``starting_offset`` whose
+        timestamp is >= ``timestamp``, or None when the segment holds none."""
+        # The entry just below the target: every record up to its offset is older than the
+        # target, so the scan from there finds the first match even with ties.
+        _, indexed_offset = self.time_index.lookup(timestamp - 1)
+        position = self.translate_offset(max(indexed_offset, starting_offset))
+        if position is None:
+            return None
+        for header in self._iter_headers(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+                batch = os.pread(self._fd, header.size, header.position)
+                for record in decode_batch(batch):
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        return record.offset, record.timestamp
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log and both indexes (safe to call from another thread)."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def rename_to_deleted(self) -> None:
+        """Mark the segment deleted without closing it, so in-flight reads of its file stay
+        valid until :meth:`delete` runs after ``file.delete.delay.ms``."""
+        target = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.rename(self.log_path, target)
+        self.log_path = target
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
