@@ -1,0 +1,17 @@
+"""Sluice's Avro schema registry (Confluent REST API subset) and the Confluent wire-format serde.
+
+Modules: ``app`` (HTTP routes), ``registry`` (the rules), ``compatibility`` (levels over
+``avro.compatibility``), ``avro_schema`` (parsing, identity), ``store`` (the storage contract),
+``file_store`` (standalone storage), ``server`` (config + uvicorn), ``cli`` (subcommands),
+``client`` (REST client), ``serde`` (wire format), ``errors``, ``properties``.
+Schemas of the pipeline's events: ``page_view.avsc``, ``audit_count.avsc``.
+"""
+
+from pathlib import Path
+
+SCHEMA_DIR = Path(__file__).parent
+
+
+def schema_path(name: str) -> Path:
+    """Path of a bundled ``.avsc`` file, e.g. ``schema_path("page_view")``."""
+    return SCHEMA_DIR / f"{name}.avsc"

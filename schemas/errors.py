@@ -1,0 +1,201 @@
+"""Every failure the registry and the serde can report, one class each.
+
+Registry errors carry Confluent's HTTP status and ``error_code`` so one table serves both sides:
+the server turns a raised :class:`RegistryError` into ``{"error_code", "message"}`` with the
+status, and the client turns such a body back into the same class with :func:`error_for_code`.
+
+=========  ======  ==============================================================
+error code status  class
+=========  ======  ==============================================================
+40401      404     :class:`SubjectNotFoundError`
+40402      404     :class:`VersionNotFoundError`
+40403      404     :class:`SchemaNotFoundError`
+40404      404     :class:`SubjectSoftDeletedError`
+40405      404     :class:`SubjectNotSoftDeletedError`
+40406      404     :class:`VersionSoftDeletedError`
+40407      404     :class:`VersionNotSoftDeletedError`
+40408      404     :class:`SubjectConfigNotFoundError`
+409        409     :class:`IncompatibleSchemaError`
+42201      422     :class:`InvalidSchemaError`
+42202      422     :class:`InvalidVersionError`
+42203      422     :class:`InvalidCompatibilityLevelError`
+50001      500     :class:`StoreError`
+=========  ======  ==============================================================
+
+Serde errors (:class:`SerdeError` and below) never cross HTTP; they say what the decoder
+expected and what it found in the bytes.
+"""
+
+from __future__ import annotations
+
+
+class SchemasError(Exception):
+    """Base of every error raised by the ``schemas`` package."""
+
+
+# --------------------------------------------------------------------------------------------
+# Registry errors (Confluent REST error codes)
+# --------------------------------------------------------------------------------------------
+
+
+class RegistryError(SchemasError):
+    """A failure with a Confluent error code; ``http_status`` is what the server answers."""
+
+    http_status: int = 500
+    error_code: int = 50001
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_json(self) -> dict[str, object]:
+        """The Confluent error body: ``{"error_code": int, "message": str}``."""
+        return {"error_code": self.error_code, "message": self.message}
+
+
+class SubjectNotFoundError(RegistryError):
+    http_status, error_code = 404, 40401
+
+
+class VersionNotFoundError(RegistryError):
+    http_status, error_code = 404, 40402
+
+
+class SchemaNotFoundError(RegistryError):
+    http_status, error_code = 404, 40403
+
+
+class SubjectSoftDeletedError(RegistryError):
+    """A soft delete of a subject whose versions are all soft-deleted already."""
+
+    http_status, error_code = 404, 40404
+
+
+class SubjectNotSoftDeletedError(RegistryError):
+    """A permanent delete of a subject that still has live versions."""
+
+    http_status, error_code = 404, 40405
+
+
+class VersionSoftDeletedError(RegistryError):
+    """A soft delete of a version that is soft-deleted already."""
+
+    http_status, error_code = 404, 40406
+
+
+class VersionNotSoftDeletedError(RegistryError):
+    """A permanent delete of a version that was not soft-deleted first."""
+
+    http_status, error_code = 404, 40407
+
+
+class SubjectConfigNotFoundError(RegistryError):
+    """``GET /config/{s}`` for a subject without its own level (and no ``defaultToGlobal``)."""
+
+    http_status, error_code = 404, 40408
+
+
+class IncompatibleSchemaError(RegistryError):
+    http_status, error_code = 409, 409
+
+
+class InvalidSchemaError(RegistryError):
+    http_status, error_code = 422, 42201
+
+
+class InvalidVersionError(RegistryError):
+    http_status, error_code = 422, 42202
+
+
+class InvalidCompatibilityLevelError(RegistryError):
+    http_status, error_code = 422, 42203
+
+
+class StoreError(RegistryError):
+    """The backing store failed (I/O error, corrupt file); the request changed nothing."""
+
+    http_status, error_code = 500, 50001
+
+
+class BadRequestError(RegistryError):
+    """The request body is not the JSON object the endpoint expects."""
+
+    http_status, error_code = 400, 400
+
+
+class RouteNotFoundError(RegistryError):
+    """No such endpoint (Confluent answers unknown paths with ``error_code`` 404)."""
+
+    http_status, error_code = 404, 404
+
+
+class UnexpectedResponseError(RegistryError):
+    """The client got a status or body that is not a Confluent error (not a registry?)."""
+
+    http_status, error_code = 502, -1
+
+
+_BY_CODE: dict[int, type[RegistryError]] = {
+    cls.error_code: cls
+    for cls in (
+        SubjectNotFoundError,
+        VersionNotFoundError,
+        SchemaNotFoundError,
+        SubjectSoftDeletedError,
+        SubjectNotSoftDeletedError,
+        VersionSoftDeletedError,
+        VersionNotSoftDeletedError,
+        SubjectConfigNotFoundError,
+        IncompatibleSchemaError,
+        InvalidSchemaError,
+        InvalidVersionError,
+        InvalidCompatibilityLevelError,
+        StoreError,
+        BadRequestError,
+        RouteNotFoundError,
+    )
+}
+
+
+def error_for_code(error_code: int, message: str, http_status: int) -> RegistryError:
+    """The typed error for a Confluent ``error_code``; unknown codes keep the status they had."""
+    cls = _BY_CODE.get(error_code)
+    if cls is not None:
+        return cls(message)
+    err = UnexpectedResponseError(f"HTTP {http_status}, error_code {error_code}: {message}")
+    err.http_status = http_status
+    err.error_code = error_code
+    return err
+
+
+# --------------------------------------------------------------------------------------------
+# Serde errors (Confluent wire format)
+# --------------------------------------------------------------------------------------------
+
+
+class SerdeError(SchemasError):
+    """Base of the serializer/deserializer errors."""
+
+
+class WrongMagicByteError(SerdeError):
+    """The first byte is not the Confluent magic byte 0."""
+
+
+class TruncatedPayloadError(SerdeError):
+    """Fewer bytes than the 5-byte header, or the Avro body ended early."""
+
+
+class UnknownSchemaIdError(SerdeError):
+    """The registry has no schema under the id in the header."""
+
+
+class UndecodableAvroError(SerdeError):
+    """The body does not decode with the writer schema (or leaves bytes over)."""
+
+
+class UnencodableRecordError(SerdeError):
+    """The record does not match the serializer's schema."""
+
+
+class RegistryConnectionError(SchemasError):
+    """The client could not reach the registry (refused, timed out, DNS)."""

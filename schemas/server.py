@@ -1,0 +1,109 @@
+"""Running the registry: configuration keys, store choice, the uvicorn server.
+
+Configuration (Confluent's key names where Confluent has one)::
+
+    listeners=http://127.0.0.1:8081          # first listener is served; http only
+    schema.registry.data.dir=./data/registry # FileSchemaStore directory (standalone mode)
+    schema.compatibility.level=BACKWARD      # default global level until PUT /config sets one
+    log.level=info
+
+Shutdown: uvicorn handles SIGINT/SIGTERM (stops accepting, finishes in-flight requests), then
+:func:`serve` closes the store, which releases the data-dir lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from schemas.app import create_app
+from schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
+from schemas.file_store import FileSchemaStore
+from schemas.registry import Registry
+
+DEFAULT_LISTENER = "http://127.0.0.1:8081"
+DEFAULT_DATA_DIR = "./data/registry"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    host: str
+    port: int
+    data_dir: Path
+    default_level: CompatibilityLevel
+    log_level: str
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> RegistryConfig:
+        """Build from ``.properties`` keys; raise ``ValueError`` on a bad value."""
+        listeners = props.get("listeners", DEFAULT_LISTENER)
+        first = listeners.split(",")[0].strip()
+        url = urllib.parse.urlsplit(first)
+        if url.scheme != "http" or not url.hostname or url.port is None:
+            raise ValueError(f"listeners: expected http://host:port, found {first!r}")
+        level = props.get("schema.compatibility.level", DEFAULT_LEVEL.value)
+        return cls(
+            host=url.hostname,
+            port=url.port,
+            data_dir=Path(props.get("schema.registry.data.dir", DEFAULT_DATA_DIR)),
+            default_level=CompatibilityLevel.parse(level),
+            log_level=props.get("log.level", "info").lower(),
+        )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus re-raising the stop signal after shutdown.
+
+    uvicorn re-raises SIGINT/SIGTERM once it has drained, so the process dies *of* the signal
+    (status -15) before our ``finally`` closes the store. A registry stopped on purpose should
+    exit 0 after a clean close, so the signal only triggers the graceful shutdown.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        stop_signals = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stop_signals}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for captured in self._captured_signals:
+                log.info("stopped by %s", signal.Signals(captured).name)
+
+
+def serve(config: RegistryConfig) -> None:
+    """Serve the registry in the foreground until SIGINT/SIGTERM."""
+    store = FileSchemaStore(config.data_dir)
+    try:
+        registry = Registry(store, config.default_level)
+        log.info(
+            "schema registry listening on http://%s:%d, data dir %s, default compatibility %s",
+            config.host,
+            config.port,
+            config.data_dir,
+            config.default_level.value,
+        )
+        server = _Server(
+            uvicorn.Config(
+                create_app(registry),
+                host=config.host,
+                port=config.port,
+                log_level=config.log_level,
+                access_log=config.log_level == "debug",
+                lifespan="off",
+            )
+        )
+        server.run()
+    finally:
+        store.close()
+        log.info("schema registry stopped")

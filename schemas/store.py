@@ -1,0 +1,129 @@
+"""The storage contract of the registry: a small abstract class and the records it holds.
+
+A store keeps four things, and nothing about HTTP or compatibility:
+
+* **schemas** by id — ``StoredSchema(id, text, fingerprint, schema_type)``, immutable once
+  written. Ids come from :meth:`SchemaStore.allocate_id` and are **never handed out twice**,
+  not even after the schema that had one is permanently deleted (readers may still hold bytes
+  that carry the old id; a new schema under that id would decode them wrongly).
+* **subject versions** — ``SubjectVersion(subject, version, schema_id, deleted)``; a soft delete
+  sets ``deleted``, a permanent delete removes the record.
+* **compatibility config** — the global level (``subject=None``) and per-subject levels.
+* the id counter itself.
+
+Lifecycle: construct (opens or creates the backing data), use, :meth:`close`. Mutations made
+inside ``with store.transaction():`` become durable together when the outermost block exits,
+or not at all if it raises; a mutation outside any block is its own transaction. Reads inside
+a transaction see its own writes.
+
+Thread safety: stores are **not** thread-safe; the :class:`~schemas.registry.Registry` holds
+one lock around every call. A store shared between processes (the ZooKeeper store to come)
+must make each transaction atomic on its own backend (e.g. a kazoo transaction conditional on
+znode versions, ids from a sequence node).
+
+Implementations: :class:`schemas.file_store.FileSchemaStore` (standalone mode).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    """A schema under its id. ``text`` is what ``GET /schemas/ids/{id}`` returns."""
+
+    id: int
+    text: str
+    fingerprint: str
+    schema_type: str = "AVRO"
+
+
+@dataclass(frozen=True)
+class SubjectVersion:
+    """Version ``version`` of ``subject`` points at schema ``schema_id``."""
+
+    subject: str
+    version: int
+    schema_id: int
+    deleted: bool = False
+
+
+class SchemaStore(abc.ABC):
+    """Durable storage for schemas, subject versions and compatibility config."""
+
+    @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A block whose mutations are persisted together on exit, or rolled back on error.
+
+        Blocks nest; only the outermost one persists. Raises :class:`~schemas.errors.StoreError`
+        if persisting fails, after restoring the state from before the block.
+        """
+
+    # -- ids and schemas ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def allocate_id(self) -> int:
+        """A schema id greater than every id this store ever returned (ids start at 1)."""
+
+    @abc.abstractmethod
+    def put_schema(self, schema: StoredSchema) -> None:
+        """Store ``schema`` under ``schema.id``; the id must come from :meth:`allocate_id`."""
+
+    @abc.abstractmethod
+    def get_schema(self, schema_id: int) -> StoredSchema | None:
+        """The schema stored under ``schema_id``, or ``None``."""
+
+    @abc.abstractmethod
+    def find_schema(self, fingerprint: str) -> StoredSchema | None:
+        """The stored schema with this fingerprint, or ``None``."""
+
+    @abc.abstractmethod
+    def delete_schema(self, schema_id: int) -> None:
+        """Forget the schema under ``schema_id`` (its id stays used). Missing ids are ignored."""
+
+    # -- subjects and versions ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def subjects(self) -> list[str]:
+        """Every subject with at least one version record (soft-deleted ones included), sorted."""
+
+    @abc.abstractmethod
+    def versions(self, subject: str) -> list[SubjectVersion]:
+        """The version records of ``subject``, soft-deleted included, by ascending version."""
+
+    @abc.abstractmethod
+    def put_version(self, version: SubjectVersion) -> None:
+        """Insert or replace the record for ``(version.subject, version.version)``."""
+
+    @abc.abstractmethod
+    def remove_version(self, subject: str, version: int) -> None:
+        """Remove the record for ``(subject, version)`` for good. Missing records are ignored."""
+
+    def all_versions(self) -> Iterator[SubjectVersion]:
+        """Every version record of every subject (a default built on the two reads above)."""
+        for subject in self.subjects():
+            yield from self.versions(subject)
+
+    # -- compatibility config ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def get_config(self, subject: str | None) -> str | None:
+        """The level set for ``subject`` (``None``: the global level), or ``None`` if unset."""
+
+    @abc.abstractmethod
+    def put_config(self, subject: str | None, level: str) -> None:
+        """Set the level for ``subject`` (``None``: the global level)."""
+
+    @abc.abstractmethod
+    def delete_config(self, subject: str | None) -> None:
+        """Unset the level for ``subject`` (``None``: the global level)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the backing resources; the store is unusable afterwards. Idempotent."""
