@@ -52,3 +52,15 @@ class InvalidTopicError(StorageError):
 
 class LogDirectoryError(StorageError):
     """A log directory is missing, unreadable or holds an unexpected entry."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer's batch does not continue its sequence (a gap or a rewind)."""
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch carries an older epoch than the producer id's current one (a zombie)."""
+
+
+class UnknownProducerIdError(StorageError):
+    """A non-zero sequence from a producer id the log holds no state for."""

@@ -60,6 +60,7 @@ from broker.log.log_segment import (
     LogSegment,
     parse_base_offset,
 )
+from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.log.record_batch import (
     CRC_START,
     TIMESTAMP_TYPE_BIT,
@@ -86,6 +87,7 @@ class AppendInfo:
     log_append_time: int  # -1 unless message.timestamp.type is LogAppendTime
     log_start_offset: int
     batches: tuple[BatchHeader, ...]
+    duplicate: bool = False  # an idempotent retry: acknowledged, not appended again
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ class Log:
         self._last_flush_ms = clock()
         self.recovered_bytes_cut = 0
         directory.mkdir(parents=True, exist_ok=True)
+        self.producer_state = ProducerStateManager(directory)
         self._load(recovery_point, log_start_offset, clean_shutdown)
+        self._rebuild_producer_state()
 
     # -- loading and recovery ---------------------------------------------------------------
 
@@ -217,6 +221,20 @@ class Log:
         for base in self._bases[:-1]:
             self._segments[base].on_become_inactive()
 
+    def _rebuild_producer_state(self) -> None:
+        """Newest usable snapshot, then replay the batch headers after it."""
+        loaded = self.producer_state.load_snapshot(self._log_end_offset)
+        start = self._log_start_offset if loaded is None else loaded
+        for base in self._bases:
+            segment = self._segments[base]
+            if segment.size == 0 or segment.next_offset <= start:
+                continue
+            self.producer_state.replay(
+                h
+                for h in segment.batch_headers(start if base < start else None)
+                if h.base_offset >= start
+            )
+
     def _floor_base(self, offset: int) -> int:
         i = bisect_right(self._bases, offset) - 1
         return self._bases[max(i, 0)]
@@ -297,6 +315,9 @@ class Log:
         with self._lock:
             append_time = -1
             if assign:
+                duplicate = self._check_idempotence(headers)
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, headers[0])
                 next_offset = self._log_end_offset
                 rewritten = []
                 for h in headers:
@@ -330,6 +351,8 @@ class Log:
             segment = self._maybe_roll(len(buf), headers[0].base_offset, headers[-1].last_offset)
             segment.append(buf, headers)
             self._log_end_offset = headers[-1].next_offset
+            for h in headers:
+                self.producer_state.update(h)
             count = sum(h.record_count for h in headers)
             self._unflushed_messages += count
             if self._high_watermark_follows_leo:
@@ -347,6 +370,30 @@ class Log:
                 log_start_offset=self._log_start_offset,
                 batches=tuple(headers),
             )
+
+    def _check_idempotence(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+        if len(headers) == 1:
+            return self.producer_state.check(headers[0])
+        if any(h.producer_id >= 0 for h in headers):
+            # Kafka's rule too: a producer sends one batch per partition per request.
+            raise InvalidRecordError(
+                f"expected one batch per append from an idempotent producer, found {len(headers)}"
+            )
+        return None
+
+    def _duplicate_info(self, original: BatchMetadata, header: BatchHeader) -> AppendInfo:
+        return AppendInfo(
+            first_offset=original.first_offset,
+            last_offset=original.last_offset,
+            max_timestamp=header.max_timestamp,
+            record_count=header.record_count,
+            batch_count=1,
+            size=0,
+            log_append_time=-1,
+            log_start_offset=self._log_start_offset,
+            batches=(),
+            duplicate=True,
+        )
 
     # A single-replica log (standalone mode) commits on append; replication turns this off
     # and moves the high watermark itself.
@@ -386,6 +433,7 @@ class Log:
             old.delete()
         else:
             old.on_become_inactive()
+            self.producer_state.take_snapshot(self._log_end_offset)
         segment = self._new_segment(base_offset)
         self._segments[base_offset] = segment
         self._bases.append(base_offset)
@@ -511,7 +559,7 @@ class Log:
             self._bases = [b for b in self._bases if b < offset]
             active = self.active_segment
             active.truncate_to(offset)
-            self._log_end_offset = active.next_offset
+            self._log_end_offset = max(active.next_offset, active.base_offset)
             self._after_truncation()
             return self._log_end_offset
 
@@ -537,6 +585,7 @@ class Log:
             self._high_watermark = self._log_end_offset
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self._unflushed_messages = 0
+        self._rebuild_producer_state()
 
     # -- retention -------------------------------------------------------------------------
 
@@ -605,6 +654,7 @@ class Log:
         """Flush and close every segment (the caller writes the clean-shutdown marker)."""
         self.flush()
         with self._lock:
+            self.producer_state.take_snapshot(self._log_end_offset)
             self.active_segment.on_become_inactive()
             self.active_segment.flush()
             for segment in self._segments.values():

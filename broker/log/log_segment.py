@@ -335,6 +335,12 @@ class LogSegment:
             yield validate_batch(block, rel, position)
             position += header.size
 
+    def batch_headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the batches holding ``from_offset`` and after (all when None)."""
+        position = 0 if from_offset is None else self.translate_offset(from_offset)
+        if position is not None:
+            yield from self._iter_headers(position)
+
     def translate_offset(self, offset: int, start_position: int = 0) -> int | None:
         """Position of the first batch whose last offset is >= ``offset``, or None."""
         _, position = self.offset_index.lookup(offset)

@@ -60,7 +60,7 @@ class LogModel(RuleBasedStateMachine):
     )
     def append(self, n, codec, ts, value_size):
         items = []
-        for i in range(n):
+        for _ in range(n):
             self.counter += 1
             key = None if self.counter % 7 == 0 else b"k%d" % self.counter
             items.append((key, (b"v%d" % self.counter).ljust(value_size, b"x")))

@@ -1,0 +1,198 @@
+"""``ProducerStateManager``: what idempotence needs to know about each producer id, per
+partition, and its ``<offset>.snapshot`` files.
+
+For every producer id the log keeps its current epoch and the metadata of its last 5 batches
+(first and last sequence, first and last offset) — 5 because that is how many requests an
+idempotent producer may have in flight (``max.in.flight.requests.per.connection``). A batch
+is then, in order of the checks:
+
+* from an older epoch than the current one — :class:`InvalidProducerEpochError`;
+* a retry of one of those 5 — a duplicate: acknowledged with its original offsets and not
+  appended again;
+* the first of a new epoch, or of a producer id never seen — its sequence must be 0, else
+  :class:`OutOfOrderSequenceError` (new epoch) or :class:`UnknownProducerIdError`;
+* otherwise its first sequence must follow the last one (mod 2^31), else
+  :class:`OutOfOrderSequenceError` ("expected sequence 12, found 14").
+
+Snapshot file, JSON (``<20-digit offset>.snapshot`` in the partition dir; the offset is the
+log end offset the state is valid for)::
+
+    {"version": 1, "offset": 1842,
+     "producers": [{"id": 4000, "epoch": 0,
+                    "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}]}
+
+A snapshot is taken when a segment rolls and when the log closes; on load the newest snapshot
+at or below the log end is read and the batches after it are replayed from their headers.
+A snapshot that does not parse is ignored (the log is replayed from its start instead).
+
+Thread safety: none; ``Log`` calls it with its lock held.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    UnknownProducerIdError,
+)
+from broker.log.record_batch import BatchHeader
+
+SNAPSHOT_SUFFIX = ".snapshot"
+MAX_BATCHES_PER_PRODUCER = 5
+SEQUENCE_MODULUS = 1 << 31
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMetadata] = field(
+        default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER)
+    )
+
+
+class ProducerStateManager:
+    """Per-partition idempotence state. See the module docstring."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.entries: dict[int, ProducerEntry] = {}
+
+    def check(self, header: BatchHeader) -> BatchMetadata | None:
+        """Validate a client batch; return the original metadata if it is a duplicate."""
+        pid = header.producer_id
+        if pid < 0:
+            return None
+        entry = self.entries.get(pid)
+        seq = header.base_sequence
+        if entry is not None and header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {pid}: expected epoch >= {entry.epoch}, found {header.producer_epoch}"
+            )
+        if entry is None or header.producer_epoch != entry.epoch:
+            if seq != 0:
+                if entry is None:
+                    raise UnknownProducerIdError(
+                        f"producer {pid}: no state for this producer id, so expected "
+                        f"sequence 0, found {seq}"
+                    )
+                raise OutOfOrderSequenceError(
+                    f"producer {pid}: expected sequence 0 for new epoch "
+                    f"{header.producer_epoch}, found {seq}"
+                )
+            return None
+        for batch in entry.batches:
+            if batch.first_seq == seq and batch.last_seq == header.last_sequence:
+                return batch
+        if entry.batches:
+            expected = (entry.batches[-1].last_seq + 1) % SEQUENCE_MODULUS
+            if seq != expected:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid} epoch {entry.epoch}: expected sequence {expected}, found {seq}"
+                )
+        return None
+
+    def update(self, header: BatchHeader) -> None:
+        """Record an appended batch (offsets already assigned)."""
+        pid = header.producer_id
+        if pid < 0:
+            return
+        entry = self.entries.get(pid)
+        if entry is None or entry.epoch != header.producer_epoch:
+            entry = ProducerEntry(pid, header.producer_epoch)
+            self.entries[pid] = entry
+        entry.batches.append(
+            BatchMetadata(
+                header.base_sequence, header.last_sequence, header.base_offset, header.last_offset
+            )
+        )
+
+    def replay(self, headers: Iterable[BatchHeader]) -> None:
+        for header in headers:
+            if not header.is_control:
+                self.update(header)
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for name in os.listdir(self.directory):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                stem = name[: -len(SNAPSHOT_SUFFIX)]
+                if len(stem) == 20 and stem.isdigit():
+                    offsets.append(int(stem))
+        return sorted(offsets)
+
+    def _path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def take_snapshot(self, offset: int, keep: int = 2) -> None:
+        """Write the state as valid at log end ``offset``; keep the ``keep`` newest files."""
+        doc = {
+            "version": 1,
+            "offset": offset,
+            "producers": [
+                {
+                    "id": e.producer_id,
+                    "epoch": e.epoch,
+                    "batches": [
+                        [b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches
+                    ],
+                }
+                for e in self.entries.values()
+            ],
+        }
+        path = self._path(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, path)
+        for old in self.snapshot_offsets()[:-keep]:
+            self._path(old).unlink(missing_ok=True)
+
+    def load_snapshot(self, log_end_offset: int) -> int | None:
+        """Load the newest snapshot at or below ``log_end_offset`` (deleting newer ones, which
+        describe batches a truncation or a crash removed). Returns its offset, or None."""
+        self.clear()
+        for offset in reversed(self.snapshot_offsets()):
+            path = self._path(offset)
+            if offset > log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                if doc.get("version") != 1 or doc.get("offset") != offset:
+                    raise ValueError(f"expected version 1 at offset {offset}")
+                for p in doc["producers"]:
+                    entry = ProducerEntry(int(p["id"]), int(p["epoch"]))
+                    for first_seq, last_seq, first_offset, last_offset in p["batches"]:
+                        entry.batches.append(
+                            BatchMetadata(first_seq, last_seq, first_offset, last_offset)
+                        )
+                    self.entries[entry.producer_id] = entry
+                return offset
+            except (ValueError, KeyError, TypeError):
+                self.clear()
+                path.unlink(missing_ok=True)
+        return None
+
+    def delete_snapshots(self) -> None:
+        for offset in self.snapshot_offsets():
+            self._path(offset).unlink(missing_ok=True)
