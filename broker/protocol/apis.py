@@ -1,0 +1,201 @@
+"""The dispatch table: which Kafka APIs Sluice speaks, at which versions, with which schemas.
+
+For every API: its key and name, the versions Sluice *implements* (decodes and answers) and
+the versions it *advertises* in ApiVersions. The advertised range may be wider: Produce
+advertises 0–8 but implements 3–8, because librdkafka stops compressing when a broker does not
+list Produce 0–2 (librdkafka#4956, KAFKA-18659); a client that really sends v0–2 gets its
+connection closed, as from a Kafka broker that dropped those versions.
+
+Message schemas are kio's generated dataclasses (``kio.schema.<api>.v<N>.request|response``),
+loaded on first use and cached. Flexibility (compact strings, tagged fields, header v2/v1) comes
+from the schemas' ``__flexible__`` flag, i.e. from Kafka's ``flexibleVersions``.
+
+Ranges follow ``shared/protocol.md``. Only ApiVersions v3 is flexible among them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType, ModuleType
+from typing import Any, Final
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
+from kio.static.constants import EntityType
+
+__all__ = [
+    "ApiKey",
+    "ApiSpec",
+    "APIS",
+    "spec_for",
+    "request_type",
+    "response_type",
+    "first_flexible_version",
+    "request_header_version",
+    "response_header_version",
+    "supported_api_versions",
+]
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka API keys Sluice uses (Kafka's ``ApiKeys.java``)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One API: its implemented and advertised version ranges (inclusive)."""
+
+    key: ApiKey
+    name: str
+    min_version: int
+    max_version: int
+    advertised_min: int
+    advertised_max: int
+
+    def __post_init__(self) -> None:
+        if not (self.advertised_min <= self.min_version <= self.max_version <= self.advertised_max):
+            raise ValueError(f"{self.name}: implemented range must lie in the advertised range")
+
+    def implements(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    @property
+    def versions(self) -> range:
+        """The implemented versions."""
+        return range(self.min_version, self.max_version + 1)
+
+
+def _spec(key: ApiKey, name: str, lo: int, hi: int, adv_lo: int | None = None) -> ApiSpec:
+    return ApiSpec(key, name, lo, hi, lo if adv_lo is None else adv_lo, hi)
+
+
+APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
+    {
+        spec.key: spec
+        for spec in (
+            _spec(ApiKey.PRODUCE, "Produce", 3, 8, adv_lo=0),
+            _spec(ApiKey.FETCH, "Fetch", 4, 11),
+            _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 5),
+            _spec(ApiKey.METADATA, "Metadata", 1, 8),
+            _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 7),
+            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 5),
+            _spec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 2),
+            _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 5),
+            _spec(ApiKey.HEARTBEAT, "Heartbeat", 0, 3),
+            _spec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 3),
+            _spec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 3),
+            _spec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 2),
+            _spec(ApiKey.LIST_GROUPS, "ListGroups", 0, 2),
+            _spec(ApiKey.API_VERSIONS, "ApiVersions", 0, 3),
+            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 4),
+            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 3),
+            _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 1),
+        )
+    }
+)
+"""API key → spec, for every API Sluice answers."""
+
+
+def spec_for(api_key: int) -> ApiSpec | None:
+    """The spec of an API key, or None if Sluice does not speak it."""
+    return APIS.get(api_key)
+
+
+@cache
+def _module(api_key: int, version: int, kind: EntityType) -> ModuleType | None:
+    try:
+        return load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
+    except (UnknownAPIKey, UnknownEntity):
+        return None
+
+
+def _payload_class(api_key: int, version: int, kind: EntityType) -> type[Any]:
+    module = _module(api_key, version, kind)
+    spec = APIS.get(api_key)
+    if module is None or spec is None:
+        raise KeyError(f"no {kind.name} schema for api key {api_key} version {version}")
+    name = spec.name + ("Request" if kind is EntityType.request else "Response")
+    cls: type[Any] = getattr(module, name)
+    return cls
+
+
+def request_type(api_key: int, version: int) -> type[Any]:
+    """kio's request dataclass for (api_key, version); KeyError if unknown to kio or Sluice."""
+    return _payload_class(api_key, version, EntityType.request)
+
+
+def response_type(api_key: int, version: int) -> type[Any]:
+    """kio's response dataclass for (api_key, version); KeyError if unknown."""
+    return _payload_class(api_key, version, EntityType.response)
+
+
+@cache
+def first_flexible_version(api_key: int) -> int | None:
+    """The first flexible version of an API (Kafka's ``flexibleVersions``), None if none.
+
+    Derived from kio's schemas, which are generated from Kafka's JSON definitions.
+    """
+    spec = APIS.get(api_key)
+    if spec is None:
+        return None
+    for version in range(0, 64):
+        module = _module(api_key, version, EntityType.request)
+        if module is not None and getattr(module, spec.name + "Request").__flexible__:
+            return version
+    return None
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Request header version: 2 for flexible API versions, 1 otherwise.
+
+    Also answers for versions newer than kio knows (flexibility never goes away once an API has
+    it), so the header of an over-new ApiVersions request can still be parsed.
+    """
+    first = first_flexible_version(api_key)
+    return 2 if first is not None and api_version >= first else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header version: 1 for flexible versions, 0 otherwise; always 0 for ApiVersions."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    first = first_flexible_version(api_key)
+    return 1 if first is not None and api_version >= first else 0
+
+
+def supported_api_versions(response_version: int = 3) -> tuple[Any, ...]:
+    """The ``api_keys`` list of an ApiVersionsResponse of the given version, from ``APIS``.
+
+    Each item is the ``ApiVersion`` dataclass of that response version's kio module, sorted by
+    key, carrying the *advertised* ranges.
+    """
+    module = _module(ApiKey.API_VERSIONS, response_version, EntityType.response)
+    if module is None:
+        raise KeyError(f"no ApiVersions response version {response_version}")
+    item = module.ApiVersion
+    return tuple(
+        item(
+            api_key=int(spec.key), min_version=spec.advertised_min, max_version=spec.advertised_max
+        )
+        for spec in sorted(APIS.values(), key=lambda s: s.key)
+    )

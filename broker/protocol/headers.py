@@ -1,0 +1,127 @@
+"""Request and response headers (Kafka's ``RequestHeader.json`` / ``ResponseHeader.json``).
+
+Request header v1 (non-flexible request versions)::
+
+    RequestApiKey      INT16
+    RequestApiVersion  INT16
+    CorrelationId      INT32
+    ClientId           NULLABLE_STRING   INT16 length, -1 = null
+
+Request header v2 (flexible request versions) is v1 followed by a TAGGED_FIELDS section.
+ClientId stays a *non-compact* nullable string in v2: Kafka special-cases it
+(``"flexibleVersions": "none"`` on the field) so that a broker can always read who is asking,
+even for a version it does not understand.
+
+Response header v0::
+
+    CorrelationId      INT32
+
+Response header v1 is v0 followed by TAGGED_FIELDS (Sluice writes none: one zero byte).
+
+Which version a message uses follows the API version's flexibility (``apis.py`` decides);
+ApiVersions responses always use header v0 so that a client that sent too new a version can
+still parse the answer.
+
+The first 8 bytes (key, version, correlation id) have the same layout in every header version,
+which is what lets ``peek_request_ids`` read them before anything is known about the API.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from .errors import LocalProtocolError, RemoteProtocolError
+from .primitives import INT16, INT32, skip_tagged_fields
+
+__all__ = [
+    "RequestHeader",
+    "peek_request_ids",
+    "parse_request_header",
+    "encode_request_header",
+    "encode_response_header",
+]
+
+_IDS: Final = struct.Struct(">hhi")
+_IDS_SIZE: Final = 8
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """A decoded request header; ``header_version`` is 1 or 2."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int = 1
+
+
+def peek_request_ids(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """Read ``(api_key, api_version, correlation_id)`` from the start of a request frame."""
+    if len(frame) < _IDS_SIZE:
+        raise RemoteProtocolError(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id = _IDS.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
+
+
+def parse_request_header(
+    frame: bytes | memoryview, header_version: int
+) -> tuple[RequestHeader, int]:
+    """Parse a request header of the given version; return it and the offset of the body."""
+    if header_version not in (1, 2):
+        raise LocalProtocolError(f"request header version must be 1 or 2, got {header_version}")
+    api_key, api_version, correlation_id = peek_request_ids(frame)
+    end = len(frame)
+    pos = _IDS_SIZE
+    if end - pos < 2:
+        raise RemoteProtocolError("truncated request header: no client id length")
+    (length,) = INT16.unpack_from(frame, pos)
+    pos += 2
+    client_id: str | None
+    if length == -1:
+        client_id = None
+    elif length < 0:
+        raise RemoteProtocolError(f"negative client id length {length}")
+    elif length > end - pos:
+        raise RemoteProtocolError(f"client id of {length} bytes exceeds the {end - pos} left")
+    else:
+        try:
+            client_id = bytes(frame[pos : pos + length]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError(f"client id is not UTF-8: {exc}") from None
+        pos += length
+    if header_version == 2:
+        # Request header v2 defines no tagged fields a broker must read; skip whatever came.
+        pos = skip_tagged_fields(frame, pos, end)
+    header = RequestHeader(api_key, api_version, correlation_id, client_id, header_version)
+    return header, pos
+
+
+def encode_request_header(header: RequestHeader) -> bytes:
+    """Encode a request header (the client side: used by tests and tools)."""
+    out = bytearray(_IDS.pack(header.api_key, header.api_version, header.correlation_id))
+    if header.client_id is None:
+        out += INT16.pack(-1)
+    else:
+        raw = header.client_id.encode("utf-8")
+        out += INT16.pack(len(raw))
+        out += raw
+    if header.header_version == 2:
+        out.append(0)  # no tagged fields
+    elif header.header_version != 1:
+        raise LocalProtocolError(f"request header version must be 1 or 2: {header}")
+    return bytes(out)
+
+
+_EMPTY_TAGGED_FIELDS: Final = b"\x00"
+
+
+def encode_response_header(correlation_id: int, header_version: int) -> bytes:
+    """Encode a response header v0 (correlation id) or v1 (+ empty tagged fields)."""
+    if header_version == 0:
+        return INT32.pack(correlation_id)
+    if header_version == 1:
+        return INT32.pack(correlation_id) + _EMPTY_TAGGED_FIELDS
+    raise LocalProtocolError(f"response header version must be 0 or 1, got {header_version}")

@@ -1,0 +1,98 @@
+"""The dispatch table against protocol.md and Kafka's flexibleVersions."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.protocol import apis
+from broker.protocol.apis import APIS, ApiKey
+
+# (implemented, advertised) per shared/protocol.md, plus ListGroups and DescribeGroups.
+EXPECTED = {
+    0: ((3, 8), (0, 8)),
+    1: ((4, 11), (4, 11)),
+    2: ((1, 5), (1, 5)),
+    3: ((1, 8), (1, 8)),
+    8: ((2, 7), (2, 7)),
+    9: ((1, 5), (1, 5)),
+    10: ((0, 2), (0, 2)),
+    11: ((0, 5), (0, 5)),
+    12: ((0, 3), (0, 3)),
+    13: ((0, 3), (0, 3)),
+    14: ((0, 3), (0, 3)),
+    15: ((0, 2), (0, 2)),
+    16: ((0, 2), (0, 2)),
+    18: ((0, 3), (0, 3)),
+    19: ((2, 4), (2, 4)),
+    20: ((1, 3), (1, 3)),
+    22: ((0, 1), (0, 1)),
+}
+
+# First flexible version of each API, from Kafka's message JSON ("flexibleVersions").
+FIRST_FLEXIBLE = {
+    0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
+    18: 3, 19: 5, 20: 4, 22: 2,
+}  # fmt: skip
+
+
+def test_table_matches_protocol_md() -> None:
+    got = {
+        key: ((s.min_version, s.max_version), (s.advertised_min, s.advertised_max))
+        for key, s in APIS.items()
+    }
+    assert got == EXPECTED
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_schemas_exist_for_every_implemented_version(key: int) -> None:
+    spec = APIS[key]
+    for version in spec.versions:
+        req, resp = apis.request_type(key, version), apis.response_type(key, version)
+        assert req.__api_key__ == key and req.__version__ == version
+        assert resp.__api_key__ == key and resp.__version__ == version
+        assert req.__name__ == spec.name + "Request"
+
+
+@pytest.mark.parametrize(("key", "first"), sorted(FIRST_FLEXIBLE.items()))
+def test_flexible_versions(key: int, first: int) -> None:
+    assert apis.first_flexible_version(key) == first
+    assert apis.request_header_version(key, first - 1) == 1
+    assert apis.request_header_version(key, first) == 2
+    # Beyond what kio knows, flexibility stays.
+    assert apis.request_header_version(key, 99) == 2
+
+
+def test_only_api_versions_v3_is_flexible_in_the_implemented_ranges() -> None:
+    flexible = [
+        (key, v)
+        for key, spec in APIS.items()
+        for v in spec.versions
+        if apis.request_header_version(key, v) == 2
+    ]
+    assert flexible == [(ApiKey.API_VERSIONS, 3)]
+
+
+def test_response_header_versions() -> None:
+    # ApiVersions always answers with header v0, even at v3 (flexible) and beyond.
+    assert apis.response_header_version(ApiKey.API_VERSIONS, 3) == 0
+    assert apis.response_header_version(ApiKey.API_VERSIONS, 9) == 0
+    assert apis.response_header_version(ApiKey.METADATA, 8) == 0
+    assert apis.response_header_version(ApiKey.METADATA, 9) == 1
+
+
+@pytest.mark.parametrize("response_version", [0, 1, 2, 3])
+def test_supported_api_versions(response_version: int) -> None:
+    keys = apis.supported_api_versions(response_version)
+    assert [k.api_key for k in keys] == sorted(EXPECTED)
+    produce = keys[0]
+    assert (produce.min_version, produce.max_version) == (0, 8)  # advertised, not implemented
+    module = apis.response_type(18, response_version).__module__
+    assert all(type(k).__module__ == module for k in keys)
+
+
+def test_unknown_key() -> None:
+    assert apis.spec_for(4) is None  # LeaderAndIsr: not for clients
+    with pytest.raises(KeyError):
+        apis.request_type(4, 0)
+    with pytest.raises(KeyError):
+        apis.request_type(0, 2)  # kio has no Produce < 3
