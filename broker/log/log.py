@@ -590,9 +590,10 @@ class Log:
     # -- retention -------------------------------------------------------------------------
 
     def delete_old_segments(self, now: int | None = None) -> int:
-        """Apply ``retention.ms`` and ``retention.bytes``: delete the oldest whole segments
-        that break either, never the active one and never one reaching the high watermark.
-        Moves the log start offset. Returns how many segments were deleted."""
+        """Apply ``retention.ms`` and ``retention.bytes``, and drop segments wholly below the
+        log start offset: delete the oldest whole segments that break any, never the active
+        one and never one reaching the high watermark. Moves the log start offset. Returns
+        how many segments were deleted."""
         now = self._clock() if now is None else now
         with self._lock:
             total = sum(self._segments[b].size for b in self._bases)
@@ -610,7 +611,9 @@ class Log:
                     self.config.retention_bytes >= 0
                     and total - segment.size >= self.config.retention_bytes
                 )
-                if not (expired or oversized):
+                # Wholly below a log start moved by increment_log_start_offset.
+                below_start = next_base <= self._log_start_offset
+                if not (expired or oversized or below_start):
                     break
                 deletable.append(segment)
                 total -= segment.size

@@ -245,3 +245,18 @@ def test_clean_reopen_keeps_everything(tmp_path, clock):
     assert again.read(0, 1 << 20).slice.read() == before
     assert again.segments()[0].max_timestamp == log.segments()[0].max_timestamp
     again.close()
+
+
+def test_segments_below_a_moved_log_start_are_deleted(tmp_path, clock):
+    log = make(tmp_path, clock, segment_bytes=200, retention_ms=-1)
+    for _ in range(8):
+        log.append(batch(1))
+    second = log.segments()[1].base_offset
+    log.increment_log_start_offset(second + 1)
+    assert log.delete_old_segments() == 1
+    assert log.log_start_offset == second + 1  # a start inside a segment stays as set
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(second, 100)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.increment_log_start_offset(100)
+    log.close()

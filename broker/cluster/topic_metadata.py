@@ -1,0 +1,68 @@
+"""What every metadata store holds about a topic, and the errors creating one can raise.
+
+Standalone mode keeps it in the log dirs (``local_metadata``); cluster mode will keep it in
+ZooKeeper. Handlers only see this interface.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class TopicError(Exception):
+    """Base of the topic-administration errors (each maps to one Kafka error code)."""
+
+
+class TopicExistsError(TopicError):
+    pass
+
+
+class UnknownTopicError(TopicError):
+    pass
+
+
+class InvalidPartitionsError(TopicError):
+    pass
+
+
+class InvalidReplicationFactorError(TopicError):
+    pass
+
+
+class InvalidConfigError(TopicError):
+    pass
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    config: dict[str, str] = field(default_factory=dict)
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    internal: bool = False
+
+
+class MetadataStore(Protocol):
+    cluster_id: str
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def get(self, name: str) -> TopicInfo | None: ...
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str],
+        *,
+        internal: bool = False,
+        validate_only: bool = False,
+    ) -> TopicInfo: ...
+
+    def delete_topic(self, name: str) -> TopicInfo: ...
+
+    def next_producer_id(self) -> int: ...

@@ -1,0 +1,1 @@
+"""Consumer groups on the broker: committed offsets and (later) the group coordinator."""
