@@ -136,9 +136,9 @@ class LogManager:
             self._logs[tp] = partition_log
             self._dir_of[tp] = log_dir
         log.info(
-            "loaded log dir %s (%s shutdown): %d partitions",
+            "loaded log dir %s (%s): %d partitions",
             log_dir,
-            "clean" if clean else "unclean",
+            "clean shutdown" if clean else "unclean shutdown, recovered" if self._logs else "new",
             sum(1 for d in self._dir_of.values() if d == log_dir),
         )
 

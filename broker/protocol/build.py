@@ -8,7 +8,8 @@ dicts and lists, and :func:`build` shapes it for the version the client asked fo
 * keys the version does not have are dropped (a v1 Metadata response has no cluster id);
 * fields the dicts leave out take the class defaults;
 * a list of dicts under a field typed ``tuple[Entity, ...]`` becomes entity instances;
-* ints become ``timedelta`` (milliseconds) or ``ErrorCode`` where the field wants one.
+* ints become ``timedelta`` (milliseconds), ``datetime`` (epoch milliseconds, -1 → None) or
+  ``ErrorCode`` where the field wants one.
 
 A required field that is missing is our bug: :class:`LocalProtocolError`. Pure; thread-safe.
 """
@@ -61,6 +62,8 @@ def _converter(tp: Any) -> Any:
     if isinstance(tp, type):
         if issubclass(tp, datetime.timedelta):
             return ("timedelta", None)
+        if issubclass(tp, datetime.datetime):
+            return ("datetime", None)
         if issubclass(tp, ErrorCode):
             return ("error", None)
     return None
@@ -82,6 +85,13 @@ def _convert(conv: Any, value: Any) -> Any:
             if isinstance(value, datetime.timedelta)
             else datetime.timedelta(milliseconds=int(value))
         )
+    if kind == "datetime":
+        if isinstance(value, datetime.datetime):
+            return value
+        # Kafka's -1 means "no timestamp": kio models it as None.
+        if int(value) < 0:
+            return None
+        return datetime.datetime.fromtimestamp(int(value) / 1000, tz=datetime.UTC)
     if kind == "error":
         return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
     return value

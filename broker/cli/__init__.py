@@ -1,0 +1,40 @@
+"""``sluice``: one command line, with subcommands after Kafka's scripts.
+
+sluice broker start --config conf/standalone.properties [--override key=value ...]
+sluice topics create|list|describe|delete ...       (kafka-topics.sh)
+sluice produce / sluice consume ...                 (kafka-console-producer/consumer.sh)
+sluice registry start|register|list ...             (the schema registry)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from broker.cli import broker_command, client_commands
+
+    parser = argparse.ArgumentParser(prog="sluice", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    broker_command.add_parser(sub)
+    client_commands.add_parsers(sub)
+    from schemas.cli import add_registry_parser
+
+    add_registry_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        build_parser().print_help()
+        return 2
+    result = func(args)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

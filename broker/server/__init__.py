@@ -1,0 +1,1 @@
+"""The broker process: an asyncio listener, per-API handlers, delayed fetches, metrics."""

@@ -1,0 +1,283 @@
+"""``Broker``: one broker's components and lifecycle, shared by every request handler.
+
+Startup: load (and if need be recover) the logs, make sure every partition of every known
+topic has a log, open the committed-offset store, start the log manager's background threads,
+then listen. Shutdown (SIGTERM or SIGINT): stop accepting, close connections, flush and close
+every log, write the checkpoints and the clean-shutdown marker.
+
+Everything here runs on the broker's asyncio loop except the log manager's background threads
+and fsyncs, which run in the loop's default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from prometheus_client import start_http_server
+
+from broker.cluster.local_metadata import LocalMetadataStore
+from broker.cluster.topic_metadata import InvalidConfigError, TopicInfo
+from broker.config import BrokerConfig
+from broker.groups.offset_store import OffsetStore
+from broker.log.log import Log
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.log.log_segment import FileSlice
+from broker.log.topic_partition import TopicPartition
+from broker.protocol import (
+    NEED_DATA,
+    ApiKey,
+    EncodedFetchResponse,
+    FrameDecoder,
+    RemoteProtocolError,
+    UnsupportedVersion,
+    decode_request,
+    encode_unsupported_version,
+)
+from broker.server.metrics import BrokerMetrics
+from broker.server.purgatory import FetchPurgatory
+
+log = logging.getLogger(__name__)
+
+Response = bytes | EncodedFetchResponse | None
+Handler = Callable[["Broker", Any], Awaitable[Response]]
+
+
+class _FdFile:
+    """The two methods ``loop.sendfile`` needs of a file, over a segment's open fd."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return offset
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        if not config.standalone:
+            raise NotImplementedError(
+                "cluster mode (zookeeper.connect) is not built yet; unset zookeeper.connect "
+                "to run a standalone broker"
+            )
+        self.config = config
+        self.metadata = LocalMetadataStore(config.log_dirs[0], config.broker_id)
+        self.log_manager = LogManager(
+            config.log_dirs,
+            config.log,
+            topic_config=self.topic_log_config,
+            flush_check_ms=config.flush_scheduler_interval_ms,
+            retention_check_ms=config.retention_check_interval_ms,
+            checkpoint_ms=config.checkpoint_interval_ms,
+        )
+        self.purgatory = FetchPurgatory()
+        self.metrics = BrokerMetrics(self.log_manager.logs)
+        self.offsets: OffsetStore | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._stopped = asyncio.Event()
+        self.port = config.listener.port
+        from broker.server.handlers import HANDLERS  # handlers import this module
+
+        self.handlers: dict[int, Handler] = HANDLERS
+
+    # -- topics and partitions -------------------------------------------------------------
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        info = self.metadata.get(topic)
+        return self.config.log.with_overrides(info.config) if info else self.config.log
+
+    def log_for(self, topic: str, partition: int) -> Log | None:
+        """The partition's log, or None when the topic or partition does not exist."""
+        info = self.metadata.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None
+        existing = self.log_manager.get_log(topic, partition)
+        return existing or self.log_manager.get_or_create_log(topic, partition)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        try:
+            log_config = self.config.log.with_overrides(config)
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from None
+        info = self.metadata.create_topic(
+            name, partitions, replication_factor, config, validate_only=validate_only
+        )
+        if not validate_only:
+            for p in range(partitions):
+                self.log_manager.get_or_create_log(name, p, log_config)
+            log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.metadata.delete_topic(name)
+        for p in range(info.partitions):
+            self.log_manager.delete_log(name, p)
+        log.info("deleted topic %s", name)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        started = time.monotonic()
+        self.log_manager.startup()
+        for info in self.metadata.topics().values():
+            for p in range(info.partitions):
+                self.log_manager.get_or_create_log(info.name, p)
+        self.offsets = OffsetStore(
+            self.log_manager, self.metadata, self.config.offsets_topic_num_partitions
+        )
+        self.log_manager.start_background()
+        log.info(
+            "broker %d loaded %d partitions in %.2fs (%d bytes cut by recovery)",
+            self.config.broker_id,
+            len(self.log_manager.logs()),
+            time.monotonic() - started,
+            self.log_manager.recovered_bytes_cut,
+        )
+
+    async def serve(self) -> None:
+        """Listen until :meth:`stop`; then shut everything down cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+                loop.add_signal_handler(sig, self.stop)
+        await loop.run_in_executor(None, self.startup)
+        listener = self.config.listener
+        self._server = await asyncio.start_server(
+            self._on_connection, listener.host, listener.port, limit=1 << 20, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.metrics_port is not None:
+            start_http_server(
+                self.config.metrics_port,
+                self.config.metrics_host or "127.0.0.1",
+                registry=self.metrics.registry,
+            )
+        log.info(
+            "broker %d listening on %s:%d (standalone, log dirs %s)",
+            self.config.broker_id,
+            listener.host,
+            self.port,
+            ",".join(self.config.log_dirs),
+        )
+        try:
+            await self._stopped.wait()
+        finally:
+            await self._shutdown()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def _shutdown(self) -> None:
+        log.info("broker %d shutting down", self.config.broker_id)
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=5)
+        if self._server is not None:
+            await self._server.wait_closed()
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    # -- connections -----------------------------------------------------------------------
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        decoder = FrameDecoder(self.config.socket_request_max_bytes)
+        try:
+            while True:
+                data = await reader.read(1 << 18)
+                decoder.receive_data(data)
+                # Requests of one connection are handled one at a time, in order, as Kafka
+                # does (it mutes the channel): a producer's pipelined batches are appended in
+                # the order sent, which idempotence depends on.
+                while (frame := decoder.next_frame()) is not NEED_DATA:
+                    assert isinstance(frame, bytes | bytearray | memoryview)
+                    response = await self.handle_frame(frame)
+                    if response is not None:
+                        await self._write(writer, response)
+                if not data:
+                    break
+        except RemoteProtocolError as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def handle_frame(self, frame: bytes | bytearray | memoryview) -> Response:
+        """Decode one request, run its handler, return the encoded response (None: none)."""
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            if exc.api_key == ApiKey.API_VERSIONS:
+                return encode_unsupported_version(exc)
+            raise
+        handler = self.handlers.get(request.api_key)
+        if handler is None:
+            raise UnsupportedVersion(
+                request.api_key, request.api_version, request.correlation_id,
+                f"api key {request.api_key} is not handled by this broker",
+            )  # fmt: skip
+        api = ApiKey(request.api_key).name.lower()
+        started = time.perf_counter()
+        response = await handler(self, request)
+        self.metrics.requests.labels(api).inc()
+        self.metrics.latency.labels(api).observe(time.perf_counter() - started)
+        return response
+
+    async def _write(
+        self, writer: asyncio.StreamWriter, response: bytes | EncodedFetchResponse
+    ) -> None:
+        if isinstance(response, bytes):
+            writer.write(response)
+            if writer.transport.get_write_buffer_size() > 1 << 20:
+                await writer.drain()
+            return
+        loop = asyncio.get_running_loop()
+        for chunk in response.chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                writer.write(chunk)
+            else:
+                # Zero copy: the record bytes go from the segment file to the socket.
+                assert isinstance(chunk, FileSlice)
+                await writer.drain()
+                await loop.sendfile(
+                    writer.transport,
+                    _FdFile(chunk.fd),  # type: ignore[arg-type]  # fileno() and seek() suffice
+                    chunk.position,
+                    chunk.size,
+                )
+        await writer.drain()
+
+    def notify_append(self, tp: TopicPartition) -> None:
+        self.purgatory.notify(tp)

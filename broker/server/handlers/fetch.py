@@ -1,0 +1,93 @@
+"""Fetch (v4–11), with long polling and zero-copy record bytes.
+
+Every partition is read as a slice of whole batches of its segment file; the response is
+encoded around the slices (``encode_fetch_response``) and the server sends them with
+``sendfile``. The first partition that has data may exceed ``max_bytes`` by one batch (so a
+batch larger than the limit still gets through, as KIP-74); the rest share what is left.
+
+If the response would hold less than ``min_bytes`` and ``max_wait`` is not up, the fetch waits
+in the purgatory until an append to one of its partitions, then reads again.
+
+Sessions (KIP-227): Sluice answers with session id 0, "no session", so clients keep sending
+full fetch requests; librdkafka never opens sessions anyway.
+Transactions are not supported, so the last stable offset is the high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from broker.log.errors import OffsetOutOfRangeError
+from broker.log.log_segment import FileSlice
+from broker.log.topic_partition import TopicPartition
+from broker.protocol import EncodedFetchResponse, FetchPartition, FetchTopic, Request
+from broker.protocol.build import ms
+from broker.protocol.fetch_response import encode_fetch_response
+from broker.server import error_codes as ec
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+
+def _read_all(broker: Broker, request: Request) -> tuple[list[FetchTopic], int, bool]:
+    body = request.body
+    upper = "log_end" if body.replica_id >= 0 else "high_watermark"
+    remaining = max(body.max_bytes, 0)
+    total = 0
+    has_error = False
+    topics = []
+    for t in body.topics:
+        partitions = []
+        for p in t.partitions:
+            out = FetchPartition(partition_index=p.partition, records=b"")
+            partitions.append(out)
+            partition_log = broker.log_for(t.topic, p.partition)
+            if partition_log is None:
+                out.error_code = ec.UNKNOWN_TOPIC_OR_PARTITION
+                has_error = True
+                continue
+            limit = min(p.partition_max_bytes, remaining)
+            try:
+                info = partition_log.read(
+                    p.fetch_offset,
+                    max(limit, 0),
+                    upper_bound=upper,
+                    min_one_batch=total == 0,
+                )
+            except OffsetOutOfRangeError:
+                out.error_code = ec.OFFSET_OUT_OF_RANGE
+                has_error = True
+                info = None
+            hw = partition_log.high_watermark
+            out.high_watermark = hw
+            out.last_stable_offset = hw
+            out.log_start_offset = partition_log.log_start_offset
+            if info is not None and info.slice is not None:
+                out.records = info.slice
+                total += info.size
+                remaining -= info.size
+        topics.append(FetchTopic(topic=t.topic, partitions=partitions))
+    return topics, total, has_error
+
+
+async def handle_fetch(broker: Broker, request: Request) -> EncodedFetchResponse:
+    body = request.body
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ms(body.max_wait) / 1000
+    watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    while True:
+        topics, total, has_error = _read_all(broker, request)
+        if total >= body.min_bytes or has_error or total >= body.max_bytes:
+            break
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        if not await broker.purgatory.wait(watched, remaining):
+            topics, total, has_error = _read_all(broker, request)
+            break
+    for topic in topics:
+        sent = sum(p.records.size for p in topic.partitions if isinstance(p.records, FileSlice))
+        if sent:
+            broker.metrics.bytes_out.labels(topic.topic).inc(sent)
+    return encode_fetch_response(request.header, topics, session_id=0)

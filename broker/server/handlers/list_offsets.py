@@ -1,0 +1,44 @@
+"""ListOffsets (v1–5): -1 latest (the high watermark, which is also the last stable offset),
+-2 earliest (the log start offset), otherwise the first offset whose record timestamp is at
+or after the one asked, through the time index; -1/-1 when there is none."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.protocol import Request
+from broker.server import error_codes as ec
+from broker.server.responses import respond
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+LATEST = -1
+EARLIEST = -2
+
+
+async def handle_list_offsets(broker: Broker, request: Request) -> bytes:
+    topics = []
+    for t in request.body.topics:
+        partitions: list[dict[str, Any]] = []
+        for p in t.partitions:
+            out = {"partition_index": p.partition_index, "error_code": ec.NONE,
+                   "timestamp": -1, "offset": -1, "leader_epoch": -1}  # fmt: skip
+            partitions.append(out)
+            partition_log = broker.log_for(t.name, p.partition_index)
+            if partition_log is None:
+                out["error_code"] = ec.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            out["leader_epoch"] = 0
+            if p.timestamp == LATEST:
+                out["offset"] = partition_log.high_watermark
+            elif p.timestamp == EARLIEST:
+                out["offset"] = partition_log.log_start_offset
+            elif p.timestamp < 0:
+                out["error_code"] = ec.INVALID_REQUEST
+            else:
+                found = partition_log.offset_for_timestamp(p.timestamp)
+                if found is not None:
+                    out["offset"], out["timestamp"] = found
+        topics.append({"name": t.name, "partitions": partitions})
+    return respond(request, {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,96 @@
+"""ApiVersions and Metadata."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from broker.cluster.topic_metadata import TopicError, TopicInfo
+from broker.log.errors import InvalidTopicError
+from broker.log.topic_partition import validate_topic
+from broker.protocol import APIS, Request
+from broker.server import error_codes as ec
+from broker.server.responses import respond
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+async def handle_api_versions(broker: Broker, request: Request) -> bytes:
+    # Advertise exactly what this broker handles (kafka-python infers the broker's version
+    # from these ranges, librdkafka picks request versions from them).
+    api_keys = [
+        {"api_key": int(s.key), "min_version": s.advertised_min, "max_version": s.advertised_max}
+        for s in sorted(APIS.values(), key=lambda s: s.key)
+        if s.key in broker.handlers
+    ]
+    return respond(request, {"error_code": ec.NONE, "api_keys": api_keys, "throttle_time": 0})
+
+
+def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+    node = broker.config.broker_id
+    return {
+        "error_code": ec.NONE,
+        "name": info.name,
+        "is_internal": info.internal,
+        "partitions": [
+            {
+                "error_code": ec.NONE,
+                "partition_index": p,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for p in range(info.partitions)
+        ],
+    }
+
+
+async def handle_metadata(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    cfg = broker.config
+    if body.topics is None:
+        infos = list(broker.metadata.topics().values())
+        topics = [_topic_entry(broker, info) for info in infos]
+    else:
+        # v4+ lets the client forbid auto-creation; before v4 it is always allowed.
+        allow = getattr(body, "allow_auto_topic_creation", True) and cfg.auto_create_topics
+        topics = []
+        for requested in body.topics:
+            name = requested.name
+            info = broker.metadata.get(name)
+            if info is None and allow:
+                try:
+                    validate_topic(name)
+                    info = broker.create_topic(
+                        name, cfg.num_partitions, cfg.default_replication_factor, {}
+                    )
+                except InvalidTopicError:
+                    topics.append(
+                        {"error_code": ec.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
+                    )
+                    continue
+                except TopicError as exc:
+                    log.warning("auto-creating topic %s failed: %s", name, exc)
+                    info = broker.metadata.get(name)
+            if info is None:
+                topics.append(
+                    {"error_code": ec.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+                )
+            else:
+                topics.append(_topic_entry(broker, info))
+    adv = cfg.advertised
+    return respond(
+        request,
+        {
+            "throttle_time": 0,
+            "brokers": [{"node_id": cfg.broker_id, "host": adv.host, "port": broker.port}],
+            "cluster_id": broker.metadata.cluster_id,
+            "controller_id": cfg.broker_id,
+            "topics": topics,
+        },
+    )

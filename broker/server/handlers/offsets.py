@@ -1,0 +1,90 @@
+"""FindCoordinator (v0–2), OffsetCommit (v2–7), OffsetFetch (v1–5).
+
+A standalone broker is every group's coordinator. Commits are stored durably in
+``__consumer_offsets`` (see ``broker.groups.offset_store``) before they are acknowledged.
+Group membership (JoinGroup/SyncGroup generations) is not checked yet: commits from
+``assign()`` consumers carry generation -1 and are always accepted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.groups.offset_store import CommittedOffset
+from broker.protocol import Request
+from broker.server import error_codes as ec
+from broker.server.responses import respond
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+OFFSET_METADATA_TOO_LARGE = 12
+MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
+
+
+async def handle_find_coordinator(broker: Broker, request: Request) -> bytes:
+    key_type = getattr(request.body, "key_type", 0)
+    if key_type != 0:
+        return respond(request, {"throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
+                                 "error_message": "transactions are not supported",
+                                 "node_id": -1, "host": "", "port": -1})  # fmt: skip
+    adv = broker.config.advertised
+    return respond(
+        request,
+        {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
+         "node_id": broker.config.broker_id, "host": adv.host, "port": broker.port},
+    )  # fmt: skip
+
+
+async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    assert broker.offsets is not None
+    now = int(time.time() * 1000)
+    accepted: list[tuple[str, int, CommittedOffset]] = []
+    topics = []
+    for t in body.topics:
+        partitions: list[dict[str, Any]] = []
+        for p in t.partitions:
+            code = ec.NONE
+            if not body.group_id:
+                code = ec.INVALID_GROUP_ID
+            elif broker.log_for(t.name, p.partition_index) is None:
+                code = ec.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.committed_metadata and len(p.committed_metadata) > MAX_METADATA_BYTES:
+                code = OFFSET_METADATA_TOO_LARGE
+            else:
+                epoch = getattr(p, "committed_leader_epoch", -1)
+                accepted.append(
+                    (t.name, p.partition_index,
+                     CommittedOffset(p.committed_offset, epoch, p.committed_metadata, now))
+                )  # fmt: skip
+            partitions.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": partitions})
+    broker.offsets.commit(body.group_id, accepted)
+    return respond(request, {"throttle_time": 0, "topics": topics})
+
+
+async def handle_offset_fetch(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    assert broker.offsets is not None
+    if body.topics is None:
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in sorted(broker.offsets.committed(body.group_id)):
+            wanted.setdefault(topic, []).append(partition)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+    topics = []
+    for topic, partitions in wanted.items():
+        out = []
+        for partition in partitions:
+            c = broker.offsets.fetch(body.group_id, topic, partition)
+            out.append(
+                {"partition_index": partition,
+                 "committed_offset": c.offset if c else -1,
+                 "committed_leader_epoch": c.leader_epoch if c else -1,
+                 "metadata": (c.metadata if c else "") or "",
+                 "error_code": ec.NONE}
+            )  # fmt: skip
+        topics.append({"name": topic, "partitions": out})
+    return respond(request, {"throttle_time": 0, "topics": topics, "error_code": ec.NONE})
