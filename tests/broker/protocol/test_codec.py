@@ -31,6 +31,23 @@ ROUNDTRIP = settings(
 )
 
 
+def produce_view(body: object) -> object:
+    """Produce decodes to the hand-written codec's dataclasses (same field names as kio's);
+    compare both as plain values."""
+    if type(body).__name__ != "ProduceRequest":
+        return body
+    return (
+        body.transactional_id,  # type: ignore[attr-defined]
+        body.acks,  # type: ignore[attr-defined]
+        body.timeout,  # type: ignore[attr-defined]
+        [
+            (t.name, [(p.index, None if p.records is None else bytes(p.records))
+                      for p in t.partition_data])
+            for t in body.topic_data  # type: ignore[attr-defined]
+        ],
+    )  # fmt: skip
+
+
 def ids(pair: tuple[int, int]) -> str:
     return f"{APIS[pair[0]].name}-v{pair[1]}"
 
@@ -46,7 +63,7 @@ def test_request_and_response_roundtrip(
     frame = encode_request(corr, "sluice-test", body)
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
     request = decode_request(frame[4:])
-    assert request.body == body
+    assert produce_view(request.body) == produce_view(body)
     assert (request.api_key, request.api_version, request.correlation_id) == (key, version, corr)
     assert request.header.client_id == "sluice-test"
     assert request.header.header_version == apis.request_header_version(key, version)
@@ -94,8 +111,8 @@ def test_decode_accepts_bytearray_and_writable_memoryview() -> None:
         include_topic_authorized_operations=False,
     )
     frame = encode_request(3, "c", body)[4:]
-    assert decode_request(bytearray(frame)).body == body
-    assert decode_request(memoryview(bytearray(frame))).body == body
+    assert produce_view(decode_request(bytearray(frame)).body) == produce_view(body)
+    assert produce_view(decode_request(memoryview(bytearray(frame))).body) == produce_view(body)
 
 
 def _header_only(key: int, version: int, corr: int = 99) -> bytes:
