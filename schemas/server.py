@@ -4,8 +4,13 @@ Configuration (Confluent's key names where Confluent has one)::
 
     listeners=http://127.0.0.1:8081          # first listener is served; http only
     schema.registry.data.dir=./data/registry # FileSchemaStore directory (standalone mode)
+    schema.registry.zookeeper.connect=127.0.0.1:2181/sluice  # cluster mode: ZooKeeperSchemaStore
     schema.compatibility.level=BACKWARD      # default global level until PUT /config sets one
     log.level=info
+
+With ``schema.registry.zookeeper.connect`` set (``host:port[,host:port...][/chroot]``) the
+registry keeps its state in ZooKeeper (:mod:`schemas.zk_store`) and any number of registry
+processes may share it; unset, it is standalone and ``schema.registry.data.dir`` is used.
 
 Shutdown: uvicorn handles SIGINT/SIGTERM (stops accepting, finishes in-flight requests), then
 :func:`serve` closes the store, which releases the data-dir lock.
@@ -27,6 +32,8 @@ from schemas.app import create_app
 from schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
 from schemas.file_store import FileSchemaStore
 from schemas.registry import Registry
+from schemas.store import SchemaStore
+from schemas.zk_store import ZooKeeperSchemaStore
 
 DEFAULT_LISTENER = "http://127.0.0.1:8081"
 DEFAULT_DATA_DIR = "./data/registry"
@@ -41,6 +48,7 @@ class RegistryConfig:
     data_dir: Path
     default_level: CompatibilityLevel
     log_level: str
+    zookeeper_connect: str | None = None
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> RegistryConfig:
@@ -57,7 +65,19 @@ class RegistryConfig:
             data_dir=Path(props.get("schema.registry.data.dir", DEFAULT_DATA_DIR)),
             default_level=CompatibilityLevel.parse(level),
             log_level=props.get("log.level", "info").lower(),
+            zookeeper_connect=props.get("schema.registry.zookeeper.connect", "").strip() or None,
         )
+
+    def open_store(self) -> SchemaStore:
+        """The ZooKeeper store when ``zookeeper_connect`` is set, else the file store."""
+        if self.zookeeper_connect:
+            return ZooKeeperSchemaStore(self.zookeeper_connect)
+        return FileSchemaStore(self.data_dir)
+
+    def describe_store(self) -> str:
+        if self.zookeeper_connect:
+            return f"ZooKeeper {self.zookeeper_connect}"
+        return f"data dir {self.data_dir}"
 
 
 class _Server(uvicorn.Server):
@@ -83,14 +103,14 @@ class _Server(uvicorn.Server):
 
 def serve(config: RegistryConfig) -> None:
     """Serve the registry in the foreground until SIGINT/SIGTERM."""
-    store = FileSchemaStore(config.data_dir)
+    store = config.open_store()
     try:
         registry = Registry(store, config.default_level)
         log.info(
-            "schema registry listening on http://%s:%d, data dir %s, default compatibility %s",
+            "schema registry listening on http://%s:%d, %s, default compatibility %s",
             config.host,
             config.port,
-            config.data_dir,
+            config.describe_store(),
             config.default_level.value,
         )
         server = _Server(

@@ -17,11 +17,12 @@ or not at all if it raises; a mutation outside any block is its own transaction.
 a transaction see its own writes.
 
 Thread safety: stores are **not** thread-safe; the :class:`~schemas.registry.Registry` holds
-one lock around every call. A store shared between processes (the ZooKeeper store to come)
+one lock around every call. A store shared between processes (the ZooKeeper store)
 must make each transaction atomic on its own backend (e.g. a kazoo transaction conditional on
 znode versions, ids from a sequence node).
 
-Implementations: :class:`schemas.file_store.FileSchemaStore` (standalone mode).
+Implementations: :class:`schemas.file_store.FileSchemaStore` (standalone mode) and
+:class:`schemas.zk_store.ZooKeeperSchemaStore` (cluster mode).
 """
 
 from __future__ import annotations
