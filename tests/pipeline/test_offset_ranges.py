@@ -1,0 +1,417 @@
+"""Tests for pipeline.offset_ranges: option parsing, resolution against the log, splitting."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.assignors import TopicPartition
+from pipeline.offset_ranges import (
+    Assign,
+    ConsumerStrategyError,
+    DataLoss,
+    EarliestEndingOffsetError,
+    InvalidAssignError,
+    InvalidBooleanOptionError,
+    InvalidOffsetRangeError,
+    InvalidOffsetsError,
+    InvalidPositiveIntegerError,
+    InvalidSubscribeError,
+    InvalidSubscribePatternError,
+    LatestStartingOffsetError,
+    LogBounds,
+    OffsetOutOfRangeError,
+    OffsetRange,
+    PartitionMismatchError,
+    StreamingEndingOffsetsError,
+    Subscribe,
+    SubscribePattern,
+    UnknownPartitionError,
+    complete_offsets,
+    offsets_to_json,
+    parse_assign,
+    parse_ending_offsets,
+    parse_source_options,
+    parse_starting_offsets,
+    parse_subscribe,
+    parse_subscribe_pattern,
+    resolve_ranges,
+    split_ranges,
+)
+
+bounded = settings(max_examples=60, deadline=None, database=None)
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+# --------------------------------------------------------------------------------------------
+# OffsetRange
+# --------------------------------------------------------------------------------------------
+
+
+def test_offset_range_count_and_json_round_trip() -> None:
+    r = OffsetRange("t", 3, 10, 25)
+    assert r.count == 15
+    assert r.topic_partition == TopicPartition("t", 3)
+    assert json.loads(json.dumps(r.to_json())) == {
+        "topic": "t",
+        "partition": 3,
+        "start": 10,
+        "end": 25,
+    }
+    assert OffsetRange.from_json(r.to_json()) == r
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+def test_starting_offsets_keywords_and_defaults() -> None:
+    assert parse_starting_offsets(None) == "earliest"
+    assert parse_starting_offsets(None, streaming=True) == "latest"
+    assert parse_starting_offsets(" EARLIEST ") == "earliest"
+    assert parse_starting_offsets("latest", streaming=True) == "latest"
+
+
+def test_starting_offsets_json() -> None:
+    spec = parse_starting_offsets('{"topicA":{"0":23,"1":-2},"topicB":{"0":0}}')
+    assert spec == {"topicA": {0: 23, 1: -2}, "topicB": {0: 0}}
+
+
+def test_batch_may_not_start_at_latest() -> None:
+    with pytest.raises(LatestStartingOffsetError, match="startingOffsets.*found 'latest'"):
+        parse_starting_offsets("latest")
+    with pytest.raises(LatestStartingOffsetError, match=r"found -1 for t-1"):
+        parse_starting_offsets('{"t":{"0":5,"1":-1}}')
+    # A streaming query may.
+    assert parse_starting_offsets('{"t":{"0":-1}}', streaming=True) == {"t": {0: -1}}
+
+
+def test_ending_offsets_rules() -> None:
+    assert parse_ending_offsets(None) == "latest"
+    assert parse_ending_offsets('{"t":{"0":-1,"1":7}}') == {"t": {0: -1, 1: 7}}
+    with pytest.raises(EarliestEndingOffsetError, match="endingOffsets.*found 'earliest'"):
+        parse_ending_offsets("earliest")
+    with pytest.raises(EarliestEndingOffsetError, match="found -2 for t-0"):
+        parse_ending_offsets('{"t":{"0":-2}}')
+    assert parse_ending_offsets(None, streaming=True) is None
+    with pytest.raises(StreamingEndingOffsetsError, match="endingOffsets.*found 'latest'"):
+        parse_ending_offsets("latest", streaming=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "soon",
+        "[]",
+        "{}",
+        '{"t":[0,1]}',
+        '{"t":{}}',
+        '{"t":{"x":1}}',
+        '{"t":{"-1":1}}',
+        '{"t":{"0":-3}}',
+        '{"t":{"0":1.5}}',
+        '{"t":{"0":true}}',
+        '{"t":{"0":"5"}}',
+        '{"t":{"0":5}',
+    ],
+)
+def test_bad_offsets_json_names_option_and_value(text: str) -> None:
+    with pytest.raises(InvalidOffsetsError) as info:
+        parse_ending_offsets(text)
+    assert "'endingOffsets'" in str(info.value)
+    assert repr(text) in str(info.value)
+
+
+def test_assign() -> None:
+    assert parse_assign(' {"a":[1,0,1],"b":[2]} ') == Assign({"a": [0, 1], "b": [2]})
+    for bad in ["a:0", "{}", '{"a":[]}', '{"a":[-1]}', '{"a":"0"}', '{"a":[0.5]}', "{"]:
+        with pytest.raises(InvalidAssignError, match=re.escape(f"found {bad!r}")):
+            parse_assign(bad)
+
+
+def test_subscribe_and_pattern() -> None:
+    assert parse_subscribe(" a, b ,,c ") == Subscribe(["a", "b", "c"])
+    with pytest.raises(InvalidSubscribeError, match="found ' , '"):
+        parse_subscribe(" , ")
+    pattern = parse_subscribe_pattern(r"events\..*")
+    assert pattern.assigned({"events.click": 2, "events": 1, "xevents.a": 1}) == [
+        TopicPartition("events.click", 0),
+        TopicPartition("events.click", 1),
+    ]
+    with pytest.raises(InvalidSubscribePatternError, match="found '  '"):
+        parse_subscribe_pattern("  ")
+    with pytest.raises(InvalidSubscribePatternError, match=r"found '\(unclosed'"):
+        parse_subscribe_pattern("(unclosed")
+
+
+def test_strategies_assign_partitions() -> None:
+    counts = {"a": 2, "b": 1}
+    assert Subscribe(["b", "missing", "b"]).assigned(counts) == [TopicPartition("b", 0)]
+    assert Assign({"a": [1], "z": [0]}).assigned(counts) == [
+        TopicPartition("a", 1),
+        TopicPartition("z", 0),
+    ]
+    assert isinstance(parse_subscribe_pattern("a|b"), SubscribePattern)
+
+
+def test_parse_source_options_is_case_insensitive() -> None:
+    options = parse_source_options(
+        {
+            "subscribe": "t",
+            "STARTINGOFFSETS": '{"t":{"0":4}}',
+            "endingoffsets": "latest",
+            "failOnDataLoss": "FALSE",
+            "minpartitions": "8",
+            "maxRecordsPerPartition": "1000",
+            "kafka.bootstrap.servers": "127.0.0.1:9092",
+        }
+    )
+    assert options.strategy == Subscribe(["t"])
+    assert options.starting_offsets == {"t": {0: 4}}
+    assert options.ending_offsets == "latest"
+    assert options.fail_on_data_loss is False
+    assert options.min_partitions == 8
+    assert options.max_records_per_partition == 1000
+    defaults = parse_source_options({"assign": '{"t":[0]}'})
+    assert defaults.fail_on_data_loss is True
+    assert (defaults.starting_offsets, defaults.ending_offsets) == ("earliest", "latest")
+    assert defaults.min_partitions is None
+
+
+def test_exactly_one_strategy() -> None:
+    with pytest.raises(ConsumerStrategyError, match="found 0"):
+        parse_source_options({})
+    with pytest.raises(ConsumerStrategyError, match=r"found 2 \(assign, subscribe\)"):
+        parse_source_options({"subscribe": "a", "assign": '{"a":[0]}'})
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two", "1.5", ""])
+def test_positive_integer_options(value: str) -> None:
+    with pytest.raises(InvalidPositiveIntegerError, match=f"'minPartitions'.*found {value!r}"):
+        parse_source_options({"subscribe": "a", "minPartitions": value})
+
+
+def test_boolean_option() -> None:
+    with pytest.raises(InvalidBooleanOptionError, match="'failOnDataLoss'.*found 'yes'"):
+        parse_source_options({"subscribe": "a", "failOnDataLoss": "yes"})
+
+
+def test_offsets_json_helpers() -> None:
+    assert offsets_to_json({"b": {1: 5, 0: 3}, "a": {0: 1}}) == '{"a":{"0":1},"b":{"0":3,"1":5}}'
+    assert parse_starting_offsets(offsets_to_json({"t": {0: 9}})) == {"t": {0: 9}}
+    assert complete_offsets({"t": {0: 9, 5: 1}}, [T0, T1, TopicPartition("u", 0)]) == {
+        "t": {0: 9, 1: -2},
+        "u": {0: -2},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution
+# --------------------------------------------------------------------------------------------
+
+BOUNDS = {T0: LogBounds(100, 200), T1: LogBounds(0, 50)}
+
+
+def test_resolve_keywords() -> None:
+    result = resolve_ranges(BOUNDS, "earliest", "latest")
+    assert result.ranges == [OffsetRange("t", 0, 100, 200), OffsetRange("t", 1, 0, 50)]
+    assert result.data_loss == []
+
+
+def test_resolve_specific_and_markers() -> None:
+    result = resolve_ranges(BOUNDS, {"t": {0: 150, 1: -2}}, {"t": {0: -1, 1: 20}})
+    assert result.ranges == [OffsetRange("t", 0, 150, 200), OffsetRange("t", 1, 0, 20)]
+
+
+def test_resolve_in_range_offsets_unchanged() -> None:
+    # The article's valid case: M <= A <= N leaves A alone, both bounds inclusive.
+    result = resolve_ranges(BOUNDS, {"t": {0: 100, 1: 50}}, "latest")
+    assert result.ranges == [OffsetRange("t", 0, 100, 200), OffsetRange("t", 1, 50, 50)]
+    assert result.data_loss == []
+
+
+def test_resolve_requires_exactly_the_assigned_partitions() -> None:
+    with pytest.raises(PartitionMismatchError) as info:
+        resolve_ranges(BOUNDS, {"t": {0: 150}}, "latest")
+    assert "'startingOffsets'" in str(info.value)
+    assert "expected [t-0, t-1], found [t-0]" in str(info.value)
+    with pytest.raises(UnknownPartitionError, match="x-0"):
+        resolve_ranges(BOUNDS, "earliest", "latest", partitions=[TopicPartition("x", 0)])
+
+
+def test_resolve_start_after_end() -> None:
+    with pytest.raises(InvalidOffsetRangeError, match="t-0.*start 180 > end 120"):
+        resolve_ranges(BOUNDS, {"t": {0: 180, 1: 0}}, {"t": {0: 120, 1: 10}})
+
+
+def test_retention_ran_first_fails_by_default() -> None:
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        resolve_ranges(BOUNDS, {"t": {0: 40, 1: 0}}, "latest")
+    message = str(info.value)
+    assert "t-0" in message and "start offset 40" in message
+    assert "log start 100" in message and "log end 200" in message
+    assert "failOnDataLoss" in message
+
+
+def test_retention_ran_first_clamps_to_earliest() -> None:
+    result = resolve_ranges(BOUNDS, {"t": {0: 40, 1: 0}}, "latest", fail_on_data_loss=False)
+    assert result.ranges[0] == OffsetRange("t", 0, 100, 200)
+    assert result.data_loss == [DataLoss("t", 0, "start", 40, 100, 100, 200, 60)]
+    assert result.data_loss[0].to_json()["lost"] == 60
+
+
+def test_whole_requested_range_aged_out() -> None:
+    result = resolve_ranges(
+        BOUNDS, {"t": {0: 10, 1: 0}}, {"t": {0: 30, 1: 5}}, fail_on_data_loss=False
+    )
+    assert result.ranges[0] == OffsetRange("t", 0, 100, 100)
+    assert result.data_loss[0].lost == 20
+
+
+def test_recreated_topic_fails_by_default() -> None:
+    with pytest.raises(OffsetOutOfRangeError, match="t-1: start offset 500 is above the log end"):
+        resolve_ranges(BOUNDS, {"t": {0: 100, 1: 500}}, "latest")
+
+
+def test_recreated_topic_clamps_to_latest() -> None:
+    result = resolve_ranges(BOUNDS, {"t": {0: 100, 1: 500}}, "latest", fail_on_data_loss=False)
+    assert result.ranges[1] == OffsetRange("t", 1, 50, 50)
+    assert result.data_loss == [DataLoss("t", 1, "start", 500, 50, 0, 50, 50)]
+
+
+def test_end_beyond_log_end() -> None:
+    with pytest.raises(OffsetOutOfRangeError, match="t-1: end offset 70 is above the log end"):
+        resolve_ranges(BOUNDS, "earliest", {"t": {0: -1, 1: 70}})
+    result = resolve_ranges(BOUNDS, "earliest", {"t": {0: -1, 1: 70}}, fail_on_data_loss=False)
+    assert result.ranges[1] == OffsetRange("t", 1, 0, 50)
+    assert result.data_loss == [DataLoss("t", 1, "end", 70, 50, 0, 50, 20)]
+
+
+def test_log_bounds_validated() -> None:
+    with pytest.raises(ValueError, match="log_start=5, log_end=4"):
+        LogBounds(5, 4)
+
+
+@given(
+    log_start=st.integers(0, 50),
+    length=st.integers(0, 50),
+    start=st.integers(-2, 150),
+    end_delta=st.integers(0, 150),
+)
+@bounded
+def test_clamped_range_is_inside_the_log(
+    log_start: int, length: int, start: int, end_delta: int
+) -> None:
+    log = LogBounds(log_start, log_start + length)
+    start = start if start != -1 else -2  # -1 is not a batch start
+    end = max(start, 0) + end_delta
+    result = resolve_ranges({T0: log}, {"t": {0: start}}, {"t": {0: end}}, fail_on_data_loss=False)
+    (r,) = result.ranges
+    assert log.log_start <= r.start <= r.end <= log.log_end
+    resolved_start = log.log_start if start == -2 else start
+    in_range = log.log_start <= resolved_start <= log.log_end and end <= log.log_end
+    assert (result.data_loss == []) == in_range
+    if in_range:
+        assert (r.start, r.end) == (resolved_start, max(end, resolved_start))
+    assert all(d.lost >= 0 for d in result.data_loss)
+
+
+# --------------------------------------------------------------------------------------------
+# Splitting
+# --------------------------------------------------------------------------------------------
+
+
+def r(partition: int, start: int, end: int) -> OffsetRange:
+    return OffsetRange("t", partition, start, end)
+
+
+def test_no_options_keeps_ranges_and_drops_empty() -> None:
+    assert split_ranges([r(0, 1, 5), r(1, 3, 3), r(2, 2, 4)]) == [r(0, 1, 5), r(2, 2, 4)]
+
+
+def test_min_partitions_splits_one_range_like_spark() -> None:
+    # Spark's KafkaOffsetRangeCalculatorSuite "with minPartition = 3: N == 1".
+    assert split_ranges([r(0, 1, 5)], min_partitions=3) == [r(0, 1, 2), r(0, 2, 3), r(0, 3, 5)]
+
+
+def test_min_partitions_ignores_empty_ranges() -> None:
+    # SPARK-30656: the empty range neither counts nor gets a split.
+    assert split_ranges([r(0, 1, 1), r(1, 1, 21)], min_partitions=3) == [
+        r(1, 1, 7),
+        r(1, 7, 14),
+        r(1, 14, 21),
+    ]
+
+
+def test_min_partitions_met_by_partition_count() -> None:
+    assert split_ranges([r(0, 0, 100), r(1, 0, 1)], min_partitions=2) == [
+        r(0, 0, 100),
+        r(1, 0, 1),
+    ]
+
+
+def test_min_partitions_gives_big_ranges_more_pieces() -> None:
+    splits = split_ranges([r(0, 0, 1), r(1, 0, 1), r(2, 0, 1), r(3, 0, 100)], min_partitions=5)
+    by_partition = [s.partition for s in splits]
+    assert by_partition.count(3) == 2 and len(splits) == 5
+
+
+def test_min_partitions_is_a_guarantee() -> None:
+    # Spark rounds each of three equal ranges to one piece (3 < 4); Sluice tops up.
+    splits = split_ranges([r(0, 0, 10), r(1, 0, 10), r(2, 0, 10)], min_partitions=4)
+    assert len(splits) == 4
+    assert splits[:2] == [r(0, 0, 5), r(0, 5, 10)]
+
+
+def test_max_records_per_partition() -> None:
+    assert split_ranges([r(0, 0, 12), r(1, 0, 5)], max_records_per_partition=5) == [
+        r(0, 0, 4),
+        r(0, 4, 8),
+        r(0, 8, 12),
+        r(1, 0, 5),
+    ]
+
+
+def test_split_options_must_be_positive() -> None:
+    with pytest.raises(InvalidPositiveIntegerError, match="'maxRecordsPerPartition'.*found 0"):
+        split_ranges([r(0, 0, 1)], max_records_per_partition=0)
+
+
+ranges_strategy = st.lists(
+    st.tuples(st.integers(0, 1000), st.integers(0, 300)), min_size=0, max_size=8
+).map(lambda pairs: [r(i, s, s + n) for i, (s, n) in enumerate(pairs)])
+
+
+@given(
+    ranges=ranges_strategy,
+    min_partitions=st.none() | st.integers(1, 40),
+    max_records=st.none() | st.integers(1, 120),
+)
+@bounded
+def test_split_properties(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
+) -> None:
+    splits = split_ranges(
+        ranges, min_partitions=min_partitions, max_records_per_partition=max_records
+    )
+    # Every offset of every range exactly once, and nothing else.
+    covered = sorted((s.partition, o) for s in splits for o in range(s.start, s.end))
+    expected = sorted((x.partition, o) for x in ranges for o in range(x.start, x.end))
+    assert covered == expected
+    assert all(s.count > 0 for s in splits)
+    if max_records is not None:
+        assert all(s.count <= max_records for s in splits)
+    total = sum(x.count for x in ranges)
+    if min_partitions is not None and total >= min_partitions:
+        assert len(splits) >= min_partitions
+    # Pieces of one partition stay in offset order and contiguous.
+    for partition in {s.partition for s in splits}:
+        pieces = [s for s in splits if s.partition == partition]
+        assert all(a.end == b.start for a, b in zip(pieces, pieces[1:], strict=False))
