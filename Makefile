@@ -1,0 +1,63 @@
+# Sluice — run `make help` for the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ZK_JAR := /usr/share/java/zookeeper.jar
+# apt-get needs root; use sudo when we are not root and it exists.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; printf "Sluice targets:\n"} /^[a-zA-Z_-]+:.*##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,spark]'
+	touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create .venv with Sluice and its test dependencies
+
+.PHONY: system-deps
+system-deps: ## Install Debian packages the tests need (Java + ZooKeeper) when missing
+	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null; then \
+	  echo "installing Debian's zookeeper (and a JRE)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless >/dev/null; \
+	fi
+
+.PHONY: lint
+lint: install ## ruff format --check, ruff check, mypy on broker/
+	$(BIN)/ruff format --check broker pipeline schemas jobs tests bench
+	$(BIN)/ruff check broker pipeline schemas jobs tests bench
+	$(BIN)/mypy broker
+
+.PHONY: test
+test: install system-deps lint ## Lint, then run the whole suite (slow fault-injection tests included)
+	$(BIN)/pytest -q
+
+.PHONY: test-fast
+test-fast: install ## The suite without the slow fault-injection tests
+	$(BIN)/pytest -q -m "not slow"
+
+.PHONY: demo
+demo: install ## Start a standalone broker, run the main job end to end, stop everything
+	$(BIN)/python -m jobs.demo
+
+.PHONY: bench
+bench: install ## Quick benchmarks (under 10 minutes); results in build/bench/
+	$(BIN)/python -m bench.run --quick
+
+.PHONY: bench-full
+bench-full: install ## Full benchmarks
+	$(BIN)/python -m bench.run --full
+
+.PHONY: clean
+clean: ## Remove the venv, build outputs and demo data
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis data warehouse
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""Sluice's benchmarks: `make bench` (quick) and `make bench-full`; see bench/run.py."""

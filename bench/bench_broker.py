@@ -1,0 +1,240 @@
+"""The broker with the client users run: confluent-kafka producing 200-byte messages in the
+paper's two settings (batches of 1 and of 50) and with librdkafka's default batching, a
+consumer reading each topic back at about 200 KB per fetch, and the broker's fetch path as a
+fraction of a raw ``os.sendfile`` of the same bytes over loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.results import Results
+from broker.protocol.apis import request_type
+from broker.protocol.build import build
+from broker.protocol.codec import encode_request
+
+MESSAGE = 200
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    def __init__(self, work: Path) -> None:
+        self.port = free_port()
+        self.log_dir = work / "broker"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "broker", "start",
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+             "--override", f"log.dirs={self.log_dir}",
+             "--override", "offsets.topic.num.partitions=1",
+             "--override", "num.partitions=1",
+             "--log-level", "warning"],
+        )  # fmt: skip
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("broker did not start")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]) -> float:
+    """Seconds to produce ``count`` messages and have every one acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, **settings})
+    payload = os.urandom(MESSAGE)
+    failed = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if failed:
+        raise RuntimeError(f"{len(failed)} messages failed: {failed[0]}")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+    """(seconds to the first message after assign, seconds to read ``count`` messages)."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
+        "enable.auto.commit": False, "fetch.max.bytes": 204800,
+        "max.partition.fetch.bytes": 204800, "fetch.wait.max.ms": 100,
+        "message.max.bytes": 204800,
+    })  # fmt: skip
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    first = None
+    seen = 0
+    while seen < count:
+        batch = consumer.consume(1000, timeout=5)
+        if not batch:
+            raise RuntimeError(f"{topic}: stalled after {seen} of {count} messages")
+        if first is None:
+            first = time.perf_counter() - start
+        seen += sum(1 for m in batch if m.error() is None)
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    assert first is not None
+    return first, elapsed
+
+
+def raw_fetch_rate(bootstrap_port: int, topic: str, total_bytes: int) -> float:
+    """MB/s of Fetch v11 responses read by a minimal client that discards them."""
+    sock = socket.create_connection(("127.0.0.1", bootstrap_port))
+    buf = bytearray(8 << 20)
+    offset, received, cid = 0, 0, 0
+    fetch_type = request_type(1, 11)
+    start = time.perf_counter()
+    while received < total_bytes:
+        cid += 1
+        body = build(fetch_type, {
+            "replica_id": -1, "max_wait": 100, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": "",
+        })  # fmt: skip
+        sock.sendall(encode_request(cid, "bench", body))
+        size = struct.unpack(">i", _read_exact(sock, 4, buf))[0]
+        view = _read_exact(sock, size, buf)
+        received += size
+        offset = _next_offset_in(view)
+        if offset < 0:
+            break
+    elapsed = time.perf_counter() - start
+    sock.close()
+    return received / 1e6 / elapsed
+
+
+def _read_exact(sock: socket.socket, n: int, buf: bytearray) -> memoryview:
+    view = memoryview(buf)[:n]
+    got = 0
+    while got < n:
+        r = sock.recv_into(view[got:], n - got)
+        if r == 0:
+            raise ConnectionError("broker closed the connection")
+        got += r
+    return view
+
+
+def _next_offset_in(resp: memoryview) -> int:
+    # Fetch v11 response, one topic, one partition: walk to the records, then their batches.
+    pos = 4 + 4 + 2 + 4  # correlation id, throttle, error, session id
+    pos += 4  # topics count
+    (name_len,) = struct.unpack_from(">h", resp, pos)
+    pos += 2 + name_len + 4  # name, partitions count
+    pos += 4 + 2 + 8 + 8 + 8  # index, error, hw, lso, log start
+    (aborted,) = struct.unpack_from(">i", resp, pos)
+    pos += 4 + max(aborted, 0) * 16 + 4  # aborted txns, preferred read replica
+    (size,) = struct.unpack_from(">i", resp, pos)
+    pos += 4
+    end, next_offset = pos + size, -1
+    while pos + 12 <= end:
+        base, length = struct.unpack_from(">qi", resp, pos)
+        (delta,) = struct.unpack_from(">i", resp, pos + 23)
+        next_offset = base + delta + 1
+        pos += 12 + length
+    return next_offset
+
+
+def raw_sendfile_rate(path: Path) -> float:
+    """MB/s of os.sendfile of ``path`` to a loopback TCP socket read by the same kind of
+    client (recv_into a buffer, discard)."""
+    size = path.stat().st_size
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def send() -> None:
+        conn, _ = server.accept()
+        with open(path, "rb") as f:
+            sent = 0
+            while sent < size:
+                sent += os.sendfile(conn.fileno(), f.fileno(), sent, min(1 << 20, size - sent))
+        conn.close()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    client = socket.create_connection(("127.0.0.1", port))
+    buf = bytearray(1 << 20)
+    got = 0
+    start = time.perf_counter()
+    while got < size:
+        n = client.recv_into(buf)
+        if n == 0:
+            break
+        got += n
+    elapsed = time.perf_counter() - start
+    thread.join()
+    client.close()
+    server.close()
+    return got / 1e6 / elapsed
+
+
+def run(results: Results, quick: bool) -> None:
+    count = 200_000 if quick else 1_000_000
+    batch1_count = 50_000 if quick else 1_000_000
+    work = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir="."))
+    broker = BrokerProcess(work)
+    try:
+        modes = {
+            "batch 1": ({"batch.num.messages": 1, "linger.ms": 0}, batch1_count),
+            "batch 50": ({"batch.num.messages": 50, "linger.ms": 5}, count),
+            "default batching": ({}, count),
+        }
+        for mode, (settings, n) in modes.items():
+            topic = "bench-" + mode.replace(" ", "-")
+            seconds = produce(broker.bootstrap, topic, n, settings)
+            results.add("produce", "sluice", f"{mode}, msg/s", n / seconds, "msg/s")
+            results.add("produce", "sluice", f"{mode}, MB/s", n * MESSAGE / 1e6 / seconds, "MB/s")
+        for mode, (_, n) in modes.items():
+            topic = "bench-" + mode.replace(" ", "-")
+            first, seconds = consume(broker.bootstrap, topic, n)
+            results.add("consume", "sluice", f"from {mode} topic, msg/s", n / seconds, "msg/s")
+            results.add("consume", "sluice", f"first message ({mode})", first * 1000, "ms")
+        segment = next((broker.log_dir / "bench-batch-50-0").glob("*.log"))
+        total = segment.stat().st_size
+        fetch = raw_fetch_rate(broker.port, "bench-batch-50", total)
+        raw = raw_sendfile_rate(segment)
+        results.add("fetch_path", "raw os.sendfile", "loopback", raw, "MB/s")
+        results.add("fetch_path", "sluice Fetch v11", "loopback", fetch, "MB/s")
+        results.add("fetch_path", "sluice/raw sendfile", "loopback", fetch / raw, "ratio")
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)

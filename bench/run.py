@@ -1,0 +1,40 @@
+"""Run the benchmarks and write ``build/bench/results.json``.
+
+python -m bench.run --quick    # `make bench`, a few minutes
+python -m bench.run --full     # `make bench-full`
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bench import bench_broker, bench_log
+from bench.results import Results, markdown
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", default=True)
+    mode.add_argument("--full", action="store_true")
+    parser.add_argument("--only", choices=["log", "broker"], help="one group only")
+    args = parser.parse_args()
+    quick = not args.full
+    results = Results()
+    started = time.time()
+    if args.only in (None, "log"):
+        print("storage engine (broker/log) against the disk", flush=True)
+        bench_log.run(results, quick)
+    if args.only in (None, "broker"):
+        print("broker with confluent-kafka over loopback", flush=True)
+        bench_broker.run(results, quick)
+    command = "make bench" if quick else "make bench-full"
+    path = results.save(command)
+    print(f"\n{markdown(results.items)}\n\nwrote {path} in {time.time() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
