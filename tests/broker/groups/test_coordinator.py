@@ -1,0 +1,179 @@
+"""The group coordinator's state machine, driven directly on an event loop."""
+
+import asyncio
+
+from broker.groups.coordinator import (
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    GroupCoordinator,
+    GroupState,
+)
+
+PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
+
+
+def coordinator(**kw):
+    kw.setdefault("initial_rebalance_delay_ms", 100)
+    kw.setdefault("min_session_timeout_ms", 100)
+    return GroupCoordinator(**kw)
+
+
+async def join(c, member_id="", protocols=PROTOCOLS, session_ms=10_000, rebalance_ms=2_000,
+               client="c", require_known=True, group="g"):  # fmt: skip
+    result = await c.join(
+        group, member_id, group_instance_id=None, client_id=client, client_host="/127.0.0.1",
+        session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
+        protocol_type="consumer", protocols=protocols, require_known_member_id=require_known,
+    )  # fmt: skip
+    if result.error == MEMBER_ID_REQUIRED:
+        return await join(c, result.member_id, protocols, session_ms, rebalance_ms, client,
+                          require_known, group)  # fmt: skip
+    return result
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_one_member_joins_syncs_and_heartbeats():
+    async def scenario():
+        c = coordinator()
+        first = await c.join("g", "", group_instance_id=None, client_id="c", client_host="h",
+                             session_timeout_ms=10_000, rebalance_timeout_ms=1000,
+                             protocol_type="consumer", protocols=PROTOCOLS,
+                             require_known_member_id=True)  # fmt: skip
+        assert first.error == MEMBER_ID_REQUIRED and first.member_id.startswith("c-")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        result = await join(c, first.member_id)
+        waited = loop.time() - started
+        assert 0.09 < waited < 1.0  # the initial delay, not the rebalance timeout
+        assert (result.error, result.generation, result.leader) == (NONE, 1, first.member_id)
+        assert result.protocol_name == "range"
+        assert result.members == ((first.member_id, None, b"meta-range"),)
+        sync = await c.sync("g", 1, first.member_id, {first.member_id: b"assignment"})
+        assert (sync.error, sync.assignment) == (NONE, b"assignment")
+        assert c.groups["g"].state is GroupState.STABLE
+        assert c.heartbeat("g", 1, first.member_id) == NONE
+        assert c.heartbeat("g", 0, first.member_id) == ILLEGAL_GENERATION
+        assert c.heartbeat("g", 1, "nobody") == UNKNOWN_MEMBER_ID
+        c.close()
+
+    run(scenario())
+
+
+def test_two_members_share_a_generation_and_the_follower_waits_for_the_leader():
+    async def scenario():
+        c = coordinator()
+        a, b = await asyncio.gather(join(c, client="a"), join(c, client="b"))
+        assert a.generation == b.generation == 1 and a.leader == b.leader
+        leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+        assert len(leader.members) == 2 and follower.members == ()
+        follower_sync = asyncio.ensure_future(c.sync("g", 1, follower.member_id, {}))
+        await asyncio.sleep(0.05)
+        assert not follower_sync.done()  # waits for the leader's assignment
+        await c.sync("g", 1, leader.member_id,
+                     {leader.member_id: b"L", follower.member_id: b"F"})  # fmt: skip
+        assert (await follower_sync).assignment == b"F"
+        c.close()
+
+    run(scenario())
+
+
+def test_a_new_member_triggers_a_rebalance_that_existing_members_join():
+    async def scenario():
+        c = coordinator()
+        a = await join(c, client="a")
+        await c.sync("g", 1, a.member_id, {a.member_id: b"x"})
+        newcomer = asyncio.ensure_future(join(c, client="b"))
+        await asyncio.sleep(0.05)
+        assert c.heartbeat("g", 1, a.member_id) == REBALANCE_IN_PROGRESS
+        again = await join(c, a.member_id, client="a")
+        b = await newcomer
+        assert again.generation == b.generation == 2
+        # generation 2 awaits its assignment: commits wait; then the old generation is stale
+        assert c.validate_commit("g", 2, a.member_id) == REBALANCE_IN_PROGRESS
+        leader = again if again.leader == again.member_id else b
+        await asyncio.gather(c.sync("g", 2, a.member_id, {}), c.sync("g", 2, b.member_id, {}))
+        assert c.validate_commit("g", 1, a.member_id) == ILLEGAL_GENERATION
+        assert leader.members
+        c.close()
+
+    run(scenario())
+
+
+def test_members_that_do_not_rejoin_are_removed_at_the_rebalance_timeout():
+    async def scenario():
+        c = coordinator()
+        a, b = await asyncio.gather(join(c, client="a", rebalance_ms=300),
+                                    join(c, client="b", rebalance_ms=300))  # fmt: skip
+        leader = a if a.leader == a.member_id else b
+        await c.sync("g", 1, leader.member_id, {})
+        # a third member arrives; only it and `a` rejoin
+        third = asyncio.ensure_future(join(c, client="c", rebalance_ms=300))
+        await asyncio.sleep(0.01)
+        rejoin = await join(c, a.member_id, client="a", rebalance_ms=300)
+        await third
+        assert rejoin.generation == 2
+        assert set(c.groups["g"].members) == {a.member_id, (await third).member_id}
+        c.close()
+
+    run(scenario())
+
+
+def test_leave_and_expiry():
+    async def scenario():
+        c = coordinator()
+        a, b = await asyncio.gather(join(c, client="a", session_ms=300),
+                                    join(c, client="b", session_ms=300))  # fmt: skip
+        leader = a if a.leader == a.member_id else b
+        other = b if leader is a else a
+        await asyncio.gather(
+            c.sync("g", 1, leader.member_id, {}), c.sync("g", 1, other.member_id, {})
+        )
+        assert c.leave("g", [other.member_id]) == (NONE, [NONE])
+        assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
+        again = await join(c, leader.member_id, client="a", session_ms=300)
+        assert again.generation == 2
+        await c.sync("g", 2, leader.member_id, {})
+        await asyncio.sleep(0.7)  # no heartbeats: the session expires
+        assert c.groups["g"].members == {}
+        assert c.groups["g"].state is GroupState.EMPTY
+        c.close()
+
+    run(scenario())
+
+
+def test_protocol_and_session_checks():
+    async def scenario():
+        c = coordinator()
+        a = await join(c, client="a")
+        bad = await join(c, client="b", protocols=[("sticky", b"")])
+        assert bad.error == INCONSISTENT_GROUP_PROTOCOL
+        assert (await join(c, client="b", session_ms=1)).error == INVALID_SESSION_TIMEOUT
+        assert (await join(c, "ghost", client="b")).error == UNKNOWN_MEMBER_ID
+        assert a.error == NONE
+        c.close()
+
+    run(scenario())
+
+
+def test_commit_validation():
+    async def scenario():
+        c = coordinator()
+        assert c.validate_commit("none", -1, "") == NONE  # simple (assign()) commits
+        assert c.validate_commit("none", 3, "m") == ILLEGAL_GENERATION
+        a = await join(c, client="a")
+        assert c.validate_commit("g", 1, a.member_id) == REBALANCE_IN_PROGRESS  # awaiting sync
+        await c.sync("g", 1, a.member_id, {})
+        assert c.validate_commit("g", 1, a.member_id) == NONE
+        assert c.validate_commit("g", 1, "other") == UNKNOWN_MEMBER_ID
+        assert c.validate_commit("g", -1, "") == UNKNOWN_MEMBER_ID
+        c.close()
+
+    run(scenario())
