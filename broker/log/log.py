@@ -51,6 +51,7 @@ from broker.log.errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
+from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import (
     DELETED_SUFFIX,
@@ -140,8 +141,12 @@ class Log:
         self.recovered_bytes_cut = 0
         directory.mkdir(parents=True, exist_ok=True)
         self.producer_state = ProducerStateManager(directory)
+        self.leader_epochs = LeaderEpochCache(directory)
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self._rebuild_producer_state()
+        # Recovery may have cut batches, retention may have moved the start.
+        self.leader_epochs.truncate_from_end(self._log_end_offset)
+        self.leader_epochs.truncate_from_start(self._log_start_offset)
 
     # -- loading and recovery ---------------------------------------------------------------
 
@@ -367,6 +372,7 @@ class Log:
             max_timestamp = -1
             for h in headers:
                 self.producer_state.update(h)
+                self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
                 count += h.record_count
                 if h.max_timestamp > max_timestamp:
                     max_timestamp = h.max_timestamp
@@ -513,6 +519,12 @@ class Log:
                 return found if found[0] < hw else None
         return None
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: where ``epoch`` (or the largest
+        epoch before it) ended in this log."""
+        with self._lock:
+            return self.leader_epochs.end_offset_for(epoch, self._log_end_offset)
+
     # -- flushing --------------------------------------------------------------------------
 
     @property
@@ -585,6 +597,7 @@ class Log:
         self._segments[offset] = self._new_segment(offset)
         self._log_end_offset = offset
         self._log_start_offset = offset
+        self.leader_epochs.clear()  # nothing of the old epochs is left (Kafka does the same)
         self._after_truncation()
 
     def _after_truncation(self) -> None:
@@ -595,6 +608,8 @@ class Log:
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self._unflushed_messages = 0
         self._rebuild_producer_state()
+        self.leader_epochs.truncate_from_end(self._log_end_offset)
+        self.leader_epochs.truncate_from_start(self._log_start_offset)
 
     # -- retention -------------------------------------------------------------------------
 
@@ -634,6 +649,7 @@ class Log:
             if deletable:
                 self._log_start_offset = max(self._log_start_offset, self._bases[0])
                 self._recovery_point = max(self._recovery_point, self._log_start_offset)
+                self.leader_epochs.truncate_from_start(self._log_start_offset)
             return len(deletable)
 
     def purge_deleted_segments(self, now: int | None = None, force: bool = False) -> int:

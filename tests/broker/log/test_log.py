@@ -260,3 +260,23 @@ def test_segments_below_a_moved_log_start_are_deleted(tmp_path, clock):
     with pytest.raises(OffsetOutOfRangeError):
         log.increment_log_start_offset(100)
     log.close()
+
+
+def test_leader_epochs_follow_appends_truncation_and_restarts(tmp_path, clock):
+    log = make(tmp_path, clock, segment_bytes=300)
+    log.append(batch(2), leader_epoch=0)
+    log.append(batch(2), leader_epoch=0)
+    log.append(batch(3), leader_epoch=2)  # offsets 4..6
+    log.append(batch(1), leader_epoch=5)  # offset 7
+    assert log.leader_epochs.entries == [(0, 0), (2, 4), (5, 7)]
+    assert log.end_offset_for_epoch(2) == (2, 7)
+    assert log.end_offset_for_epoch(5) == (5, 8)
+    # The old leader's uncommitted epoch-5 batch goes when it truncates to where 2 ended.
+    log.truncate_to(7)
+    assert log.leader_epochs.entries == [(0, 0), (2, 4)]
+    log.close()
+    again = Log(tmp_path / "events-0", LogConfig(segment_bytes=300), clock=clock)
+    assert again.leader_epochs.entries == [(0, 0), (2, 4)]
+    again.truncate_fully_and_start_at(100)
+    assert again.leader_epochs.entries == []
+    again.close()
