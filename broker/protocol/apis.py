@@ -59,6 +59,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,8 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 4),
             _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 3),
             _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 1),
+            # Followers truncate with it (KIP-101); kio starts at v2, v3 adds replica_id.
+            _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 3),
         )
     }
 )

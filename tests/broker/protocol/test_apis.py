@@ -26,12 +26,13 @@ EXPECTED = {
     19: ((2, 4), (2, 4)),
     20: ((1, 3), (1, 3)),
     22: ((0, 1), (0, 1)),
+    23: ((2, 3), (2, 3)),
 }
 
 # First flexible version of each API, from Kafka's message JSON ("flexibleVersions").
 FIRST_FLEXIBLE = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
-    18: 3, 19: 5, 20: 4, 22: 2,
+    18: 3, 19: 5, 20: 4, 22: 2, 23: 4,
 }  # fmt: skip
 
 

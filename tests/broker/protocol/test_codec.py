@@ -130,7 +130,7 @@ def test_unsupported_version(key: int, version: int) -> None:
         encode_unsupported_version(exc)  # only ApiVersions gets an answer
 
 
-@pytest.mark.parametrize("key", [4, 5, 6, 7, 17, 21, 23, 999, -1])
+@pytest.mark.parametrize("key", [4, 5, 6, 7, 17, 21, 24, 999, -1])
 def test_unknown_api_key(key: int) -> None:
     with pytest.raises(UnsupportedVersion, match="unknown api key"):
         decode_request(_header_only(key, 0))
