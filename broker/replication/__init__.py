@@ -1,0 +1,1 @@
+"""Replication (the ISR design): leaders track followers, followers fetch and truncate."""

@@ -1,0 +1,182 @@
+"""``Partition``: one partition's replication state on this broker (Kafka's Partition.scala).
+
+As **leader** it tracks every follower's log end offset (LEO) from the offsets they fetch
+at, and moves the high watermark to the smallest LEO in the in-sync replica set::
+
+    HW = min(LEO of r for r in ISR)        (the leader's own LEO included)
+
+Consumers read only below the HW; a message is committed when every ISR member has it. A
+follower is *caught up* when it fetched from the leader's LEO; one that has not caught up for
+``replica.lag.time.max.ms`` leaves the ISR, and one whose LEO reaches the HW (and the start of
+the current leader epoch) comes back. The ISR changes are decided here and written by the
+replica manager to ZooKeeper, conditionally on the state's znode version.
+
+As **follower** it only records its leader and epoch; the replica fetcher does the work.
+
+Not thread-safe: the replica manager calls it on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from broker.log.log import Log
+from broker.log.topic_partition import TopicPartition
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    NONE = "none"
+
+
+@dataclass
+class FollowerState:
+    leo: int = -1
+    last_caught_up_ms: float = 0.0
+    last_fetch_ms: float = 0.0
+    leader_leo_at_last_fetch: int = -1
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class Partition:
+    def __init__(
+        self, tp: TopicPartition, log: Log, broker_id: int, clock: Callable[[], float] = _now_ms
+    ) -> None:
+        self.tp = tp
+        self.log = log
+        self.broker_id = broker_id
+        self._clock = clock
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.zk_version = -1
+        self.epoch_start_offset = 0
+        self.followers: dict[int, FollowerState] = {}
+        log.set_replicated(True)
+
+    # -- role changes ----------------------------------------------------------------------
+
+    def become_leader(
+        self, leader_epoch: int, replicas: Sequence[int], isr: Sequence[int], zk_version: int
+    ) -> None:
+        now = self._clock()
+        if self.role is not Role.LEADER or leader_epoch != self.leader_epoch:
+            # Every follower starts "caught up now", so none is dropped from the ISR before
+            # it had a chance to fetch (Kafka does the same).
+            self.followers = {
+                r: FollowerState(last_caught_up_ms=now, last_fetch_ms=now)
+                for r in replicas
+                if r != self.broker_id
+            }
+            self.epoch_start_offset = self.log.log_end_offset
+        self.role = Role.LEADER
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.zk_version = zk_version
+        for r in replicas:
+            if r != self.broker_id:
+                self.followers.setdefault(r, FollowerState(last_caught_up_ms=now))
+        self.maybe_advance_hw()
+
+    def become_follower(
+        self, leader_id: int, leader_epoch: int, replicas: Sequence[int], isr: Sequence[int],
+        zk_version: int,
+    ) -> bool:  # fmt: skip
+        """Record the new leader; True if it changed (the fetcher must truncate and move)."""
+        changed = (
+            self.role is not Role.FOLLOWER
+            or leader_id != self.leader_id
+            or leader_epoch != self.leader_epoch
+        )
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.zk_version = zk_version
+        self.followers = {}
+        return changed
+
+    def update_state(self, isr: Sequence[int], zk_version: int) -> None:
+        """A newer version of the same leadership (e.g. our own ISR write came back)."""
+        self.isr = tuple(isr)
+        self.zk_version = zk_version
+        if self.role is Role.LEADER:
+            self.maybe_advance_hw()
+
+    # -- the leader's bookkeeping ----------------------------------------------------------
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched at ``fetch_offset`` (= its LEO). True if the HW moved."""
+        follower = self.followers.get(replica_id)
+        if follower is None or self.role is not Role.LEADER:
+            return False
+        now = self._clock()
+        leader_leo = self.log.log_end_offset
+        # Kafka's rule: caught up if it asked for the leader's LEO now, or for what was the
+        # leader's LEO at its previous fetch (so a steady stream does not look like lag).
+        if fetch_offset >= leader_leo:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_leo_at_last_fetch >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.leo = fetch_offset
+        follower.last_fetch_ms = now
+        follower.leader_leo_at_last_fetch = leader_leo
+        return self.maybe_advance_hw()
+
+    def maybe_advance_hw(self) -> bool:
+        if self.role is not Role.LEADER:
+            return False
+        leos = [self.log.log_end_offset]
+        for r in self.isr:
+            if r != self.broker_id:
+                follower = self.followers.get(r)
+                leos.append(follower.leo if follower is not None else -1)
+        new_hw = min(leos)
+        if new_hw > self.log.high_watermark:
+            self.log.high_watermark = new_hw
+            return True
+        return False
+
+    def isr_to_shrink(self, max_lag_ms: int) -> tuple[int, ...] | None:
+        """The ISR without followers that lagged longer than ``max_lag_ms``; None if none."""
+        if self.role is not Role.LEADER:
+            return None
+        now = self._clock()
+        lagging = {
+            r for r in self.isr
+            if r != self.broker_id
+            and now - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms
+        }  # fmt: skip
+        if not lagging:
+            return None
+        return tuple(r for r in self.isr if r not in lagging)
+
+    def isr_to_expand(self) -> tuple[int, ...] | None:
+        """The ISR with every out-of-sync follower that has caught up; None if none has."""
+        if self.role is not Role.LEADER:
+            return None
+        hw = self.log.high_watermark
+        joining = [
+            r for r, f in self.followers.items()
+            if r not in self.isr and r in self.replicas
+            and f.leo >= hw and f.leo >= self.epoch_start_offset
+        ]  # fmt: skip
+        if not joining:
+            return None
+        return tuple(self.isr) + tuple(sorted(joining))
+
+    def committed(self, offset: int) -> bool:
+        """Whether every message before ``offset`` is replicated to the whole ISR."""
+        return self.log.high_watermark >= offset

@@ -1,0 +1,196 @@
+"""``ReplicaFetcher``: a follower's pull loop against one leader broker (one per leader).
+
+For each partition it follows from that leader:
+
+1. **Truncate** (once, when it starts following a new leader or epoch): ask the leader where
+   this replica's latest epoch ended (OffsetForLeaderEpoch v3) and cut the local log there, so
+   an old leader that comes back drops what was never committed (the ISR article's m3) and
+   keeps everything that was. With no epoch recorded locally, fall back to the high watermark.
+2. **Fetch** (Fetch v11 with ``replica_id`` set) from its log end offset, append the batches
+   as they are (offsets and epochs kept: ``Log.append(assign=False)``), and take the
+   leader's high watermark (capped at its own log end) as its own.
+
+Errors from the leader (not leader, fenced epoch, unknown topic) leave the partition waiting
+for the metadata change that moves it; connection errors reconnect with a backoff.
+Runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from broker.log.errors import StorageError
+from broker.log.topic_partition import TopicPartition
+from broker.protocol import ProtocolError
+from broker.protocol.apis import request_type
+from broker.protocol.build import build
+from broker.replication.broker_client import BrokerClient
+from broker.replication.partition import Partition, Role
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+FETCH_MAX_WAIT_MS = 500
+PARTITION_MAX_BYTES = 1 << 20
+RESPONSE_MAX_BYTES = 16 << 20
+
+
+class ReplicaFetcher:
+    def __init__(self, broker_id: int, leader_id: int, host: str, port: int) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self.client = BrokerClient(host, port, f"sluice-replica-fetcher-{broker_id}")
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._needs_truncation: set[TopicPartition] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
+                await self._task
+        await self.client.close()
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[partition.tp] = partition
+        self._needs_truncation.add(partition.tp)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self._needs_truncation.discard(tp)
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while not self._stopped:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                if self._needs_truncation:
+                    await self._truncate(sorted(self._needs_truncation))
+                await self._fetch_once()
+                backoff = 0.1
+            except asyncio.CancelledError:
+                raise
+            except (OSError, ConnectionError, TimeoutError, ProtocolError, StorageError) as exc:
+                log.info(
+                    "replica fetcher %d→%d: %s; retrying in %.1fs",
+                    self.broker_id, self.leader_id, exc, backoff,
+                )  # fmt: skip
+                await self.client.close()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    # -- truncation ------------------------------------------------------------------------
+
+    async def _truncate(self, tps: list[TopicPartition]) -> None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            partition = self.partitions.get(tp)
+            if partition is None:
+                continue
+            latest = partition.log.leader_epochs.latest_epoch
+            if latest < 0:
+                # No epoch history: the high watermark is all we know was committed.
+                partition.log.truncate_to(partition.log.high_watermark)
+                self._needs_truncation.discard(tp)
+                continue
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": partition.leader_epoch,
+                    "leader_epoch": latest,
+                }  # fmt: skip
+            )
+        if not by_topic:
+            return
+        body = build(
+            request_type(23, 3),
+            {"replica_id": self.broker_id,
+             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]},
+        )  # fmt: skip
+        response = await self.client.request(body)
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                partition = self.partitions.get(tp)
+                if partition is None or p.error_code != NONE:
+                    continue  # retried on the next round (or the metadata moves it)
+                local = partition.log
+                target = local.log_end_offset
+                if p.end_offset >= 0:
+                    # If the leader answered for an older epoch than ours, our own end of that
+                    # epoch bounds the cut too (KIP-279).
+                    _, ours = local.end_offset_for_epoch(p.leader_epoch)
+                    target = min(target, p.end_offset, ours if ours >= 0 else target)
+                else:
+                    target = min(target, local.high_watermark)
+                if target < local.log_end_offset:
+                    log.info(
+                        "%s: truncating from %d to %d (leader %d, epoch %d)",
+                        tp, local.log_end_offset, target, self.leader_id, p.leader_epoch,
+                    )  # fmt: skip
+                    local.truncate_to(target)
+                self._needs_truncation.discard(tp)
+
+    # -- fetching --------------------------------------------------------------------------
+
+    async def _fetch_once(self) -> None:
+        ready = {
+            tp: p for tp, p in self.partitions.items()
+            if tp not in self._needs_truncation and p.role is Role.FOLLOWER
+        }  # fmt: skip
+        if not ready:
+            await asyncio.sleep(0.05)
+            return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, partition in ready.items():
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": partition.leader_epoch,
+                    "fetch_offset": partition.log.log_end_offset,
+                    "log_start_offset": partition.log.log_start_offset,
+                    "partition_max_bytes": PARTITION_MAX_BYTES,
+                }  # fmt: skip
+            )
+        body = build(
+            request_type(1, 11),
+            {"replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
+             "max_bytes": RESPONSE_MAX_BYTES, "isolation_level": 0, "session_id": 0,
+             "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
+        )  # fmt: skip
+        response = await self.client.request(body)
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                fetched = ready.get(tp)
+                if fetched is None or self.partitions.get(tp) is not fetched:
+                    continue
+                local = fetched.log
+                if p.error_code == OFFSET_OUT_OF_RANGE:
+                    if local.log_end_offset < p.log_start_offset:
+                        # Retention on the leader passed us: start over where it starts.
+                        local.truncate_fully_and_start_at(p.log_start_offset)
+                    else:
+                        self._needs_truncation.add(tp)
+                    continue
+                if p.error_code != NONE:
+                    continue
+                if p.records:
+                    local.append(p.records, assign=False)
+                local.high_watermark = min(p.high_watermark, local.log_end_offset)

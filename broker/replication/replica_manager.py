@@ -1,0 +1,304 @@
+"""``ReplicaManager``: this broker's replicas in cluster mode (Kafka's ReplicaManager).
+
+Roles come from ZooKeeper through watches (the choice design.md leaves open): the cluster
+metadata calls back on every partition-state change, and the manager makes each local replica
+leader or follower to match — no controller-to-broker RPC. Followers are grouped into one
+``ReplicaFetcher`` per leader broker.
+
+**Produce** goes through :meth:`append`: only the leader accepts it (else
+NOT_LEADER_OR_FOLLOWER); with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses
+it before the append (NOT_ENOUGH_REPLICAS), and the response is a delayed operation completed
+when the high watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT),
+or with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
+
+**ISR**: a follower's fetch moves its LEO (and maybe the HW); a follower that caught up joins
+the ISR; a periodic check drops followers that lagged ``replica.lag.time.max.ms``. Each change
+is written by the leader to the partition's state znode, conditional on its version, off the
+event loop.
+
+Runs on the broker's event loop; metadata callbacks arrive from another thread and are handed
+over with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from broker.log.log import AppendInfo, Log
+from broker.log.topic_partition import TopicPartition
+from broker.replication.partition import Partition, Role
+from broker.replication.replica_fetcher import ReplicaFetcher
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+class ClusterView(Protocol):
+    """What the manager needs of ``broker.cluster.cluster_metadata.ClusterMetadata``."""
+
+    def brokers(self) -> dict[int, Any]: ...
+    def topics(self) -> dict[str, Any]: ...
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]: ...
+    def partition_state(self, topic: str, partition: int) -> Any: ...
+    def update_isr(
+        self, topic: str, partition: int, leader_epoch: int, isr: Sequence[int], zk_version: int
+    ) -> Any: ...
+    def add_listener(self, callback: Callable[[set[tuple[str, int]] | None], None]) -> None: ...
+
+
+@dataclass
+class AppendResult:
+    error: int
+    info: AppendInfo | None = None
+    message: str | None = None
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster: ClusterView,
+        get_log: Callable[[str, int], Log],
+        delete_log: Callable[[str, int], None],
+        *,
+        replica_lag_time_max_ms: int = 30_000,
+        on_high_watermark: Callable[[TopicPartition], None] = lambda _tp: None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster = cluster
+        self._get_log = get_log
+        self._delete_log = delete_log
+        self.max_lag_ms = replica_lag_time_max_ms
+        self._on_hw = on_high_watermark
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[int]]]] = {}
+        self._isr_writes: set[TopicPartition] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.cluster.add_listener(self._changed_from_any_thread)
+        self.apply(None)
+        self._tasks.append(self._loop.create_task(self._isr_expiry_loop()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        for waiters in self._waiters.values():
+            for _, future in waiters:
+                if not future.done():
+                    future.set_result(NOT_LEADER_OR_FOLLOWER)
+
+    def _changed_from_any_thread(self, changed: set[tuple[str, int]] | None) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.apply, changed)
+
+    # -- roles -----------------------------------------------------------------------------
+
+    def apply(self, changed: set[tuple[str, int]] | None) -> None:
+        """Bring local replicas in line with the cluster's view (all, or just ``changed``)."""
+        topics = self.cluster.topics()
+        if changed is None:
+            wanted = {(t, p) for t, info in topics.items() for p in range(info.partitions)}
+            wanted |= {(tp.topic, tp.partition) for tp in self.partitions}
+        else:
+            wanted = set(changed)
+        for topic, p in sorted(wanted):
+            tp = TopicPartition(topic, p)
+            info = topics.get(topic)
+            if info is None or p >= info.partitions:
+                self._drop(tp, delete=True)
+                continue
+            replicas = self.cluster.replicas(topic, p)
+            if self.broker_id not in replicas:
+                self._drop(tp, delete=True)
+                continue
+            state = self.cluster.partition_state(topic, p)
+            if state is None:
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None:
+                partition = Partition(tp, self._get_log(topic, p), self.broker_id)
+                self.partitions[tp] = partition
+            if state.leader == self.broker_id:
+                if (
+                    partition.role is not Role.LEADER
+                    or partition.leader_epoch != state.leader_epoch
+                ):
+                    self._unfollow(tp)
+                    partition.become_leader(
+                        state.leader_epoch, replicas, state.isr, state.zk_version
+                    )
+                    log.info("%s: leader at epoch %d, isr %s", tp, state.leader_epoch, state.isr)
+                else:
+                    partition.update_state(state.isr, state.zk_version)
+                self._completed_by_hw(tp, partition)
+            elif state.leader >= 0:
+                moved = partition.become_follower(
+                    state.leader, state.leader_epoch, replicas, state.isr, state.zk_version
+                )
+                self._fail_waiters(tp)
+                if moved:
+                    self._follow(tp, partition, state.leader)
+                    log.info("%s: following %d at epoch %d", tp, state.leader, state.leader_epoch)
+            else:
+                partition.role = Role.NONE
+                self._unfollow(tp)
+                self._fail_waiters(tp)
+
+    def _drop(self, tp: TopicPartition, delete: bool) -> None:
+        if self.partitions.pop(tp, None) is None:
+            return
+        self._unfollow(tp)
+        self._fail_waiters(tp)
+        if delete:
+            self._delete_log(tp.topic, tp.partition)
+
+    def _unfollow(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+    def _follow(self, tp: TopicPartition, partition: Partition, leader_id: int) -> None:
+        self._unfollow(tp)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            broker = self.cluster.brokers().get(leader_id)
+            if broker is None:
+                return  # the leader's registration will arrive with the next change
+            fetcher = ReplicaFetcher(self.broker_id, leader_id, broker.host, broker.port)
+            self.fetchers[leader_id] = fetcher
+            fetcher.start()
+        fetcher.add(partition)
+
+    # -- the leader's side -----------------------------------------------------------------
+
+    def leader_partition(self, topic: str, partition: int) -> Partition | None:
+        p = self.partitions.get(TopicPartition(topic, partition))
+        return p if p is not None and p.role is Role.LEADER else None
+
+    async def append(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes | bytearray | memoryview,
+        *,
+        acks: int,
+        timeout_ms: int,
+        min_insync_replicas: int,
+    ) -> AppendResult:
+        p = self.leader_partition(topic, partition)
+        if p is None:
+            return AppendResult(NOT_LEADER_OR_FOLLOWER, message="this broker does not lead it")
+        if acks == -1 and len(p.isr) < min_insync_replicas:
+            return AppendResult(
+                NOT_ENOUGH_REPLICAS,
+                message=f"expected an ISR of at least {min_insync_replicas} "
+                f"(min.insync.replicas), found {list(p.isr)}",
+            )
+        info = p.log.append(records, leader_epoch=p.leader_epoch)  # raises StorageError
+        p.maybe_advance_hw()  # a single-replica ISR commits at once
+        if acks != -1 or p.committed(info.last_offset + 1):
+            self._completed_by_hw(p.tp, p)
+            return AppendResult(NONE, info)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(p.tp, []).append((info.last_offset + 1, future))
+        try:
+            error = await asyncio.wait_for(future, timeout_ms / 1000)
+        except TimeoutError:
+            return AppendResult(
+                REQUEST_TIMED_OUT, info,
+                f"not replicated to the ISR {list(p.isr)} within {timeout_ms} ms",
+            )  # fmt: skip
+        if error == NONE and len(p.isr) < min_insync_replicas:
+            return AppendResult(NOT_ENOUGH_REPLICAS_AFTER_APPEND, info,
+                                f"the ISR shrank to {list(p.isr)}")  # fmt: skip
+        return AppendResult(error, info)
+
+    def _completed_by_hw(self, tp: TopicPartition, p: Partition) -> None:
+        hw = p.log.high_watermark
+        waiters = self._waiters.get(tp)
+        if waiters:
+            still = []
+            for required, future in waiters:
+                if future.done():
+                    continue
+                if hw >= required:
+                    future.set_result(NONE)
+                else:
+                    still.append((required, future))
+            self._waiters[tp] = still
+        self._on_hw(tp)
+
+    def _fail_waiters(self, tp: TopicPartition) -> None:
+        for _, future in self._waiters.pop(tp, []):
+            if not future.done():
+                future.set_result(NOT_LEADER_OR_FOLLOWER)
+
+    def record_follower_fetch(
+        self, replica_id: int, topic: str, partition: int, fetch_offset: int
+    ) -> int:
+        """A follower fetched; returns an error code for that partition (0 if fine)."""
+        p = self.leader_partition(topic, partition)
+        if p is None:
+            return NOT_LEADER_OR_FOLLOWER
+        if replica_id not in p.replicas:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if p.record_follower_fetch(replica_id, fetch_offset):
+            self._completed_by_hw(p.tp, p)
+        expanded = p.isr_to_expand()
+        if expanded is not None:
+            self._write_isr(p, expanded)
+        return NONE
+
+    # -- ISR changes -----------------------------------------------------------------------
+
+    async def _isr_expiry_loop(self) -> None:
+        interval = max(self.max_lag_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            for p in list(self.partitions.values()):
+                shrunk = p.isr_to_shrink(self.max_lag_ms)
+                if shrunk is not None:
+                    self._write_isr(p, shrunk)
+
+    def _write_isr(self, p: Partition, isr: tuple[int, ...]) -> None:
+        if p.tp in self._isr_writes or self._loop is None:
+            return
+        self._isr_writes.add(p.tp)
+        epoch, version = p.leader_epoch, p.zk_version
+        log.info("%s: ISR %s -> %s", p.tp, list(p.isr), list(isr))
+
+        async def write() -> None:
+            try:
+                assert self._loop is not None
+                state = await self._loop.run_in_executor(
+                    None, self.cluster.update_isr, p.tp.topic, p.tp.partition, epoch, isr, version
+                )
+                if state is not None and p.leader_epoch == epoch:
+                    p.update_state(state.isr, state.zk_version)
+                    self._completed_by_hw(p.tp, p)
+            except Exception:  # a failed write is retried by the next fetch or expiry pass
+                log.exception("%s: ISR update failed", p.tp)
+            finally:
+                self._isr_writes.discard(p.tp)
+
+        self._tasks.append(self._loop.create_task(write()))
+        self._tasks = [t for t in self._tasks if not t.done()]
