@@ -1,0 +1,635 @@
+"""``ClusterMetadata``: one broker's view of a ZooKeeper-coordinated cluster.
+
+It is the cluster-mode :class:`~broker.cluster.topic_metadata.MetadataStore` plus what
+replication needs (live brokers, replicas, partition states, the leader's conditional ISR write).
+
+What it does with ZooKeeper (layout in ``zk_data``):
+
+* ``start()``: make sure the persistent paths exist, read or create ``/cluster/id``, register
+  ``/brokers/ids/<id>`` (ephemeral), start this broker's :class:`Controller`, set the watches.
+* Watches keep an in-memory view so that every read (``partition_state`` and friends, called on
+  every request) is a dict lookup: children of ``/brokers/ids`` and ``/brokers/topics``, the data
+  of each known topic znode and of each of its partition state znodes.
+* Session expiry deletes the ephemeral registration; when kazoo reconnects with a new session
+  the broker registers again and every listener is told to re-read everything (``None``).
+
+Threads: kazoo's callbacks only queue events; one worker thread (``cluster-metadata-<id>``)
+reads ZooKeeper, updates the view and calls the listeners. Reads of the view are safe from any
+thread (the view's dicts are only replaced or updated under a lock; single lookups need none).
+``create_topic``, ``delete_topic``, ``update_isr`` and ``next_producer_id`` talk to ZooKeeper
+synchronously from the caller's thread (they block; call them off the event loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from broker.cluster.controller import Controller, assign_replicas_to_brokers
+from broker.cluster.topic_metadata import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    TopicExistsError,
+    TopicInfo,
+    UnknownTopicError,
+)
+from broker.cluster.zk_data import (
+    NO_LEADER,
+    PERSISTENT_PATHS,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerInfo,
+    ClusterIdZNode,
+    DeleteTopicsTopicZNode,
+    PartitionState,
+    ProducerIdBlockZNode,
+    TopicConfigZNode,
+    TopicPartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+    ZkDataError,
+)
+from broker.log.topic_partition import validate_topic
+
+__all__ = [
+    "NO_LEADER",
+    "BrokerInfo",
+    "BrokerRegistrationError",
+    "ClusterMetadata",
+    "PartitionState",
+]
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_TOPIC_ID_NAMESPACE = uuid.UUID("7c1a3e52-5d8e-4b1e-9a57-3f0f6c2d9b10")
+
+Listener = Callable[[set[tuple[str, int]] | None], None]
+
+
+class BrokerRegistrationError(Exception):
+    """``/brokers/ids/<id>`` is held by another live session: two brokers share an id."""
+
+
+@dataclass
+class _TopicView:
+    """What the view knows of one topic; replaced, never mutated, once published."""
+
+    info: TopicInfo
+    replicas: dict[int, tuple[int, ...]]
+
+
+class ClusterMetadata:
+    """One broker's cluster membership and metadata view. See the module docstring."""
+
+    def __init__(
+        self,
+        zk: KazooClient,
+        broker_id: int,
+        *,
+        listener_host: str,
+        listener_port: int,
+        rack: str | None = None,
+        default_replication_factor: int = 1,
+        num_partitions: int = 1,
+        unclean_leader_election: bool = False,
+        registration_timeout: float = 10.0,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.listener_host = listener_host
+        self.listener_port = listener_port
+        self.rack = rack
+        self.default_replication_factor = default_replication_factor
+        self.num_partitions = num_partitions
+        self.registration_timeout = registration_timeout
+        self.controller = Controller(zk, broker_id, unclean_leader_election=unclean_leader_election)
+        self.cluster_id = ""
+        self._lock = threading.Lock()
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, _TopicView] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._state_czxid: dict[tuple[str, int], int] = {}
+        # Worker-thread bookkeeping: the generation of each watched topic (a watch whose
+        # generation is not current belongs to a deleted incarnation and stops itself).
+        self._topic_gen: dict[str, int] = {}
+        self._state_watched: set[tuple[str, int]] = set()
+        self._next_gen = 0
+        self._listeners: list[Listener] = []
+        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._session_lost = False
+        self._suspended = False
+        self._started = False
+        self._stopped = False
+        self._pid_lock = threading.Lock()
+        self._pid_next = 0
+        self._pid_end = -1
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for path in (*PERSISTENT_PATHS, ProducerIdBlockZNode.path()):
+            self.zk.ensure_path(path)
+        self.cluster_id = self._cluster_id()
+        self._register()
+        self._started = True
+        self._worker = threading.Thread(
+            target=self._run, name=f"cluster-metadata-{self.broker_id}", daemon=True
+        )
+        self._worker.start()
+        self.zk.add_listener(self._on_session_state)
+        self.controller.start()
+        ChildrenWatch(self.zk, BrokerIdsZNode.path(), self._children_watch("brokers"))
+        ChildrenWatch(self.zk, TopicsZNode.path(), self._children_watch("topics"))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the controller (handing it on), deregister, stop the worker. Does not close the
+        kazoo client (the caller owns it). Idempotent; works on a closed client."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.zk.remove_listener(self._on_session_state)
+        self.controller.stop(timeout)
+        self._events.put(("stop",))
+        if self._worker is not None:
+            self._worker.join(timeout)
+        if self._started:
+            try:
+                _, stat = self.zk.get(BrokerIdZNode.path(self.broker_id))
+                if stat.ephemeralOwner == self._session_id():
+                    self.zk.delete(BrokerIdZNode.path(self.broker_id), version=stat.version)
+            except KazooException as e:
+                log.debug("broker %d: deregistration skipped: %s", self.broker_id, e)
+
+    def add_listener(self, callback: Listener) -> None:
+        """Call ``callback`` (on the metadata worker thread) after each change of partition
+        states, assignments, topics or brokers, with the affected ``(topic, partition)``s, or
+        ``None`` meaning "anything may have changed: re-read everything"."""
+        self._listeners.append(callback)
+
+    # -- reads (any thread) ----------------------------------------------------------------
+
+    def controller_id(self) -> int:
+        """The active controller's broker id, or -1 while there is none."""
+        return self.controller.active_controller_id
+
+    def brokers(self) -> dict[int, BrokerInfo]:
+        with self._lock:
+            return dict(self._brokers)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        with self._lock:
+            return {name: view.info for name, view in self._topics.items()}
+
+    def get(self, name: str) -> TopicInfo | None:
+        view = self._topics.get(name)
+        return None if view is None else view.info
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The partition's replicas in preference order; ``()`` if unknown."""
+        view = self._topics.get(topic)
+        return () if view is None else view.replicas.get(partition, ())
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self._states.get((topic, partition))
+
+    # -- writes (caller's thread) ----------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str],
+        *,
+        internal: bool = False,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Assign replicas over the live brokers and write ``/brokers/topics/<name>`` and
+        ``/config/topics/<name>`` in one transaction; the controller creates the partition
+        states. ``partitions``/``replication_factor`` of -1 mean the broker defaults."""
+        validate_topic(name)
+        partitions = self.num_partitions if partitions == -1 else partitions
+        if replication_factor == -1:
+            replication_factor = self.default_replication_factor
+        if partitions < 1:
+            raise InvalidPartitionsError(f"expected at least 1 partition, found {partitions}")
+        bad = {k: v for k, v in config.items() if not isinstance(k, str) or not isinstance(v, str)}
+        if bad:
+            raise InvalidConfigError(f"expected string config keys and values, found {bad!r}")
+        existing = self.zk.get_children(TopicsZNode.path())
+        if name in existing:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        collides = [t for t in existing if t.replace(".", "_") == name.replace(".", "_")]
+        if collides:
+            raise TopicExistsError(f"topic {name!r} collides with existing {collides[0]!r}")
+        if self.zk.exists(DeleteTopicsTopicZNode.path(name)) is not None:
+            raise TopicExistsError(f"topic {name!r} is marked for deletion")
+        live = self._read_brokers()
+        assignment = assign_replicas_to_brokers(
+            {b.broker_id: b.rack for b in live.values()}, partitions, replication_factor
+        )
+        internal = internal or name in INTERNAL_TOPICS
+        info = TopicInfo(name, partitions, replication_factor, dict(config), internal=internal)
+        if validate_only:
+            return info
+        tx = self.zk.transaction()
+        tx.create(
+            TopicZNode.path(name),
+            TopicZNode.encode(assignment, info.topic_id, internal=internal),
+        )
+        config_path = TopicConfigZNode.path(name)
+        if self.zk.exists(config_path) is None:
+            tx.create(config_path, TopicConfigZNode.encode(config))
+        else:  # left over from an earlier topic of this name
+            tx.set_data(config_path, TopicConfigZNode.encode(config))
+        results = tx.commit()
+        if isinstance(results[0], NodeExistsError):
+            raise TopicExistsError(f"topic {name!r} already exists")
+        failure = next((r for r in results if isinstance(r, KazooException)), None)
+        if failure is not None and not isinstance(failure, NodeExistsError):
+            raise failure
+        if isinstance(results[1], NodeExistsError):  # a config appeared meanwhile: again
+            return self.create_topic(
+                name, partitions, replication_factor, config, internal=internal
+            )
+        with self._lock:  # visible at once to this broker; the watch confirms it later
+            self._topics.setdefault(name, _TopicView(info, dict(assignment)))
+        log.info("broker %d: created topic %r: %s", self.broker_id, name, assignment)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Request the deletion (``/admin/delete_topics/<name>``); the controller carries it out.
+        Raises :class:`UnknownTopicError` if there is no such topic."""
+        info = self._read_topic(name)
+        if info is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        with contextlib.suppress(NodeExistsError):  # NodeExists: already requested
+            self.zk.create(DeleteTopicsTopicZNode.path(name), DeleteTopicsTopicZNode.encode())
+        return info.info
+
+    def update_isr(
+        self,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        zk_version: int,
+    ) -> PartitionState | None:
+        """The partition leader's ISR change, written only if the state znode is still at
+        ``zk_version`` and names this broker as leader at ``leader_epoch`` (Kafka 2.x
+        ``Partition.updateIsr``). Returns the new state, or ``None`` if the state moved — the
+        caller re-reads ``partition_state`` and decides again."""
+        if self.broker_id not in isr:
+            raise ValueError(f"the leader {self.broker_id} must be in the ISR, found {list(isr)}")
+        path = TopicPartitionStateZNode.path(topic, partition)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        if stat.version != zk_version:
+            return None
+        current = TopicPartitionStateZNode.decode(
+            data, stat.version, topic=topic, partition=partition
+        )
+        if current.leader != self.broker_id or current.leader_epoch != leader_epoch:
+            return None
+        new_data = TopicPartitionStateZNode.encode(
+            self.broker_id, leader_epoch, isr, current.controller_epoch
+        )
+        try:
+            new_stat = self.zk.set(path, new_data, version=zk_version)
+        except (BadVersionError, NoNodeError):
+            return None
+        state = PartitionState(
+            self.broker_id, leader_epoch, tuple(isr), current.controller_epoch, new_stat.version
+        )
+        if self._apply_state(topic, partition, state, new_stat):  # listeners hear of it too
+            self._events.put(("notify", {(topic, partition)}))
+        return state
+
+    def next_producer_id(self) -> int:
+        """A producer id no other broker hands out: ids come from blocks of 1000 taken from
+        ``/latest_producer_id_block`` by conditional writes (Kafka's ``ProducerIdManager``)."""
+        with self._pid_lock:
+            if self._pid_next > self._pid_end:
+                while True:
+                    try:
+                        data, stat = self.zk.get(ProducerIdBlockZNode.path())
+                    except NoNodeError:
+                        block = ProducerIdBlockZNode.next_block(None, self.broker_id)
+                        try:
+                            self.zk.create(
+                                ProducerIdBlockZNode.path(), ProducerIdBlockZNode.encode(block)
+                            )
+                        except NodeExistsError:
+                            continue
+                        break
+                    previous = ProducerIdBlockZNode.decode(data)
+                    block = ProducerIdBlockZNode.next_block(previous, self.broker_id)
+                    try:
+                        self.zk.set(
+                            ProducerIdBlockZNode.path(),
+                            ProducerIdBlockZNode.encode(block),
+                            version=stat.version,
+                        )
+                    except BadVersionError:
+                        continue
+                    break
+                self._pid_next, self._pid_end = block.block_start, block.block_end
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    # -- ZooKeeper helpers -----------------------------------------------------------------
+
+    def _session_id(self) -> int | None:
+        client_id = self.zk.client_id
+        return None if client_id is None else int(client_id[0])
+
+    def _cluster_id(self) -> str:
+        path = ClusterIdZNode.path()
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self.zk.create(path, ClusterIdZNode.encode(ClusterIdZNode.generate()))
+            data, _ = self.zk.get(path)
+        return ClusterIdZNode.decode(data)
+
+    def _register(self) -> None:
+        """Create ``/brokers/ids/<id>``. If it exists for another session — our own previous
+        session not yet expired, or another broker with our id — wait for it to go away."""
+        path = BrokerIdZNode.path(self.broker_id)
+        data = BrokerIdZNode.encode(self.listener_host, self.listener_port, self.rack)
+        deadline = time.monotonic() + self.registration_timeout
+        while True:
+            try:
+                self.zk.create(path, data, ephemeral=True)
+                log.info("broker %d: registered at %s", self.broker_id, path)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self._session_id():
+                    self.zk.set(path, data)
+                    return
+            if time.monotonic() > deadline:
+                raise BrokerRegistrationError(
+                    f"{path}: expected to register broker {self.broker_id}, found it registered "
+                    f"by another session for more than {self.registration_timeout}s"
+                )
+            time.sleep(0.1)
+
+    def _read_brokers(self) -> dict[int, BrokerInfo]:
+        brokers: dict[int, BrokerInfo] = {}
+        for child in self.zk.get_children(BrokerIdsZNode.path()):
+            if not child.isdigit():
+                continue
+            try:
+                data, _ = self.zk.get(BrokerIdZNode.path(int(child)))
+                brokers[int(child)] = BrokerIdZNode.decode(int(child), data)
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.error("broker %d: ignoring a registration: %s", self.broker_id, e)
+        return brokers
+
+    def _read_topic(self, name: str) -> _TopicView | None:
+        try:
+            data, stat = self.zk.get(TopicZNode.path(name))
+        except NoNodeError:
+            return None
+        return self._topic_view(name, data, stat)
+
+    def _topic_view(self, name: str, data: bytes, stat: ZnodeStat) -> _TopicView:
+        assignment = TopicZNode.decode(name, data)
+        try:
+            config_data, _ = self.zk.get(TopicConfigZNode.path(name))
+            config = TopicConfigZNode.decode(name, config_data)
+        except NoNodeError:
+            config = {}
+        # A topic made without a topic_id (by older tools) gets one every broker agrees on.
+        topic_id = assignment.topic_id or uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{name}/{stat.czxid}")
+        replicas = assignment.partitions
+        info = TopicInfo(
+            name=name,
+            partitions=len(replicas),
+            replication_factor=len(replicas[0]),
+            config=config,
+            topic_id=topic_id,
+            internal=assignment.internal or name in INTERNAL_TOPICS,
+        )
+        return _TopicView(info, dict(replicas))
+
+    # -- kazoo callbacks: queue only -------------------------------------------------------
+
+    def _children_watch(self, kind: str) -> Callable[[list[str]], bool | None]:
+        def callback(children: list[str]) -> bool | None:
+            if self._stopped:
+                return False
+            self._events.put((kind, list(children)))
+            return None
+
+        return callback
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.SUSPENDED:
+            self._suspended = True
+        elif state == KazooState.CONNECTED:
+            if self._session_lost:  # a new session: the registration is gone
+                self._session_lost = self._suspended = False
+                self._events.put(("reregister",))
+            elif self._suspended:  # same session: events may have been lost mid-read
+                self._suspended = False
+                self._events.put(("refresh",))
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            kind = event[0]
+            if kind == "stop":
+                return
+            try:
+                changed = self._handle(event)
+            except KazooException as e:
+                log.warning("broker %d: %r while handling %s", self.broker_id, e, kind)
+                continue
+            except Exception:
+                log.exception("broker %d: error while handling %s", self.broker_id, kind)
+                continue
+            if changed is None or changed:
+                self._notify(changed)
+
+    def _notify(self, changed: set[tuple[str, int]] | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(None if changed is None else set(changed))
+            except Exception:
+                log.exception("broker %d: metadata listener failed", self.broker_id)
+
+    def _handle(self, event: tuple[Any, ...]) -> set[tuple[str, int]] | None:
+        kind = event[0]
+        if kind == "brokers":
+            return self._on_brokers()
+        if kind == "topics":
+            return self._on_topics(set(event[1]))
+        if kind == "topic_data":
+            _, topic, gen, data, stat = event
+            return self._on_topic_data(topic, gen, data, stat)
+        if kind == "state":
+            _, topic, partition, gen, data, stat = event
+            return self._on_state(topic, partition, gen, data, stat)
+        if kind == "notify":
+            return set(event[1])
+        if kind == "reregister":
+            self._register()
+            self._refresh()
+            return None
+        if kind == "refresh":
+            return self._refresh()
+        raise AssertionError(f"unknown event {kind!r}")
+
+    def _refresh(self) -> set[tuple[str, int]]:
+        """Re-read what the children watches cover (the data watches re-read themselves)."""
+        changed = self._on_brokers()
+        return changed | self._on_topics(set(self.zk.get_children(TopicsZNode.path())))
+
+    def _partitions_on(self, brokers: Iterable[int]) -> set[tuple[str, int]]:
+        wanted = set(brokers)
+        with self._lock:
+            topics = list(self._topics.items())
+        return {
+            (name, p)
+            for name, view in topics
+            for p, replicas in view.replicas.items()
+            if wanted & set(replicas)
+        }
+
+    def _on_brokers(self) -> set[tuple[str, int]]:
+        brokers = self._read_brokers()
+        with self._lock:
+            before = self._brokers
+            self._brokers = brokers
+        changed = {b for b in before.keys() | brokers.keys() if before.get(b) != brokers.get(b)}
+        return self._partitions_on(changed)
+
+    def _on_topics(self, children: set[str]) -> set[tuple[str, int]]:
+        changed: set[tuple[str, int]] = set()
+        for gone in set(self._topic_gen) - children:
+            del self._topic_gen[gone]
+            self._state_watched = {tp for tp in self._state_watched if tp[0] != gone}
+            changed |= self._drop_topic(gone)
+        for topic in children - set(self._topic_gen):
+            self._next_gen += 1
+            gen = self._topic_gen[topic] = self._next_gen
+            DataWatch(self.zk, TopicZNode.path(topic), self._topic_data_watch(topic, gen))
+        return changed
+
+    def _drop_topic(self, topic: str) -> set[tuple[str, int]]:
+        with self._lock:
+            view = self._topics.pop(topic, None)
+            gone = {tp for tp in self._states if tp[0] == topic}
+            for tp in gone:
+                del self._states[tp]
+                self._state_czxid.pop(tp, None)
+        return gone | ({(topic, p) for p in view.replicas} if view else set())
+
+    def _topic_data_watch(self, topic: str, gen: int) -> Callable[..., bool | None]:
+        def callback(
+            data: bytes | None, stat: ZnodeStat | None, event: object = None
+        ) -> bool | None:
+            if self._stopped or self._topic_gen.get(topic) != gen:
+                return False
+            self._events.put(("topic_data", topic, gen, data, stat))
+            return None
+
+        return callback
+
+    def _state_watch(self, topic: str, partition: int, gen: int) -> Callable[..., bool | None]:
+        def callback(
+            data: bytes | None, stat: ZnodeStat | None, event: object = None
+        ) -> bool | None:
+            if self._stopped or self._topic_gen.get(topic) != gen:
+                return False
+            self._events.put(("state", topic, partition, gen, data, stat))
+            return None
+
+        return callback
+
+    def _on_topic_data(
+        self, topic: str, gen: int, data: bytes | None, stat: ZnodeStat | None
+    ) -> set[tuple[str, int]]:
+        if self._topic_gen.get(topic) != gen:
+            return set()
+        if data is None or stat is None:  # deleted (the children watch will follow)
+            return self._drop_topic(topic)
+        try:
+            view = self._topic_view(topic, data, stat)
+        except ZkDataError as e:
+            log.error("broker %d: ignoring topic %r: %s", self.broker_id, topic, e)
+            return set()
+        with self._lock:
+            self._topics[topic] = view
+        for partition in view.replicas:
+            if (topic, partition) not in self._state_watched:
+                self._state_watched.add((topic, partition))
+                DataWatch(
+                    self.zk,
+                    TopicPartitionStateZNode.path(topic, partition),
+                    self._state_watch(topic, partition, gen),
+                )
+        return {(topic, p) for p in view.replicas}
+
+    def _on_state(
+        self, topic: str, partition: int, gen: int, data: bytes | None, stat: ZnodeStat | None
+    ) -> set[tuple[str, int]]:
+        if self._topic_gen.get(topic) != gen:
+            return set()
+        tp = (topic, partition)
+        if data is None or stat is None:
+            with self._lock:
+                existed = self._states.pop(tp, None) is not None
+                self._state_czxid.pop(tp, None)
+            return {tp} if existed else set()
+        try:
+            state = TopicPartitionStateZNode.decode(
+                data, stat.version, topic=topic, partition=partition
+            )
+        except ZkDataError as e:
+            log.error("broker %d: ignoring a partition state: %s", self.broker_id, e)
+            return set()
+        return {tp} if self._apply_state(topic, partition, state, stat) else set()
+
+    def _apply_state(
+        self, topic: str, partition: int, state: PartitionState, stat: ZnodeStat
+    ) -> bool:
+        """Publish ``state`` unless the view already has a newer version of the same znode."""
+        tp = (topic, partition)
+        with self._lock:
+            cached = self._states.get(tp)
+            same_znode = self._state_czxid.get(tp) == stat.czxid
+            if cached is not None and same_znode and cached.zk_version >= state.zk_version:
+                return False
+            self._states[tp] = state
+            self._state_czxid[tp] = stat.czxid
+            return True

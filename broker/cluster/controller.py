@@ -1,0 +1,725 @@
+"""``Controller``: the broker that assigns partition leaders, as Kafka 2.x's ``KafkaController``.
+
+Every broker runs a :class:`Controller`; the one that creates the ephemeral ``/controller`` znode
+is active, the others watch that znode and try again when it disappears.
+
+Election (Kafka's ``registerControllerAndIncrementControllerEpoch``): read ``/controller_epoch``
+and its znode version, then in one transaction create ``/controller`` and write epoch + 1
+conditionally on that version. The winner remembers the new version of ``/controller_epoch``;
+**every** write it makes afterwards is a transaction that starts with ``check(/controller_epoch,
+that version)``. A newer controller has changed the version, so a zombie — a controller whose
+session expired while it was busy — cannot overwrite anything: its transaction fails and it
+resigns (:class:`ControllerMovedError`). Partition-state writes are further conditional on the
+state znode's own version, because the partition leader writes the ISR too.
+
+Events (Kafka's ``ControllerEventManager``): ZooKeeper callbacks only put an event on a queue;
+one worker thread takes them in order, so the controller's state needs no lock and kazoo's
+callback thread never blocks:
+
+* ``ELECT`` — ``/controller`` changed, the session reconnected, or startup: resign if someone else
+  holds it, try to win if nobody does. Winning = ``_on_failover``: read brokers, topics,
+  assignments and partition states from ZooKeeper and reconcile every partition (so a new
+  controller finishes whatever the last one left half done: every action is idempotent).
+* ``BROKER_CHANGE`` (``/brokers/ids`` children) — for partitions on brokers that left: elect a
+  leader from the live ISR in assignment order (any live replica with unclean election), drop
+  dead brokers from ISRs; partitions with no eligible leader go offline (leader -1) keeping their
+  last ISR. For brokers that joined: offline partitions whose ISR holds them get a leader. A
+  broker that re-registered between two looks (its znode's czxid changed: Kafka's broker epoch)
+  is handled as a failure followed by a start.
+* ``TOPIC_CHANGE`` (``/brokers/topics`` children) — create the state znode of each new
+  partition: leader = first live replica, ISR = live replicas, leader epoch 0.
+* ``TOPIC_DELETION`` (``/admin/delete_topics`` children) — delete the topic's znodes, its config
+  and the request, in one fenced transaction.
+* ``EXPIRE`` (session lost) — resign; ``SHUTDOWN`` — resign, delete ``/controller`` if it is ours.
+
+Differences from Kafka 2.x: no LeaderAndIsr/UpdateMetadata requests (brokers watch the state
+znodes themselves); the leader epoch is bumped only when the leader changes (Kafka also bumps it
+when the controller shrinks an ISR); no partition reassignment, preferred-leader election or
+partition addition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import queue
+import random
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState, TransactionRequest
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from broker.cluster.topic_metadata import InvalidPartitionsError, InvalidReplicationFactorError
+from broker.cluster.zk_data import (
+    NO_LEADER,
+    BrokerIdsZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    DeleteTopicsZNode,
+    PartitionState,
+    TopicConfigZNode,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+    TopicsZNode,
+    TopicZNode,
+    ZkDataError,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_STATE_WRITE_ATTEMPTS = 10
+TopicPartitionKey = tuple[str, int]
+
+
+class ControllerMovedError(Exception):
+    """A controller write was fenced: ``/controller_epoch`` moved, a newer controller exists."""
+
+
+# -- replica assignment (Kafka's AdminUtils.assignReplicasToBrokers) --------------------------
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def assign_replicas_to_brokers(
+    brokers: Mapping[int, str | None],
+    partitions: int,
+    replication_factor: int,
+    *,
+    rng: random.Random | None = None,
+) -> dict[int, tuple[int, ...]]:
+    """Partition → replicas, the first replica being the preferred leader.
+
+    ``brokers`` maps live broker id → rack (or ``None``). Without racks, as Kafka: the first
+    replica of each partition goes round-robin over the sorted brokers from a random start; the
+    others follow at an increasing shift, so the followers of one broker's partitions spread over
+    the other brokers. With a rack on every broker, the broker list alternates racks first and a
+    follower skips racks (then brokers) that already hold a replica while some remain without.
+    Brokers with and without racks mixed: racks are ignored (Kafka's ``RackAwareMode.Safe``).
+    """
+    if partitions < 1:
+        raise InvalidPartitionsError(f"expected at least 1 partition, found {partitions}")
+    if replication_factor < 1:
+        raise InvalidReplicationFactorError(
+            f"expected a replication factor of at least 1, found {replication_factor}"
+        )
+    if replication_factor > len(brokers):
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the {len(brokers)} "
+            f"available broker(s)"
+        )
+    rng = rng or random.Random()
+    racks = {b: r for b, r in brokers.items() if r is not None}
+    rack_aware = len(racks) == len(brokers)
+    ordered = _rack_alternated(racks) if rack_aware else sorted(brokers)
+    n = len(ordered)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    result: dict[int, tuple[int, ...]] = {}
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        replicas = [ordered[first]]
+        if not rack_aware:
+            replicas += [
+                ordered[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
+            ]
+        else:
+            num_racks = len(set(racks.values()))
+            used_racks = {racks[ordered[first]]}
+            k = 0
+            while len(replicas) < replication_factor:
+                broker = ordered[_replica_index(first, shift * num_racks, k, n)]
+                k += 1
+                rack = racks[broker]
+                if (rack not in used_racks or len(used_racks) == num_racks) and (
+                    broker not in replicas or len(replicas) == n
+                ):
+                    replicas.append(broker)
+                    used_racks.add(rack)
+        result[p] = tuple(replicas)
+    return result
+
+
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Brokers ordered rack by rack: ``rack1[0], rack2[0], rack3[0], rack1[1], …``."""
+    by_rack: dict[str, list[int]] = {}
+    for broker, rack in sorted(racks.items()):
+        by_rack.setdefault(rack, []).append(broker)
+    columns = [by_rack[r] for r in sorted(by_rack)]
+    return [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
+
+
+# -- leader election (Kafka's Election.leaderForOffline) --------------------------------------
+
+
+def elect_leader(
+    state: PartitionState, replicas: Sequence[int], live: Iterable[int], *, unclean: bool
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """The ``(leader, leader_epoch, isr)`` a partition should have given the live brokers, or
+    ``None`` if ``state`` is already right.
+
+    * Leader alive: drop dead brokers from the ISR (the leader stays; epoch unchanged).
+    * Leader dead or none: the first replica in assignment order that is alive and in the ISR;
+      with ``unclean``, failing that, the first live replica (ISR = just it). The ISR loses
+      its dead members.
+    * Nobody eligible: leader -1; the ISR loses its dead members but never becomes empty — it
+      keeps the last ISR, so one of those brokers can come back as leader without data loss.
+
+    The leader epoch increases by one whenever the leader changes (to -1 included).
+    """
+    alive = set(live)
+    isr_live = tuple(b for b in state.isr if b in alive)
+    if state.leader != NO_LEADER and state.leader in alive:
+        if isr_live == state.isr:
+            return None
+        return state.leader, state.leader_epoch, isr_live
+    leader = next((r for r in replicas if r in alive and r in state.isr), None)
+    isr: tuple[int, ...]
+    if leader is not None:
+        isr = isr_live
+    elif unclean and (leader := next((r for r in replicas if r in alive), None)) is not None:
+        isr = (leader,)
+    else:
+        leader, isr = NO_LEADER, isr_live or state.isr
+    if leader == state.leader and isr == state.isr:
+        return None
+    epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
+    return leader, epoch, isr
+
+
+# -- fenced writes ----------------------------------------------------------------------------
+
+
+def _fenced_commit(
+    zk: KazooClient, epoch_zk_version: int, build: Callable[[TransactionRequest], None]
+) -> list[Any]:
+    """Commit ``check(/controller_epoch, epoch_zk_version)`` + the operations ``build`` adds.
+
+    Returns the results of ``build``'s operations. Raises :class:`ControllerMovedError` if the
+    check failed, else the first real failure (``BadVersionError``, ``NoNodeError``, …)."""
+    tx = zk.transaction()
+    tx.check(ControllerEpochZNode.path(), epoch_zk_version)
+    build(tx)
+    results = tx.commit()
+    if isinstance(results[0], (BadVersionError, NoNodeError)):
+        raise ControllerMovedError(
+            f"{ControllerEpochZNode.path()}: expected znode version {epoch_zk_version}, found "
+            f"another: a newer controller was elected"
+        )
+    for result in results[1:]:
+        if isinstance(result, Exception) and not isinstance(
+            result, (RolledBackError, RuntimeInconsistency)
+        ):
+            raise result
+    return list(results[1:])
+
+
+def write_partition_state(
+    zk: KazooClient,
+    epoch_zk_version: int,
+    topic: str,
+    partition: int,
+    leader: int,
+    leader_epoch: int,
+    isr: Sequence[int],
+    controller_epoch: int,
+    expected_version: int,
+) -> PartitionState:
+    """A controller's write of a partition state, conditional on the state's znode version and
+    fenced by ``/controller_epoch``. Raises ``BadVersionError`` if the state moved,
+    ``NoNodeError`` if it is gone, :class:`ControllerMovedError` if this controller is a zombie."""
+    data = TopicPartitionStateZNode.encode(leader, leader_epoch, isr, controller_epoch)
+    path = TopicPartitionStateZNode.path(topic, partition)
+    (stat,) = _fenced_commit(
+        zk, epoch_zk_version, lambda tx: tx.set_data(path, data, version=expected_version)
+    )
+    return PartitionState(leader, leader_epoch, tuple(isr), controller_epoch, stat.version)
+
+
+def create_partition_state(
+    zk: KazooClient,
+    epoch_zk_version: int,
+    topic: str,
+    partition: int,
+    leader: int,
+    isr: Sequence[int],
+    controller_epoch: int,
+) -> PartitionState:
+    """Create a new partition's state znode (leader epoch 0) and its parents, fenced. Raises
+    ``NodeExistsError`` if the state exists, ``NoNodeError`` if the topic is gone."""
+    data = TopicPartitionStateZNode.encode(leader, 0, isr, controller_epoch)
+    parents = [
+        p
+        for p in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition))
+        if zk.exists(p) is None
+    ]
+
+    def build(tx: TransactionRequest) -> None:
+        for parent in parents:  # not ensure_path: it would resurrect a deleted topic's znode
+            tx.create(parent, b"")
+        tx.create(TopicPartitionStateZNode.path(topic, partition), data)
+
+    _fenced_commit(zk, epoch_zk_version, build)
+    return PartitionState(leader, 0, tuple(isr), controller_epoch, 0)
+
+
+# -- the controller ---------------------------------------------------------------------------
+
+
+class _Event(enum.Enum):
+    ELECT = "elect"
+    BROKER_CHANGE = "broker_change"
+    TOPIC_CHANGE = "topic_change"
+    TOPIC_DELETION = "topic_deletion"
+    EXPIRE = "expire"
+    SHUTDOWN = "shutdown"
+
+
+class Controller:
+    """One broker's controller: a candidate in the election, and the cluster's controller while
+    it holds ``/controller``.
+
+    ``start``/``stop`` are called from the owner's thread; everything else runs on the
+    controller's own worker thread. The read-only properties may be read from any thread.
+    """
+
+    def __init__(
+        self,
+        zk: KazooClient,
+        broker_id: int,
+        *,
+        unclean_leader_election: bool = False,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.unclean_leader_election = unclean_leader_election
+        self._queue: queue.Queue[_Event] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        # Written on the worker thread only; read anywhere (single attribute reads).
+        self._active = False
+        self._active_controller_id = -1
+        self._epoch = 0
+        self._epoch_zk_version = -1
+        self._needs_resync = False
+        # The controller context (Kafka's ControllerContext), valid while active.
+        self._live: dict[int, int] = {}  # broker id → czxid of its registration
+        self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+        self._states: dict[TopicPartitionKey, PartitionState] = {}
+
+    # -- public, any thread ----------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def active_controller_id(self) -> int:
+        """The broker id in ``/controller`` as last seen, or -1 if none."""
+        return self._active_controller_id
+
+    @property
+    def epoch(self) -> int:
+        """The controller epoch this controller won (meaningful while active)."""
+        return self._epoch
+
+    @property
+    def epoch_zk_version(self) -> int:
+        """The znode version of ``/controller_epoch`` that fences this controller's writes."""
+        return self._epoch_zk_version
+
+    def start(self) -> None:
+        for path in (BrokerIdsZNode.path(), TopicsZNode.path(), DeleteTopicsZNode.path()):
+            self.zk.ensure_path(path)
+        self._thread = threading.Thread(
+            target=self._run, name=f"controller-{self.broker_id}", daemon=True
+        )
+        self._thread.start()
+        self.zk.add_listener(self._on_session_state)
+        self._put(_Event.ELECT)
+        DataWatch(self.zk, ControllerZNode.path(), self._watch(_Event.ELECT))
+        ChildrenWatch(self.zk, BrokerIdsZNode.path(), self._watch(_Event.BROKER_CHANGE))
+        ChildrenWatch(self.zk, TopicsZNode.path(), self._watch(_Event.TOPIC_CHANGE))
+        ChildrenWatch(self.zk, DeleteTopicsZNode.path(), self._watch(_Event.TOPIC_DELETION))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Resign (deleting ``/controller`` if ours, so another broker takes over at once) and
+        stop the worker. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.zk.remove_listener(self._on_session_state)
+        self._queue.put(_Event.SHUTDOWN)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- ZooKeeper callbacks (kazoo threads): enqueue only ---------------------------------
+
+    def _put(self, event: _Event) -> None:
+        if not self._stopped:
+            self._queue.put(event)
+
+    def _watch(self, event: _Event) -> Callable[..., bool | None]:
+        def callback(*_args: object) -> bool | None:
+            if self._stopped:
+                return False  # stops the kazoo watch
+            self._queue.put(event)
+            return None
+
+        return callback
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._put(_Event.EXPIRE)
+        elif state == KazooState.CONNECTED:
+            self._put(_Event.ELECT)
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is _Event.SHUTDOWN:
+                self._shutdown()
+                return
+            try:
+                self._process(event)
+            except ControllerMovedError as e:
+                log.info("controller %d: fenced (%s); resigning", self.broker_id, e)
+                self._resign()
+                self._put(_Event.ELECT)
+            except KazooException as e:
+                # Disconnected or expired: the session listener queues ELECT or EXPIRE; state
+                # missed meanwhile is re-read by a full resync at the next event.
+                log.warning("controller %d: %r while handling %s", self.broker_id, e, event)
+                self._needs_resync = True
+            except Exception:
+                log.exception("controller %d: error while handling %s", self.broker_id, event)
+                self._needs_resync = True
+
+    def _process(self, event: _Event) -> None:
+        if event is _Event.ELECT:
+            self._elect()
+            return
+        if event is _Event.EXPIRE:
+            self._resign()
+            self._active_controller_id = -1
+            return
+        if not self._active:
+            return
+        if self._needs_resync:
+            self._load_and_reconcile()
+            return
+        if event is _Event.BROKER_CHANGE:
+            self._on_broker_change()
+        elif event is _Event.TOPIC_CHANGE:
+            self._on_topic_change()
+        elif event is _Event.TOPIC_DELETION:
+            self._on_topic_deletion()
+
+    def _shutdown(self) -> None:
+        was_active = self._active
+        self._resign()
+        if not was_active:
+            return
+        try:  # delete /controller only if this session created it
+            _, stat = self.zk.get(ControllerZNode.path())
+            if stat.ephemeralOwner == self._session_id():
+                self.zk.delete(ControllerZNode.path(), version=stat.version)
+        except (KazooException, ZkDataError) as e:
+            log.debug("controller %d: could not delete /controller: %s", self.broker_id, e)
+
+    def _session_id(self) -> int | None:
+        client_id = self.zk.client_id
+        return None if client_id is None else int(client_id[0])
+
+    # -- election --------------------------------------------------------------------------
+
+    def _elect(self) -> None:
+        try:
+            data, stat = self.zk.get(ControllerZNode.path())
+        except NoNodeError:
+            data, stat = None, None
+        if stat is not None:
+            try:
+                holder = ControllerZNode.decode(data)
+            except ZkDataError as e:
+                log.error("controller %d: %s", self.broker_id, e)
+                holder = -1
+            self._active_controller_id = holder
+            ours = holder == self.broker_id and stat.ephemeralOwner == self._session_id()
+            if not ours and self._active:
+                log.info(
+                    "controller %d: broker %d is controller now; resigning", self.broker_id, holder
+                )
+                self._resign()
+            elif ours and self._active and self._needs_resync:
+                self._load_and_reconcile()
+            elif ours and not self._active:
+                # Ours but not acting on it (a failover that failed): hand it on.
+                self.zk.delete(ControllerZNode.path(), version=stat.version)
+            return
+        if self._active:
+            self._resign()
+        self._register()
+
+    def _register(self) -> None:
+        epoch, epoch_version = self._read_epoch()
+        tx = self.zk.transaction()
+        tx.create(ControllerZNode.path(), ControllerZNode.encode(self.broker_id), ephemeral=True)
+        tx.set_data(
+            ControllerEpochZNode.path(), ControllerEpochZNode.encode(epoch + 1), epoch_version
+        )
+        created, epoch_stat = tx.commit()
+        if isinstance(created, Exception) or isinstance(epoch_stat, Exception):
+            lost = isinstance(created, NodeExistsError) or isinstance(epoch_stat, BadVersionError)
+            if not lost:
+                raise next(
+                    r
+                    for r in (created, epoch_stat)
+                    if isinstance(r, Exception)
+                    and not isinstance(r, (RolledBackError, RuntimeInconsistency))
+                )
+            try:
+                data, _ = self.zk.get(ControllerZNode.path())
+                self._active_controller_id = ControllerZNode.decode(data)
+            except NoNodeError:  # the winner is already gone: try again
+                self._put(_Event.ELECT)
+            return
+        self._active = True
+        self._active_controller_id = self.broker_id
+        self._epoch = epoch + 1
+        self._epoch_zk_version = epoch_stat.version
+        log.info("controller %d: elected, controller epoch %d", self.broker_id, self._epoch)
+        try:
+            self._load_and_reconcile()
+        except ControllerMovedError:
+            raise
+        except KazooException:  # disconnected: stay controller, re-read all on reconnection
+            self._needs_resync = True
+            raise
+        except Exception:
+            # Kafka's triggerControllerMove: let another broker (or us, afresh) try.
+            log.exception("controller %d: failover failed; moving the controller", self.broker_id)
+            self._resign()
+            self.zk.delete(ControllerZNode.path())
+
+    def _read_epoch(self) -> tuple[int, int]:
+        path = ControllerEpochZNode.path()
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self.zk.create(path, ControllerEpochZNode.encode(ControllerEpochZNode.INITIAL))
+            data, stat = self.zk.get(path)
+        return ControllerEpochZNode.decode(data), stat.version
+
+    def _resign(self) -> None:
+        if self._active:
+            log.info("controller %d: resigning (epoch %d)", self.broker_id, self._epoch)
+        self._active = False
+        self._needs_resync = False
+        self._live.clear()
+        self._assignments.clear()
+        self._states.clear()
+
+    # -- the context -----------------------------------------------------------------------
+
+    def _load_and_reconcile(self) -> None:
+        """Read everything from ZooKeeper and bring every partition to where it should be."""
+        self._needs_resync = False
+        self._live = self._read_live_brokers()
+        self._assignments.clear()
+        self._states.clear()
+        self._on_topic_deletion()
+        for topic in self.zk.get_children(TopicsZNode.path()):
+            self._load_topic(topic)
+        self._reconcile(self._all_partitions())
+
+    def _read_live_brokers(self) -> dict[int, int]:
+        live: dict[int, int] = {}
+        for child in self.zk.get_children(BrokerIdsZNode.path()):
+            if not child.isdigit():
+                continue
+            stat = self.zk.exists(f"{BrokerIdsZNode.path()}/{child}")
+            if stat is not None:
+                live[int(child)] = stat.czxid
+        return live
+
+    def _load_topic(self, topic: str) -> bool:
+        try:
+            data, _ = self.zk.get(TopicZNode.path(topic))
+            assignment = TopicZNode.decode(topic, data)
+        except NoNodeError:
+            return False
+        except ZkDataError as e:
+            log.error("controller %d: ignoring topic %r: %s", self.broker_id, topic, e)
+            return False
+        self._assignments[topic] = dict(assignment.partitions)
+        for partition in assignment.partitions:
+            self._refresh_state((topic, partition))
+        return True
+
+    def _refresh_state(self, tp: TopicPartitionKey) -> PartitionState | None:
+        try:
+            data, stat = self.zk.get(TopicPartitionStateZNode.path(*tp))
+            state = TopicPartitionStateZNode.decode(
+                data, stat.version, topic=tp[0], partition=tp[1]
+            )
+        except NoNodeError:
+            self._states.pop(tp, None)
+            return None
+        self._states[tp] = state
+        return state
+
+    def _all_partitions(self) -> list[TopicPartitionKey]:
+        return [(t, p) for t, parts in self._assignments.items() for p in parts]
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _on_broker_change(self) -> None:
+        before = self._live
+        after = self._read_live_brokers()
+        dead = {b for b, czxid in before.items() if after.get(b) != czxid}
+        born = {b for b, czxid in after.items() if before.get(b) != czxid}
+        if not dead and not born:
+            return
+        log.info(
+            "controller %d: brokers left %s, joined %s", self.broker_id, sorted(dead), sorted(born)
+        )
+        changed = dead | born
+        affected = [
+            tp
+            for tp in self._all_partitions()
+            if changed & set(self._assignments[tp[0]][tp[1]]) or tp not in self._states
+        ]
+        for tp in affected:  # our copy may be stale: the leaders write ISRs too
+            self._refresh_state(tp)
+        bounced = dead & born
+        if bounced:  # failure first (leadership moves away), then startup
+            self._live = {b: c for b, c in after.items() if b not in bounced}
+            self._reconcile(affected)
+        self._live = after
+        self._reconcile(affected)
+
+    def _on_topic_change(self) -> None:
+        children = set(self.zk.get_children(TopicsZNode.path()))
+        for gone in set(self._assignments) - children:
+            self._forget_topic(gone)
+        for topic in sorted(children - set(self._assignments)):
+            if self._load_topic(topic):
+                log.info("controller %d: new topic %r", self.broker_id, topic)
+                self._reconcile([(topic, p) for p in self._assignments[topic]])
+
+    def _forget_topic(self, topic: str) -> None:
+        for partition in self._assignments.pop(topic, {}):
+            self._states.pop((topic, partition), None)
+
+    def _on_topic_deletion(self) -> None:
+        for topic in self.zk.get_children(DeleteTopicsZNode.path()):
+            self._delete_topic(topic)
+
+    def _delete_topic(self, topic: str) -> None:
+        for _ in range(MAX_STATE_WRITE_ATTEMPTS):
+            doomed = self._subtree_postorder(TopicZNode.path(topic))
+            if self.zk.exists(TopicConfigZNode.path(topic)) is not None:
+                doomed.append(TopicConfigZNode.path(topic))
+            doomed.append(DeleteTopicsTopicZNode.path(topic))
+
+            def build(tx: TransactionRequest, doomed: list[str] = doomed) -> None:
+                for path in doomed:
+                    tx.delete(path)
+
+            try:
+                _fenced_commit(self.zk, self._epoch_zk_version, build)
+            except (NoNodeError, NotEmptyError):  # changed under us: look again
+                continue
+            log.info("controller %d: deleted topic %r", self.broker_id, topic)
+            self._forget_topic(topic)
+            return
+        log.error("controller %d: could not delete topic %r", self.broker_id, topic)
+
+    def _subtree_postorder(self, path: str) -> list[str]:
+        try:
+            children = self.zk.get_children(path)
+        except NoNodeError:
+            return []
+        result: list[str] = []
+        for child in children:
+            result += self._subtree_postorder(f"{path}/{child}")
+        result.append(path)
+        return result
+
+    # -- partition state changes -----------------------------------------------------------
+
+    def _reconcile(self, partitions: Iterable[TopicPartitionKey]) -> None:
+        for tp in sorted(partitions):
+            replicas = self._assignments.get(tp[0], {}).get(tp[1])
+            if replicas is not None:
+                self._reconcile_partition(tp, replicas)
+
+    def _reconcile_partition(self, tp: TopicPartitionKey, replicas: tuple[int, ...]) -> None:
+        """Write the state ``tp`` should have, retrying on version conflicts with the leader's
+        own ISR writes. Raises :class:`ControllerMovedError` if fenced."""
+        for _ in range(MAX_STATE_WRITE_ATTEMPTS):
+            state = self._states.get(tp)
+            try:
+                if state is None:
+                    live = [r for r in replicas if r in self._live]
+                    if not live:  # Kafka leaves it a NewPartition until a replica starts
+                        log.warning("controller %d: %s has no live replica", self.broker_id, tp)
+                        return
+                    self._states[tp] = create_partition_state(
+                        self.zk, self._epoch_zk_version, tp[0], tp[1], live[0], live, self._epoch
+                    )
+                    return
+                target = elect_leader(
+                    state, replicas, self._live, unclean=self.unclean_leader_election
+                )
+                if target is None:
+                    return
+                leader, leader_epoch, isr = target
+                self._states[tp] = write_partition_state(
+                    self.zk,
+                    self._epoch_zk_version,
+                    tp[0],
+                    tp[1],
+                    leader,
+                    leader_epoch,
+                    isr,
+                    self._epoch,
+                    state.zk_version,
+                )
+                log.info(
+                    "controller %d: %s-%d leader %d epoch %d isr %s",
+                    self.broker_id,
+                    tp[0],
+                    tp[1],
+                    leader,
+                    leader_epoch,
+                    list(isr),
+                )
+                return
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                if self.zk.exists(TopicZNode.path(tp[0])) is None:
+                    self._forget_topic(tp[0])
+                    return
+                self._refresh_state(tp)
+        log.error("controller %d: gave up updating %s after conflicts", self.broker_id, tp)
