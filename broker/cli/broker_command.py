@@ -42,5 +42,9 @@ def run_start(args: argparse.Namespace) -> int:
     except (NotImplementedError, ValueError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 2
-    asyncio.run(broker.serve())
+    try:
+        asyncio.run(broker.serve())
+    except OSError as exc:  # a port cannot be bound: one error line, not a traceback
+        log.error("cannot start: %s", exc)
+        return 2
     return 0

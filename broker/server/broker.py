@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import resource
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -22,9 +24,10 @@ from typing import Any
 from prometheus_client import start_http_server
 
 from broker.cluster.local_metadata import LocalMetadataStore
-from broker.cluster.topic_metadata import InvalidConfigError, TopicInfo
+from broker.cluster.topic_metadata import InvalidConfigError, InvalidPartitionsError, TopicInfo
 from broker.config import BrokerConfig
 from broker.groups.offset_store import OffsetStore
+from broker.log.errors import StorageError
 from broker.log.log import Log
 from broker.log.log_config import LogConfig
 from broker.log.log_manager import LogManager
@@ -46,6 +49,17 @@ from broker.server.purgatory import FetchPurgatory
 log = logging.getLogger(__name__)
 
 Response = bytes | EncodedFetchResponse | None
+
+# Every partition is a directory and three open files (the active segment's .log, .index and
+# .timeindex), created on the event loop. Kafka sets no limit on partitions, but one int32 in a
+# CreateTopics request must not make this broker try to create 2^31 - 1 of them: it would
+# block the loop for minutes and run out of file descriptors. Out of descriptors, the broker
+# can neither accept a connection nor close a log cleanly (closing writes a producer-state
+# snapshot), so a topic that would leave fewer than FD_HEADROOM free is refused up front.
+MAX_PARTITIONS_PER_TOPIC = 1000
+FDS_PER_PARTITION = 3
+FD_HEADROOM = 64
+
 Handler = Callable[["Broker", Any], Awaitable[Response]]
 
 
@@ -113,16 +127,37 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> TopicInfo:
+        """Register a topic and create its partitions' logs.
+
+        Raises the metadata store's ``TopicError`` subclasses, and ``InvalidPartitionsError``
+        beyond ``MAX_PARTITIONS_PER_TOPIC`` or the file descriptors left. If a log cannot be
+        created (``OSError``, ``StorageError``) the topic is removed again before the error
+        propagates, so that it is not left registered with partitions that have no log.
+        """
+        if partitions > MAX_PARTITIONS_PER_TOPIC:
+            raise InvalidPartitionsError(
+                f"expected at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic, "
+                f"found {partitions}"
+            )
         try:
             log_config = self.config.log.with_overrides(config)
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from None
+        _check_file_descriptors(partitions)
         info = self.metadata.create_topic(
             name, partitions, replication_factor, config, validate_only=validate_only
         )
         if not validate_only:
-            for p in range(partitions):
-                self.log_manager.get_or_create_log(name, p, log_config)
+            try:
+                for p in range(partitions):
+                    self.log_manager.get_or_create_log(name, p, log_config)
+            except (OSError, StorageError):
+                log.exception("creating the logs of topic %s failed; removing it", name)
+                try:
+                    self.delete_topic(name)
+                except (OSError, StorageError):
+                    log.exception("removing the half-created topic %s failed", name)
+                raise
             log.info("created topic %s with %d partitions", name, partitions)
         return info
 
@@ -153,31 +188,39 @@ class Broker:
         )
 
     async def serve(self) -> None:
-        """Listen until :meth:`stop`; then shut everything down cleanly."""
+        """Listen until :meth:`stop`; then shut everything down cleanly.
+
+        Raises ``OSError`` if the listener or the metrics port cannot be bound — after
+        closing the logs it had loaded, so the next start needs no recovery.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
                 loop.add_signal_handler(sig, self.stop)
         await loop.run_in_executor(None, self.startup)
-        listener = self.config.listener
-        self._server = await asyncio.start_server(
-            self._on_connection, listener.host, listener.port, limit=1 << 20, reuse_address=True
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        if self.config.metrics_port is not None:
-            start_http_server(
-                self.config.metrics_port,
-                self.config.metrics_host or "127.0.0.1",
-                registry=self.metrics.registry,
-            )
-        log.info(
-            "broker %d listening on %s:%d (standalone, log dirs %s)",
-            self.config.broker_id,
-            listener.host,
-            self.port,
-            ",".join(self.config.log_dirs),
-        )
         try:
+            listener = self.config.listener
+            self._server = await asyncio.start_server(
+                self._on_connection,
+                listener.host,
+                listener.port,
+                limit=1 << 20,
+                reuse_address=True,
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            if self.config.metrics_port is not None:
+                start_http_server(
+                    self.config.metrics_port,
+                    self.config.metrics_host or "127.0.0.1",
+                    registry=self.metrics.registry,
+                )
+            log.info(
+                "broker %d listening on %s:%d (standalone, log dirs %s)",
+                self.config.broker_id,
+                listener.host,
+                self.port,
+                ",".join(self.config.log_dirs),
+            )
             await self._stopped.wait()
         finally:
             await self._shutdown()
@@ -281,3 +324,22 @@ class Broker:
 
     def notify_append(self, tp: TopicPartition) -> None:
         self.purgatory.notify(tp)
+
+
+def _check_file_descriptors(partitions: int) -> None:
+    """Refuse ``partitions`` new logs if they would leave fewer than ``FD_HEADROOM`` file
+    descriptors free (Linux: counted in /proc/self/fd; elsewhere not checked)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return
+    needed = partitions * FDS_PER_PARTITION
+    if in_use + needed + FD_HEADROOM > soft:
+        raise InvalidPartitionsError(
+            f"{partitions} partitions need {needed} file descriptors and only "
+            f"{soft - in_use - FD_HEADROOM} are free (ulimit -n {soft}, {in_use} in use, "
+            f"{FD_HEADROOM} kept for connections); raise the limit or use fewer partitions"
+        )

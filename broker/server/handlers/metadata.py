@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster.topic_metadata import TopicError, TopicInfo
-from broker.log.errors import InvalidTopicError
+from broker.log.errors import InvalidTopicError, StorageError
 from broker.log.topic_partition import validate_topic
 from broker.protocol import APIS, Request
 from broker.server import error_codes as ec
@@ -74,7 +74,7 @@ async def handle_metadata(broker: Broker, request: Request) -> bytes:
                         {"error_code": ec.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
                     )
                     continue
-                except TopicError as exc:
+                except (TopicError, StorageError, OSError) as exc:
                     log.warning("auto-creating topic %s failed: %s", name, exc)
                     info = broker.metadata.get(name)
             if info is None:

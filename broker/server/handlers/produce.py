@@ -28,16 +28,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
-    result: dict[str, Any] = {
+def _partition_result(partition: int, error_code: int = ec.NONE) -> dict[str, Any]:
+    """A partition's answer with every field of every version (``build`` drops the extra)."""
+    return {
         "index": partition,
-        "error_code": ec.NONE,
+        "error_code": error_code,
         "base_offset": -1,
         "log_append_time": -1,
         "log_start_offset": -1,
         "record_errors": [],
         "error_message": None,
     }
+
+
+def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
+    result = _partition_result(partition)
     partition_log = broker.log_for(topic, partition)
     if partition_log is None:
         result["error_code"] = ec.UNKNOWN_TOPIC_OR_PARTITION
@@ -75,9 +80,7 @@ async def handle_produce(broker: Broker, request: Request) -> bytes | None:
         partitions = []
         for pd in topic_data.partition_data:
             if acks not in (0, 1, -1):
-                partitions.append({"index": pd.index, "error_code": ec.INVALID_REQUIRED_ACKS,
-                                   "base_offset": -1, "log_append_time": -1,
-                                   "log_start_offset": -1})  # fmt: skip
+                partitions.append(_partition_result(pd.index, ec.INVALID_REQUIRED_ACKS))
                 continue
             result = _append(broker, topic_data.name, pd.index, pd.records)
             partitions.append(result)

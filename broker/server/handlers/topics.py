@@ -39,7 +39,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> bytes:
             broker.create_topic(
                 topic.name, partitions, replication, config, validate_only=body.validate_only
             )
-        except (TopicError, StorageError) as exc:
+        except (TopicError, StorageError, OSError) as exc:
             result["error_code"] = ec.code_for(exc)
             result["error_message"] = str(exc)
     return respond(request, {"throttle_time": 0, "topics": results})

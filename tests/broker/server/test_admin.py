@@ -1,0 +1,94 @@
+"""CreateTopics and DeleteTopics through confluent-kafka's AdminClient, and Metadata after."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker.server.broker_process import BrokerProcess
+from tests.broker.server.clients import unique
+
+pytestmark = pytest.mark.broker
+
+
+def _create(admin: AdminClient, topic: NewTopic) -> KafkaError | None:
+    """The error creating ``topic`` gives, or None if it was created."""
+    future = admin.create_topics([topic], operation_timeout=10)[topic.topic]
+    try:
+        future.result(timeout=15)
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        return error
+    return None
+
+
+def test_create_topics_then_metadata_lists_them(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    names = [unique("admin"), unique("admin")]
+    futures = admin.create_topics([NewTopic(names[0], 3, 1), NewTopic(names[1], 1, 1)])
+    for future in futures.values():
+        assert future.result(timeout=15) is None
+    metadata = admin.list_topics(timeout=10)
+    assert len(metadata.topics[names[0]].partitions) == 3
+    assert len(metadata.topics[names[1]].partitions) == 1
+    partition = metadata.topics[names[0]].partitions[2]
+    assert (partition.leader, partition.replicas, partition.isrs) == (0, [0], [0])
+    assert metadata.controller_id == 0
+    assert metadata.cluster_id
+
+
+@pytest.mark.parametrize(
+    ("name", "partitions", "replication", "config", "expected"),
+    [
+        ("bad name!", 1, 1, {}, KafkaError.TOPIC_EXCEPTION),  # 17 INVALID_TOPIC_EXCEPTION
+        ("x" * 250, 1, 1, {}, KafkaError.TOPIC_EXCEPTION),
+        ("rf3-{}", 1, 3, {}, KafkaError.INVALID_REPLICATION_FACTOR),
+        ("badcfg-{}", 1, 1, {"retention.ms": "soon"}, KafkaError.INVALID_CONFIG),
+        ("badkey-{}", 1, 1, {"no.such.key": "1"}, KafkaError.INVALID_CONFIG),
+        ("badseg-{}", 1, 1, {"segment.bytes": "1"}, KafkaError.INVALID_CONFIG),
+    ],
+    ids=["bad-name", "too-long", "replication-3", "bad-value", "unknown-key", "tiny-segment"],
+)
+def test_create_topic_errors(
+    broker: BrokerProcess,
+    name: str,
+    partitions: int,
+    replication: int,
+    config: dict[str, str],
+    expected: int,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = name.replace("{}", unique("e"))
+    error = _create(admin, NewTopic(name, partitions, replication, config=config))
+    assert error is not None and error.code() == expected, error
+    assert name not in admin.list_topics(timeout=10).topics
+
+
+def test_create_existing_topic(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = unique("exists")
+    assert _create(admin, NewTopic(name, 2, 1)) is None
+    error = _create(admin, NewTopic(name, 5, 1))
+    assert error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+    assert len(admin.list_topics(timeout=10).topics[name].partitions) == 2
+
+
+def test_validate_only_creates_nothing(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = unique("dry")
+    futures = admin.create_topics([NewTopic(name, 1, 1)], validate_only=True)
+    assert futures[name].result(timeout=15) is None
+    assert name not in admin.list_topics(timeout=10).topics
+
+
+def test_delete_topic(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = unique("gone")
+    assert _create(admin, NewTopic(name, 1, 1)) is None
+    assert admin.delete_topics([name], operation_timeout=10)[name].result(timeout=15) is None
+    assert name not in admin.list_topics(timeout=10).topics
+    future = admin.delete_topics([name], operation_timeout=10)[name]
+    with pytest.raises(KafkaException) as info:
+        future.result(timeout=15)
+    assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
