@@ -94,15 +94,11 @@ class LogSegment:
         ):
             self.index_rebuilt_because = f"{self.log_path}: an index file is missing"
         try:
-            self.offset_index = OffsetIndex(
-                directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_bytes
-            )
-            self.time_index = TimeIndex(
-                directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes
-            )
-        except CorruptIndexError as exc:
-            self.index_rebuilt_because = str(exc)
-            self._reset_indexes()
+            self._open_indexes()
+        except BaseException:
+            # Out of descriptors or disk: give back what was opened, then fail.
+            os.close(self._fd)
+            raise
         self._bytes_since_index = 0
         self._next_offset: int | None = None
         last_ts = self.time_index.last_entry()
@@ -235,19 +231,50 @@ class LogSegment:
                     header.last_offset,
                 )
 
+    def _open_indexes(self) -> None:
+        """Open both index files; rebuild them empty if one fails its format check."""
+        offset_path = self.directory / file_name(self.base_offset, INDEX_SUFFIX)
+        time_path = self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX)
+        try:
+            offset_index = OffsetIndex(offset_path, self.base_offset, self._max_index_bytes)
+        except CorruptIndexError as exc:
+            self.index_rebuilt_because = str(exc)
+            self._reset_indexes()
+            return
+        try:
+            time_index = TimeIndex(time_path, self.base_offset, self._max_index_bytes)
+        except CorruptIndexError as exc:
+            offset_index.close()
+            self.index_rebuilt_because = str(exc)
+            self._reset_indexes()
+            return
+        except BaseException:
+            offset_index.close()
+            raise
+        self.offset_index, self.time_index = offset_index, time_index
+
     def _reset_indexes(self) -> None:
+        """Empty both indexes (deleting their files) and open them anew."""
+        for index in (getattr(self, "offset_index", None), getattr(self, "time_index", None)):
+            if index is not None:
+                index.close()
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (self.directory / file_name(self.base_offset, suffix)).unlink(missing_ok=True)
-        self.offset_index = OffsetIndex(
+        offset_index = OffsetIndex(
             self.directory / file_name(self.base_offset, INDEX_SUFFIX),
             self.base_offset,
             self._max_index_bytes,
         )
-        self.time_index = TimeIndex(
-            self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX),
-            self.base_offset,
-            self._max_index_bytes,
-        )
+        try:
+            time_index = TimeIndex(
+                self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX),
+                self.base_offset,
+                self._max_index_bytes,
+            )
+        except BaseException:
+            offset_index.close()
+            raise
+        self.offset_index, self.time_index = offset_index, time_index
 
     def recover(self, max_batch_bytes: int = 1 << 31) -> tuple[int, str | None]:
         """Re-validate every batch, rebuild both indexes, and cut the file at the first torn

@@ -91,14 +91,17 @@ class _Schema:
 _CACHE: dict[tuple[type[Any], bool], _Schema] = {}
 
 
-def _primitive_op(kafka_type: str, flexible: bool) -> _Op:
+def _primitive_op(kafka_type: str, flexible: bool, nullable: bool) -> _Op:
+    """Strings and bytes carry whether they may be null: Kafka's parser rejects a null where
+    the schema does not allow one ("non-nullable field was serialized as null"), and kio
+    would otherwise hand a handler ``None`` where it expects a value."""
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
         return (_FIXED, size)
     if kafka_type in ("string", "bytes", "records"):
         if flexible:
-            return (_COMPACT_BYTES, None)
-        return (_LEGACY_STRING, None) if kafka_type == "string" else (_LEGACY_BYTES, None)
+            return (_COMPACT_BYTES, nullable)
+        return (_LEGACY_STRING, nullable) if kafka_type == "string" else (_LEGACY_BYTES, nullable)
     raise TypeError(f"unknown kafka_type {kafka_type!r}")
 
 
@@ -118,18 +121,21 @@ def _min_size(op: _Op) -> int:
 
 def _field_op(field: dataclasses.Field[Any], flexible: bool, is_header: bool) -> _Op:
     if is_header and field.name == "client_id":
-        return (_LEGACY_STRING, None)  # kio and Kafka special-case it, see headers.py
+        return (_LEGACY_STRING, True)  # kio and Kafka special-case it, see headers.py
     cls = classify_field(field)
+    nullable = is_optional(field)
     item: _Op
     if isinstance(cls, PrimitiveField | PrimitiveTupleField):
-        item = _primitive_op(get_schema_field_type(field), flexible)
+        # Items of a primitive array are never null; a primitive field is if its type says.
+        item = _primitive_op(get_schema_field_type(field), flexible, nullable and not cls.is_array)
     elif isinstance(cls, EntityField):
         item = _simplify((_ENTITY, _compile(cls.type_, is_optional(field))))
     else:
         assert isinstance(cls, EntityTupleField)
         item = _simplify((_ENTITY, _compile(cls.type_, False)))
     if cls.is_array:
-        return (_COMPACT_ARRAY if flexible else _LEGACY_ARRAY, (item, max(_min_size(item), 1)))
+        code = _COMPACT_ARRAY if flexible else _LEGACY_ARRAY
+        return (code, (item, max(_min_size(item), 1), nullable))
     return item
 
 
@@ -220,18 +226,18 @@ def _walk(op: _Op, buf: bytes | memoryview, pos: int, end: int) -> int:
         if left < 2:
             raise _truncated("string length", 2, left)
         (length,) = INT16.unpack_from(buf, pos)
-        return _skip_bytes(length, pos + 2, end, "string")
+        return _skip_bytes(length, pos + 2, end, "string", arg)
     if code == _LEGACY_BYTES:
         if left < 4:
             raise _truncated("bytes length", 4, left)
         (length,) = INT32.unpack_from(buf, pos)
-        return _skip_bytes(length, pos + 4, end, "bytes")
+        return _skip_bytes(length, pos + 4, end, "bytes", arg)
     if code == _COMPACT_BYTES:
         length, pos = read_uvarint(buf, pos, end)
-        return _skip_bytes(length - 1, pos, end, "compact string")
+        return _skip_bytes(length - 1, pos, end, "compact string", arg)
     if code == _ENTITY:
         return _walk_entity(arg, buf, pos, end)
-    item, item_min = arg
+    item, item_min, nullable = arg
     count: int
     if code == _LEGACY_ARRAY:
         if left < 4:
@@ -239,12 +245,20 @@ def _walk(op: _Op, buf: bytes | memoryview, pos: int, end: int) -> int:
         (count,) = INT32.unpack_from(buf, pos)
         pos += 4
         if count == -1:
+            if not nullable:
+                raise RemoteProtocolError(
+                    "expected an array, found null (the field is not nullable)"
+                )
             return pos
         if count < 0:
             raise RemoteProtocolError(f"negative array length {count}")
     else:
         count, pos = read_uvarint(buf, pos, end)
         if count == 0:
+            if not nullable:
+                raise RemoteProtocolError(
+                    "expected an array, found null (the field is not nullable)"
+                )
             return pos
         count -= 1
     if count * item_min > end - pos:
@@ -258,8 +272,10 @@ def _walk(op: _Op, buf: bytes | memoryview, pos: int, end: int) -> int:
     return pos
 
 
-def _skip_bytes(length: int, pos: int, end: int, what: str) -> int:
+def _skip_bytes(length: int, pos: int, end: int, what: str, nullable: bool) -> int:
     if length == -1:
+        if not nullable:
+            raise RemoteProtocolError(f"expected a {what}, found null (the field is not nullable)")
         return pos
     if length < 0:
         raise RemoteProtocolError(f"negative {what} length {length}")

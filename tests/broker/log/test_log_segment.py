@@ -116,3 +116,18 @@ def test_missing_index_is_rebuilt_on_open(tmp_path):
     reopened.recover()
     assert list(reopened.offset_index.keys) == keys
     reopened.close()
+
+
+def test_failed_segment_open_leaks_no_file_descriptor(tmp_path, monkeypatch):
+    """Found by the broker's robustness tests: out of descriptors (EMFILE) while opening an
+    index must not leak the descriptors already opened."""
+    from broker.log import log_segment
+
+    def fail(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(log_segment.TimeIndex, "__init__", fail)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        log_segment.LogSegment(tmp_path, 0)
+    assert len(os.listdir("/proc/self/fd")) == before

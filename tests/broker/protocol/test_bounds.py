@@ -82,3 +82,19 @@ def test_guard_holds_under_a_memory_limit() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok"
+
+
+def test_null_for_a_non_nullable_array_is_a_remote_protocol_error() -> None:
+    """Found by the broker's fuzz test: kio decodes a -1 count as None even where the schema
+    forbids null, and a handler iterating the field then raised TypeError."""
+    import struct
+
+    from broker.protocol import RemoteProtocolError, decode_request
+
+    header = struct.pack(">hhih", 1, 11, 1, 1) + b"c"
+    # Fetch v11: replica, max wait, min bytes, max bytes, isolation, session id, epoch,
+    # then topics = null (-1), which Fetch does not allow.
+    body = struct.pack(">iiiibii", -1, 100, 1, 1000, 0, 0, -1) + struct.pack(">i", -1)
+    frame = header + body + struct.pack(">i", 0) + struct.pack(">h", 0)
+    with pytest.raises(RemoteProtocolError, match="not nullable"):
+        decode_request(frame)
