@@ -1,0 +1,31 @@
+"""The nightly load as a Spark application (logic: ``pipeline.nightly_load``).
+
+    spark-submit --master local[2] jobs/nightly_load.py --config conf/nightly_load.properties
+    python -m jobs.nightly_load --config conf/nightly_load.properties [--override key=value]
+
+On this machine the project is pip-installed (editable) into the venv whose ``python`` runs the
+driver and the workers (set ``PYSPARK_PYTHON`` to it when calling spark-submit). On a cluster
+ship the packages with the job instead, e.g.::
+
+    (cd /path/to/sluice && zip -qr /tmp/sluice.zip pipeline broker jobs)
+    spark-submit --master yarn --deploy-mode cluster --py-files /tmp/sluice.zip \\
+        --files conf/nightly_load.properties jobs/nightly_load.py \\
+        --config nightly_load.properties
+
+(``broker`` is needed only for its ``.properties`` parser; executors need ``pipeline``,
+``pyarrow`` and ``confluent-kafka``.) Under spark-submit its ``--master`` wins over the
+config's ``spark.master``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pipeline.cli import load_main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(load_main())

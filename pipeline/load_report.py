@@ -1,0 +1,198 @@
+"""The run report of one nightly load: what was read, what landed, what was lost, how long.
+
+Written as JSON next to the table (``<warehouse>/_reports/<run_id>.json``) whatever the outcome
+— published, nothing new, or failed — and printed as a summary table. The manifest
+(``pipeline.manifest``) is the machine contract the next run resumes from; the report is for
+people and monitoring, and may carry more (timings, the failure, the Spark application id).
+JSON, version 1::
+
+    {"version": 1, "run_id": "...", "table": "file:///w/events", "status": "published",
+     "sequence": 3, "spark_app_id": "local-...", "started": "...", "finished": "...",
+     "phases": {"plan": 0.2, "read+write": 12.1, ...},
+     "partitions": [{"topic": "t", "partition": 0, "start": 0, "end": 100, "rows": 100,
+                     "bytes": 5120, "seconds": 0.4, "lost": 0}],
+     "dates": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 100}],
+     "data_loss": [...DataLoss.to_json()...], "message": "...", "error": null}
+
+``status`` is ``published``, ``no-new-data`` or ``failed``. Instances are plain mutable
+dataclasses filled in by one thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.hadoop_fs import TableFileSystem
+from pipeline.offset_ranges import DataLoss
+
+__all__ = ["REPORT_VERSION", "DateRows", "LoadReport", "PartitionReport", "render_table"]
+
+REPORT_VERSION = 1
+
+
+@dataclass(slots=True)
+class PartitionReport:
+    """One partition's range in this run and what reading it produced."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    rows: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    lost: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "start": self.start,
+            "end": self.end,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "lost": self.lost,
+        }
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DateRows:
+    topic: str
+    partition: int
+    date: str
+    rows: int
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(slots=True)
+class LoadReport:
+    """One run's report; see the module doc."""
+
+    run_id: str
+    table: str
+    status: str = "running"
+    sequence: int | None = None
+    spark_app_id: str | None = None
+    started: str = field(default_factory=_now)
+    finished: str | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+    partitions: list[PartitionReport] = field(default_factory=list)
+    dates: list[DateRows] = field(default_factory=list)
+    data_loss: list[DataLoss] = field(default_factory=list)
+    message: str = ""
+    error: str | None = None
+
+    @property
+    def total_rows(self) -> int:
+        return sum(p.rows for p in self.partitions)
+
+    @property
+    def total_lost(self) -> int:
+        return sum(d.lost for d in self.data_loss)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": REPORT_VERSION,
+            "run_id": self.run_id,
+            "table": self.table,
+            "status": self.status,
+            "sequence": self.sequence,
+            "spark_app_id": self.spark_app_id,
+            "started": self.started,
+            "finished": self.finished,
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
+            "partitions": [p.to_json() for p in self.partitions],
+            "dates": [
+                {"topic": d.topic, "partition": d.partition, "date": d.date, "rows": d.rows}
+                for d in self.dates
+            ],
+            "data_loss": [d.to_json() for d in self.data_loss],
+            "total_rows": self.total_rows,
+            "total_lost": self.total_lost,
+            "message": self.message,
+            "error": self.error,
+        }
+
+    def finish(self, status: str, message: str, error: str | None = None) -> None:
+        self.status, self.message, self.error = status, message, error
+        self.finished = _now()
+
+    def write(self, reports_uri: str) -> str:
+        """Write ``<reports_uri>/<run_id>.json`` (any ``pyarrow.fs`` URI); return its URI."""
+        fs, path = TableFileSystem.from_uri(reports_uri)
+        fs.mkdirs(path)
+        target = posixpath.join(path, f"{self.run_id}.json")
+        fs.write_bytes(target, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"))
+        return fs.uri(target)
+
+    def summary(self) -> str:
+        """The human-readable summary: a header line, the per-partition table, the losses."""
+        lines = [
+            f"run {self.run_id} -> {self.table}: {self.status}"
+            + (f" as load={self.sequence}" if self.sequence and self.status == "published" else "")
+        ]
+        if self.message:
+            lines.append(self.message)
+        if self.partitions:
+            rows = [
+                [
+                    p.topic,
+                    str(p.partition),
+                    str(p.start),
+                    str(p.end),
+                    str(p.rows),
+                    str(p.bytes),
+                    f"{p.seconds:.2f}",
+                    str(p.lost),
+                ]
+                for p in self.partitions
+            ]
+            rows.append(
+                [
+                    "total",
+                    "",
+                    "",
+                    "",
+                    str(self.total_rows),
+                    str(sum(p.bytes for p in self.partitions)),
+                    f"{sum(p.seconds for p in self.partitions):.2f}",
+                    str(sum(p.lost for p in self.partitions)),
+                ]
+            )
+            header = ["topic", "partition", "start", "end", "rows", "bytes", "seconds", "lost"]
+            lines.append(render_table(header, rows))
+        for loss in self.data_loss:
+            lines.append(
+                f"DATA LOSS {loss.topic}-{loss.partition}: {loss.bound} offset {loss.requested} "
+                f"outside the log [{loss.log_start}, {loss.log_end}); read from {loss.used}, "
+                f"{loss.lost} offsets lost"
+            )
+        if self.phases:
+            lines.append(
+                "phases: " + ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
+            )
+        if self.error:
+            lines.append(f"error: {self.error}")
+        return "\n".join(lines)
+
+
+def render_table(header: list[str], rows: list[list[str]]) -> str:
+    """A plain-text table; numbers right-aligned (columns after the first two)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])

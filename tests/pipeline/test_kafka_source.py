@@ -1,0 +1,237 @@
+"""The ``sluice`` batch source against a real broker and a real Spark (local[2]).
+
+The model is what confluent-kafka's producer reports as delivered: every (topic, partition,
+offset) must come back exactly once, with byte-identical key, value and headers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from pipeline.kafka_reader import (
+    ARROW_SCHEMA,
+    ARROW_SCHEMA_NO_HEADERS,
+    DataLossError,
+    KafkaSplit,
+    SplitResult,
+    consumer_config,
+    read_split,
+)
+from pipeline.kafka_source import SluiceBatchReader, register
+from pipeline.offset_ranges import OffsetOutOfRangeError
+from tests.pipeline import broker_fixture
+from tests.pipeline.broker_fixture import (
+    Produced,
+    create_topic,
+    produce,
+    simple_records,
+)
+
+pytestmark = pytest.mark.broker
+kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
+topic_name = broker_fixture.topic_name
+
+
+def _read(spark: Any, **options: str) -> Any:
+    register(spark)
+    return spark.read.format("sluice").options(**options).load()
+
+
+def _rows(df: Any) -> list[Any]:
+    return df.collect()
+
+
+def _as_model(row: Any) -> Produced:
+    headers = row["headers"]
+    return Produced(
+        row["topic"],
+        row["partition"],
+        row["offset"],
+        None if row["key"] is None else bytes(row["key"]),
+        None if row["value"] is None else bytes(row["value"]),
+        None
+        if headers is None
+        else tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in headers),
+        int(row["timestamp"].timestamp() * 1000 + 0.5),
+    )
+
+
+def test_arrow_schema_is_what_spark_expects(spark: Any) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from pipeline.kafka_source import SluiceDataSource
+
+    for include, arrow in (("true", ARROW_SCHEMA), ("false", ARROW_SCHEMA_NO_HEADERS)):
+        ddl = SluiceDataSource({"includeheaders": include}).schema()
+        struct = spark.createDataFrame([], ddl).schema
+        assert to_arrow_schema(struct, timezone="UTC").equals(arrow)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "lz4", "zstd", "snappy"])
+def test_round_trip_is_byte_identical(
+    spark: Any, kafka_broker: Any, topic_name: str, compression: str
+) -> None:
+    """Keys, values (null included), headers (null values included) and timestamps survive
+    compressed batches; every produced offset is read exactly once."""
+    create_topic(kafka_broker.bootstrap, topic_name, 3)
+    rng = random.Random(7)
+    records = []
+    for i in range(600):
+        records.append(
+            {
+                "topic": topic_name,
+                "partition": i % 3,
+                "key": None if i % 11 == 0 else rng.randbytes(rng.randint(0, 20)),
+                "value": None if i % 7 == 0 else rng.randbytes(rng.randint(0, 300)),
+                "headers": None
+                if i % 2
+                else [("trace", rng.randbytes(8)), ("empty", None), ("ü-ñ", b"")],
+                "timestamp": 1_700_000_000_000 + i * 1000,
+            }
+        )
+    produced = produce(kafka_broker.bootstrap, records, compression=compression, linger_ms=20)
+    df = _read(
+        spark, **{"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
+    )
+    got = [_as_model(r) for r in _rows(df)]
+    assert Counter((g.topic, g.partition, g.offset) for g in got).most_common(1)[0][1] == 1
+    assert sorted(got, key=lambda p: (p.partition, p.offset)) == sorted(
+        produced, key=lambda p: (p.partition, p.offset)
+    )
+    types = {r["timestampType"] for r in df.select("timestampType").collect()}
+    assert types == {0}  # CreateTime
+
+
+def test_splits_follow_min_partitions_and_max_records(
+    spark: Any, kafka_broker: Any, topic_name: str
+) -> None:
+    create_topic(kafka_broker.bootstrap, topic_name, 3)
+    produced = produce(kafka_broker.bootstrap, simple_records(topic_name, 3, 900))
+    base = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
+
+    def splits(**extra: str) -> list[KafkaSplit]:
+        return [p.split for p in SluiceBatchReader({**base, **extra}).partitions()]
+
+    assert [s.count for s in splits()] == [300, 300, 300]
+    assert len(splits(minPartitions="7")) >= 7
+    assert max(s.count for s in splits(maxRecordsPerPartition="70")) <= 70
+    cut = splits(minPartitions="5", maxRecordsPerPartition="120")
+    assert len(cut) >= 5 and max(s.count for s in cut) <= 120
+    # The pieces tile each partition's range exactly.
+    for p in range(3):
+        pieces = sorted((s.start, s.end) for s in cut if s.partition == p)
+        assert pieces[0][0] == 0 and pieces[-1][1] == 300
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+
+    df = _read(spark, **base, minPartitions="5", maxRecordsPerPartition="120")
+    assert df.rdd.getNumPartitions() == len(cut)
+    keys = [(r["partition"], r["offset"]) for r in df.select("partition", "offset").collect()]
+    assert sorted(keys) == sorted((p.partition, p.offset) for p in produced)
+
+
+def test_many_and_empty_partitions(spark: Any, kafka_broker: Any, topic_name: str) -> None:
+    """16 partitions, half of them empty; an empty topic reads as an empty DataFrame."""
+    create_topic(kafka_broker.bootstrap, topic_name, 16)
+    records = [r for r in simple_records(topic_name, 16, 800) if r["partition"] % 2 == 0]
+    produced = produce(kafka_broker.bootstrap, records)
+    opts = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
+    df = _read(spark, **opts)
+    got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
+    assert got == sorted((p.partition, p.offset) for p in produced)
+    assert len(SluiceBatchReader(opts).partitions()) == 8
+
+    empty = f"{topic_name}-empty"
+    create_topic(kafka_broker.bootstrap, empty, 2)
+    assert _read(spark, **{**opts, "subscribe": empty}).count() == 0
+
+
+def test_offsets_json_assign_and_pattern(spark: Any, kafka_broker: Any, topic_name: str) -> None:
+    create_topic(kafka_broker.bootstrap, topic_name, 2)
+    create_topic(kafka_broker.bootstrap, f"{topic_name}-b", 1)
+    produce(kafka_broker.bootstrap, simple_records(topic_name, 2, 100))
+    produce(kafka_broker.bootstrap, simple_records(f"{topic_name}-b", 1, 10))
+    base = {"kafka.bootstrap.servers": kafka_broker.bootstrap}
+    df = _read(
+        spark,
+        **base,
+        assign=json.dumps({topic_name: [1]}),
+        startingOffsets=json.dumps({topic_name: {"1": 10}}),
+        endingOffsets=json.dumps({topic_name: {"1": 20}}),
+    )
+    assert sorted(r["offset"] for r in df.collect()) == list(range(10, 20))
+    assert {r["partition"] for r in df.collect()} == {1}
+
+    pattern = _read(spark, **base, subscribePattern=f"{topic_name}(-b)?")
+    assert Counter(r["topic"] for r in pattern.collect()) == {
+        topic_name: 100,
+        f"{topic_name}-b": 10,
+    }
+
+
+def test_out_of_range_fails_or_clamps(spark: Any, kafka_broker: Any, topic_name: str) -> None:
+    """A start past the log end (the topic was recreated) fails naming topic, partition and
+    offsets; with failOnDataLoss=false it is clamped to the log end."""
+    create_topic(kafka_broker.bootstrap, topic_name, 1)
+    produce(kafka_broker.bootstrap, simple_records(topic_name, 1, 5))
+    base = {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": json.dumps({topic_name: {"0": 50}}),
+    }
+    with pytest.raises(
+        OffsetOutOfRangeError, match=rf"{topic_name}-0: start offset 50 .*log end 5"
+    ):
+        SluiceBatchReader(base).partitions()
+    with pytest.raises(Exception, match=rf"{topic_name}-0: start offset 50"):
+        _read(spark, **base).collect()
+    assert _read(spark, **base, failOnDataLoss="false").count() == 0
+
+
+# -- the executor-side reader alone (no Spark) ---------------------------------------------
+
+
+def test_reader_bounds_a_range_inside_compressed_batches(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    """Big lz4 batches: a range that starts and ends mid-batch gets exactly its offsets;
+    the records of the fetched batch past ``end`` are dropped."""
+    create_topic(kafka_broker.bootstrap, topic_name, 1)
+    produce(
+        kafka_broker.bootstrap,
+        simple_records(topic_name, 1, 500),
+        compression="lz4",
+        linger_ms=50,
+        batch_size=1_000_000,
+    )
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    for start, end in ((13, 27), (0, 1), (499, 500), (250, 500), (100, 100)):
+        result = SplitResult()
+        batches = list(
+            read_split(KafkaSplit(topic_name, 0, start, end), config, batch_rows=7, result=result)
+        )
+        offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+        assert offsets == list(range(start, end))
+        assert result.rows == end - start
+        assert all(b.num_rows <= 7 and b.schema.equals(ARROW_SCHEMA) for b in batches)
+
+
+def test_reader_detects_offsets_that_are_gone(kafka_broker: Any, topic_name: str) -> None:
+    """A split planned past what the log holds (truncation/recreation) is data loss: the
+    reader fails by default and stops at the log end otherwise."""
+    create_topic(kafka_broker.bootstrap, topic_name, 1)
+    produce(kafka_broker.bootstrap, simple_records(topic_name, 1, 10))
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    split = KafkaSplit(topic_name, 0, 5, 30)
+    with pytest.raises(DataLossError, match=rf"{topic_name}-0: expected offsets \[10, 30\)"):
+        list(read_split(split, config, poll_timeout_s=20))
+    result = SplitResult()
+    batches = list(
+        read_split(split, config, fail_on_data_loss=False, poll_timeout_s=20, result=result)
+    )
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(5, 10))
+    assert result.lost == 20
