@@ -20,6 +20,8 @@ replica.lag.time.max.ms                    30000
 unclean.leader.election.enable             false
 offsets.topic.num.partitions               50                         ``__consumer_offsets``
 group.initial.rebalance.delay.ms           3000
+group.min.session.timeout.ms               6000
+group.max.session.timeout.ms               1800000
 log.flush.scheduler.interval.ms            1000                       flusher wake-up
 log.retention.check.interval.ms            300000
 log.flush.offset.checkpoint.interval.ms    60000
@@ -91,6 +93,8 @@ class BrokerConfig:
     unclean_leader_election: bool = False
     offsets_topic_num_partitions: int = 50
     group_initial_rebalance_delay_ms: int = 3_000
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
     flush_scheduler_interval_ms: int = 1_000
     retention_check_interval_ms: int = 300_000
     checkpoint_interval_ms: int = 60_000
@@ -144,6 +148,8 @@ class BrokerConfig:
             unclean_leader_election=_bool(props, "unclean.leader.election.enable", False),
             offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50),
             group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000),
+            group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000),
+            group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000),
             flush_scheduler_interval_ms=_int(props, "log.flush.scheduler.interval.ms", 1000),
             retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", 300_000),
             checkpoint_interval_ms=_int(props, "log.flush.offset.checkpoint.interval.ms", 60_000),

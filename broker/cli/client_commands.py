@@ -75,7 +75,8 @@ def topics_create(args: argparse.Namespace) -> int:
 
     config = dict(item.split("=", 1) for item in args.config)
     new = NewTopic(args.topic, args.partitions, args.replication_factor, config=config)
-    for topic, future in _admin(args).create_topics([new]).items():
+    admin = _admin(args)  # keep a reference: a collected client fails its futures
+    for topic, future in admin.create_topics([new]).items():
         try:
             future.result()
             print(f"Created topic {topic}.")
@@ -86,13 +87,15 @@ def topics_create(args: argparse.Namespace) -> int:
 
 
 def topics_list(args: argparse.Namespace) -> int:
-    for name in sorted(_admin(args).list_topics(timeout=10).topics):
+    admin = _admin(args)
+    for name in sorted(admin.list_topics(timeout=10).topics):
         print(name)
     return 0
 
 
 def topics_describe(args: argparse.Namespace) -> int:
-    md = _admin(args).list_topics(topic=args.topic, timeout=10)
+    admin = _admin(args)
+    md = admin.list_topics(topic=args.topic, timeout=10)
     for name in sorted(md.topics):
         t = md.topics[name]
         if t.error is not None:
@@ -108,7 +111,8 @@ def topics_describe(args: argparse.Namespace) -> int:
 
 
 def topics_delete(args: argparse.Namespace) -> int:
-    for topic, future in _admin(args).delete_topics([args.topic]).items():
+    admin = _admin(args)  # keep a reference: a collected client fails its futures
+    for topic, future in admin.delete_topics([args.topic]).items():
         try:
             future.result()
             print(f"Deleted topic {topic}.")

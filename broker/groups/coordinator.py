@@ -110,7 +110,7 @@ class Group:
 
     def supports(self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> bool:
         if not self.members:
-            return True
+            return True  # an empty group takes whatever protocol its next member brings
         if protocol_type != self.protocol_type:
             return False
         names = {name for name, _ in protocols}
@@ -190,9 +190,9 @@ class GroupCoordinator:
                 member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, list(protocols), now,
             )  # fmt: skip
+            if not group.members:
+                group.protocol_type = protocol_type  # the first member sets the group's type
             group.members[member_id] = member
-            if not group.protocol_type:
-                group.protocol_type = protocol_type
             changed = True
         else:
             changed = member.protocols != list(protocols) or member_id == group.leader
@@ -277,8 +277,9 @@ class GroupCoordinator:
                 del group.members[m.member_id]
         group.generation += 1
         if not group.members:
+            # The protocol type stays: an empty group with offsets is still a consumer group.
             group.state = GroupState.EMPTY
-            group.protocol_name = group.leader = group.protocol_type = ""
+            group.protocol_name = group.leader = ""
             return
         group.protocol_name = group.select_protocol()
         if group.leader not in group.members:
@@ -311,6 +312,8 @@ class GroupCoordinator:
         self, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes]
     ) -> SyncResult:
         checked = self._check_member(group_id, generation, member_id)
+        log.debug("group %s: sync from %s generation %d: %s", group_id, member_id, generation,
+                  checked if isinstance(checked, int) else checked.state.value)  # fmt: skip
         if isinstance(checked, int):
             return SyncResult(checked)
         group = checked
@@ -334,6 +337,9 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
         checked = self._check_member(group_id, generation, member_id)
+        state = checked if isinstance(checked, int) else checked.state.value
+        log.debug("group %s: heartbeat from %s generation %d: %s",
+                  group_id, member_id, generation, state)  # fmt: skip
         if isinstance(checked, int):
             return checked
         checked.members[member_id].last_heartbeat = self._now()
@@ -375,7 +381,7 @@ class GroupCoordinator:
             else:
                 group.state = GroupState.EMPTY
                 group.generation += 1
-                group.leader = group.protocol_name = group.protocol_type = ""
+                group.leader = group.protocol_name = ""
 
     # -- sessions --------------------------------------------------------------------------
 

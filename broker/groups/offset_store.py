@@ -15,10 +15,11 @@ Each commit request is one batch; each committed partition one record::
     value = {"version": 1, "offset": o, "leader_epoch": e, "metadata": m,
              "commit_timestamp": ms}                      (null: the offset was deleted)
 
-The store replays its partitions into a map at startup. With no compaction, a partition is
-rewritten at startup when its records outnumber live entries by far: the live entries are
+The store replays a partition into a map when this broker becomes its leader (all of them
+at startup on a standalone broker). With no log compaction, a standalone broker rewrites a
+partition at startup when its records outnumber live entries by far: the live entries are
 appended again and the log start offset moves past the old records, whose segments retention
-then deletes. Thread-safe: one lock around the map and each append.
+then deletes. Thread-safe: one lock around the map.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from broker.cluster.topic_metadata import MetadataStore
@@ -65,21 +66,49 @@ class CommittedOffset:
 Key = tuple[str, str, int]
 
 
+Appender = Callable[[int, bytes], Awaitable[None]]
+
+
 class OffsetStore:
-    def __init__(
-        self, log_manager: LogManager, metadata: MetadataStore, num_partitions: int
-    ) -> None:
+    """Committed offsets in memory, made durable by appending to ``__consumer_offsets``.
+
+    ``append(partition, batch)`` writes a commit batch durably: a plain log append on a
+    standalone broker, a replicated append (acks=-1) in cluster mode. A broker holds the
+    offsets of the partitions it leads: ``load_partition`` replays one when it becomes its
+    leader, ``unload_partition`` forgets it when leadership moves away.
+    """
+
+    def __init__(self, num_partitions: int, append: Appender) -> None:
         self._lock = threading.Lock()
+        self.num_partitions = num_partitions
+        self._append = append
+        self._offsets: dict[Key, CommittedOffset] = {}
+        self.loaded: set[int] = set()
+
+    @classmethod
+    def standalone(
+        cls, log_manager: LogManager, metadata: MetadataStore, num_partitions: int
+    ) -> OffsetStore:
+        """The store of a single broker: every partition local, loaded (and compacted) now."""
         existing = metadata.get(TOPIC)
         if existing is None:
             existing = metadata.create_topic(TOPIC, num_partitions, 1, {}, internal=True)
-        self.num_partitions = existing.partitions
-        self._logs = [log_manager.get_or_create_log(TOPIC, p) for p in range(self.num_partitions)]
-        self._offsets: dict[Key, CommittedOffset] = {}
-        for partition_log in self._logs:
-            self._replay(partition_log)
+        logs = [log_manager.get_or_create_log(TOPIC, p) for p in range(existing.partitions)]
 
-    def _records(self, partition_log: Log) -> Iterable[tuple[bytes | None, bytes | None]]:
+        async def append(partition: int, batch: bytes) -> None:
+            logs[partition].append(batch)
+
+        store = cls(existing.partitions, append)
+        for p, partition_log in enumerate(logs):
+            live = store.load_partition(p, partition_log)
+            if partition_log.log_end_offset - partition_log.log_start_offset > 2 * live + (
+                COMPACT_SLACK
+            ):
+                store._compact(p, partition_log)
+        return store
+
+    @staticmethod
+    def _records(partition_log: Log) -> Iterable[tuple[bytes | None, bytes | None]]:
         offset = partition_log.log_start_offset
         while offset < partition_log.log_end_offset:
             result = partition_log.read(offset, 1 << 20, upper_bound="log_end")
@@ -92,66 +121,57 @@ class OffsetStore:
                         yield record.key, record.value
                 offset = header.next_offset
 
-    def _replay(self, partition_log: Log) -> None:
-        count = 0
-        mine: set[Key] = set()
-        for key, value in self._records(partition_log):
-            count += 1
-            if key is None:
-                continue
-            k = json.loads(key)
-            ident: Key = (k["group"], k["topic"], int(k["partition"]))
-            mine.add(ident)
-            if value is None:
-                self._offsets.pop(ident, None)
-                mine.discard(ident)
-            else:
-                v = json.loads(value)
-                self._offsets[ident] = CommittedOffset(
-                    int(v["offset"]), int(v.get("leader_epoch", -1)), v.get("metadata"),
-                    int(v.get("commit_timestamp", 0)),
-                )  # fmt: skip
-        if count > 2 * len(mine) + COMPACT_SLACK:
-            self._compact(partition_log, sorted(mine))
+    def load_partition(self, partition: int, partition_log: Log) -> int:
+        """Replay one partition of the offsets topic; returns how many entries are live."""
+        with self._lock:
+            self._forget(partition)
+            for key, value in self._records(partition_log):
+                if key is None:
+                    continue
+                k = json.loads(key)
+                ident: Key = (k["group"], k["topic"], int(k["partition"]))
+                if value is None:
+                    self._offsets.pop(ident, None)
+                else:
+                    v = json.loads(value)
+                    self._offsets[ident] = CommittedOffset(
+                        int(v["offset"]), int(v.get("leader_epoch", -1)), v.get("metadata"),
+                        int(v.get("commit_timestamp", 0)),
+                    )  # fmt: skip
+            self.loaded.add(partition)
+            return sum(1 for g, _, _ in self._offsets if self.partition_for(g) == partition)
 
-    def _compact(self, partition_log: Log, keys: Sequence[Key]) -> None:
+    def unload_partition(self, partition: int) -> None:
+        with self._lock:
+            self._forget(partition)
+            self.loaded.discard(partition)
+
+    def _forget(self, partition: int) -> None:
+        for key in [k for k in self._offsets if self.partition_for(k[0]) == partition]:
+            del self._offsets[key]
+
+    def _compact(self, partition: int, partition_log: Log) -> None:
+        """Rewrite the live entries and move the log start past the stale ones (standalone:
+        there is no log compaction; retention then deletes the old segments)."""
+        keys = sorted(k for k in self._offsets if self.partition_for(k[0]) == partition)
         partition_log.roll()
         start = partition_log.log_end_offset
         for i in range(0, len(keys), 500):
-            self._append(partition_log, [(k, self._offsets[k]) for k in keys[i : i + 500]])
+            partition_log.append(_encode([(k, self._offsets[k]) for k in keys[i : i + 500]]))
         partition_log.flush()
         partition_log.increment_log_start_offset(start)
         partition_log.delete_old_segments()
 
-    @staticmethod
-    def _append(partition_log: Log, entries: Sequence[tuple[Key, CommittedOffset | None]]) -> None:
-        records = []
-        for (group, topic, partition), c in entries:
-            key = {"version": 1, "group": group, "topic": topic, "partition": partition}
-            value = None
-            if c is not None:
-                value = json.dumps(
-                    {
-                        "version": 1,
-                        "offset": c.offset,
-                        "leader_epoch": c.leader_epoch,
-                        "metadata": c.metadata,
-                        "commit_timestamp": c.commit_timestamp,
-                    }
-                ).encode()
-            records.append((json.dumps(key).encode(), value))
-        now = int(time.time() * 1000)
-        partition_log.append(encode_batch(records, timestamps=[now] * len(records)))
+    def partition_for(self, group: str) -> int:
+        return partition_for(group, self.num_partitions)
 
-    def log_for(self, group: str) -> Log:
-        return self._logs[partition_for(group, self.num_partitions)]
-
-    def commit(self, group: str, offsets: Sequence[tuple[str, int, CommittedOffset]]) -> None:
+    async def commit(self, group: str, offsets: Sequence[tuple[str, int, CommittedOffset]]) -> None:
         """Durably record one commit request's offsets (one batch, so all or nothing)."""
         if not offsets:
             return
+        batch = _encode([((group, t, p), c) for t, p, c in offsets])
+        await self._append(self.partition_for(group), batch)
         with self._lock:
-            self._append(self.log_for(group), [((group, t, p), c) for t, p, c in offsets])
             for topic, partition, c in offsets:
                 self._offsets[(group, topic, partition)] = c
 
@@ -166,10 +186,34 @@ class OffsetStore:
         with self._lock:
             return {g for g, _, _ in self._offsets}
 
-    def delete(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+    async def delete(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
         with self._lock:
             gone = [(t, p) for t, p in partitions if (group, t, p) in self._offsets]
-            if gone:
-                self._append(self.log_for(group), [((group, t, p), None) for t, p in gone])
+        if gone:
+            await self._append(
+                self.partition_for(group), _encode([((group, t, p), None) for t, p in gone])
+            )
+            with self._lock:
                 for t, p in gone:
-                    del self._offsets[(group, t, p)]
+                    self._offsets.pop((group, t, p), None)
+
+
+def _encode(entries: Sequence[tuple[Key, CommittedOffset | None]]) -> bytes:
+    """One batch of commit records (see the module docstring for the record layout)."""
+    records = []
+    for (group, topic, partition), c in entries:
+        key = {"version": 1, "group": group, "topic": topic, "partition": partition}
+        value = None
+        if c is not None:
+            value = json.dumps(
+                {
+                    "version": 1,
+                    "offset": c.offset,
+                    "leader_epoch": c.leader_epoch,
+                    "metadata": c.metadata,
+                    "commit_timestamp": c.commit_timestamp,
+                }
+            ).encode()
+        records.append((json.dumps(key).encode(), value))
+    now = int(time.time() * 1000)
+    return encode_batch(records, timestamps=[now] * len(records))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import resource
@@ -26,6 +27,7 @@ from prometheus_client import start_http_server
 from broker.cluster.local_metadata import LocalMetadataStore
 from broker.cluster.topic_metadata import InvalidConfigError, InvalidPartitionsError, TopicInfo
 from broker.config import BrokerConfig
+from broker.groups.coordinator import GroupCoordinator
 from broker.groups.offset_store import OffsetStore
 from broker.log.errors import StorageError
 from broker.log.log import Log
@@ -49,6 +51,10 @@ from broker.server.purgatory import FetchPurgatory
 log = logging.getLogger(__name__)
 
 Response = bytes | EncodedFetchResponse | None
+
+# The client address of the connection a handler is serving (each connection runs in its
+# own task, so its own context); DescribeGroups reports it as the member's host.
+CURRENT_PEER: contextvars.ContextVar[str] = contextvars.ContextVar("CURRENT_PEER", default="")
 
 # Every partition is a directory and three open files (the active segment's .log, .index and
 # .timeindex), created on the event loop. Kafka sets no limit on partitions, but one int32 in a
@@ -96,6 +102,11 @@ class Broker:
         self.purgatory = FetchPurgatory()
         self.metrics = BrokerMetrics(self.log_manager.logs)
         self.offsets: OffsetStore | None = None
+        self.groups = GroupCoordinator(
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
@@ -175,7 +186,7 @@ class Broker:
         for info in self.metadata.topics().values():
             for p in range(info.partitions):
                 self.log_manager.get_or_create_log(info.name, p)
-        self.offsets = OffsetStore(
+        self.offsets = OffsetStore.standalone(
             self.log_manager, self.metadata, self.config.offsets_topic_num_partitions
         )
         self.log_manager.start_background()
@@ -238,6 +249,7 @@ class Broker:
             await asyncio.wait(self._connections, timeout=5)
         if self._server is not None:
             await self._server.wait_closed()
+        self.groups.close()
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
@@ -250,6 +262,7 @@ class Broker:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        CURRENT_PEER.set(f"/{peer[0]}" if isinstance(peer, tuple) else "")
         decoder = FrameDecoder(self.config.socket_request_max_bytes)
         try:
             while True:

@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.protocol import ApiKey
-from broker.server.handlers import fetch, list_offsets, metadata, offsets, produce, topics
+from broker.server.handlers import (
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    offsets,
+    produce,
+    topics,
+)
 
 if TYPE_CHECKING:
     from broker.server.broker import Handler
@@ -26,4 +34,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.FIND_COORDINATOR: offsets.handle_find_coordinator,
     ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
     ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
 }

@@ -2,8 +2,9 @@
 
 A standalone broker is every group's coordinator. Commits are stored durably in
 ``__consumer_offsets`` (see ``broker.groups.offset_store``) before they are acknowledged.
-Group membership (JoinGroup/SyncGroup generations) is not checked yet: commits from
-``assign()`` consumers carry generation -1 and are always accepted.
+Commits are checked against the group coordinator's generations (Kafka's rules: a member
+commits for its current generation; ``assign()`` consumers commit with generation -1 while
+the group has no members).
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
     now = int(time.time() * 1000)
     accepted: list[tuple[str, int, CommittedOffset]] = []
     topics = []
+    # Members of a managed group commit for their generation; assign() consumers with -1.
+    group_error = broker.groups.validate_commit(
+        body.group_id, body.generation_id_or_member_epoch, body.member_id
+    )
     for t in body.topics:
         partitions: list[dict[str, Any]] = []
         for p in t.partitions:
             code = ec.NONE
             if not body.group_id:
                 code = ec.INVALID_GROUP_ID
+            elif group_error != ec.NONE:
+                code = group_error
             elif broker.log_for(t.name, p.partition_index) is None:
                 code = ec.UNKNOWN_TOPIC_OR_PARTITION
             elif p.committed_metadata and len(p.committed_metadata) > MAX_METADATA_BYTES:
@@ -61,7 +68,7 @@ async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
                 )  # fmt: skip
             partitions.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": t.name, "partitions": partitions})
-    broker.offsets.commit(body.group_id, accepted)
+    await broker.offsets.commit(body.group_id, accepted)
     return respond(request, {"throttle_time": 0, "topics": topics})
 
 

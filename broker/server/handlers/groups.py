@@ -1,0 +1,144 @@
+"""JoinGroup (v0–5), SyncGroup (v0–3), Heartbeat (v0–3), LeaveGroup (v0–3), ListGroups
+(v0–2), DescribeGroups (v0–2): thin adapters onto ``broker.groups.coordinator``.
+
+JoinGroup v0 has no rebalance timeout: the session timeout stands in, as in Kafka. Before
+v4 a member may join without an id and gets one at once; from v4 it is asked to rejoin
+with the id it was given (MEMBER_ID_REQUIRED). LeaveGroup v0–2 names one member; v3+ a list.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.groups.coordinator import GroupState
+from broker.protocol import Request
+from broker.protocol.build import ms
+from broker.server import error_codes as ec
+from broker.server.responses import respond
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+from broker.server.broker import CURRENT_PEER  # noqa: E402  (the broker imports handlers lazily)
+
+
+def _client(request: Request) -> str:
+    return request.header.client_id or ""
+
+
+async def handle_join_group(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    session_ms = ms(body.session_timeout)
+    rebalance = getattr(body, "rebalance_timeout", None)
+    result = await broker.groups.join(
+        body.group_id,
+        body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        client_id=_client(request),
+        client_host=CURRENT_PEER.get(),
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=ms(rebalance) if rebalance is not None else session_ms,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        require_known_member_id=request.api_version >= 4,
+    )
+    return respond(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "generation_id": result.generation,
+            "protocol_name": result.protocol_name,
+            "leader": result.leader,
+            "member_id": result.member_id,
+            "members": [
+                {"member_id": m, "group_instance_id": i, "metadata": meta}
+                for m, i, meta in result.members
+            ],
+        },
+    )
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
+    result = await broker.groups.sync(
+        body.group_id, body.generation_id, body.member_id, assignments
+    )
+    return respond(
+        request,
+        {"throttle_time": 0, "error_code": result.error, "assignment": result.assignment},
+    )
+
+
+async def handle_heartbeat(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+    return respond(request, {"throttle_time": 0, "error_code": error})
+
+
+async def handle_leave_group(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    if request.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        members = [(body.member_id, None)]
+    error, errors = broker.groups.leave(body.group_id, [m for m, _ in members])
+    if request.api_version < 3 and errors:
+        error = errors[0]
+    return respond(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "members": [
+                {"member_id": m, "group_instance_id": i, "error_code": e}
+                for (m, i), e in zip(members, errors, strict=True)
+            ],
+        },
+    )
+
+
+async def handle_list_groups(broker: Broker, request: Request) -> bytes:
+    assert broker.offsets is not None
+    groups = broker.groups.list_groups(sorted(broker.offsets.groups()))
+    return respond(
+        request,
+        {
+            "throttle_time": 0,
+            "error_code": ec.NONE,
+            "groups": [{"group_id": g, "protocol_type": t} for g, t, _state in groups],
+        },
+    )
+
+
+async def handle_describe_groups(broker: Broker, request: Request) -> bytes:
+    assert broker.offsets is not None
+    described: list[dict[str, Any]] = []
+    for group_id in request.body.groups:
+        group = broker.groups.describe(group_id)
+        if group is None:
+            state = GroupState.EMPTY.value if group_id in broker.offsets.groups() else "Dead"
+            described.append({"error_code": ec.NONE, "group_id": group_id, "group_state": state,
+                              "protocol_type": "", "protocol_data": "", "members": []})  # fmt: skip
+            continue
+        described.append(
+            {
+                "error_code": ec.NONE,
+                "group_id": group_id,
+                "group_state": group.state.value,
+                "protocol_type": group.protocol_type,
+                "protocol_data": group.protocol_name,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata_for(group.protocol_name),
+                        "member_assignment": m.assignment,
+                    }
+                    for m in group.members.values()
+                ],
+            }
+        )
+    return respond(request, {"throttle_time": 0, "groups": described})

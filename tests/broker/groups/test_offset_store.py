@@ -1,0 +1,64 @@
+"""Committed offsets: durable in __consumer_offsets, replayed, compacted, partitioned like
+Kafka (Java's String.hashCode)."""
+
+import asyncio
+
+from broker.cluster.local_metadata import LocalMetadataStore
+from broker.groups import offset_store
+from broker.groups.offset_store import CommittedOffset, OffsetStore, java_string_hash
+from broker.log.log_manager import LogManager
+
+
+def test_java_string_hash_matches_java():
+    # Values printed by `javac`/`java` on this machine's JDK 17.
+    assert java_string_hash("my-group") == -1906497762
+    assert java_string_hash("console-consumer-12345") == 158455506
+    assert java_string_hash("été-😀") == -1803456526  # UTF-16 surrogates, as Java hashes them
+
+
+def open_store(tmp_path, partitions=3):
+    manager = LogManager([tmp_path / "logs"])
+    manager.startup()
+    metadata = LocalMetadataStore(tmp_path / "logs", 0)
+    return manager, OffsetStore.standalone(manager, metadata, partitions)
+
+
+def test_commits_survive_a_restart_and_deletes_too(tmp_path):
+    manager, store = open_store(tmp_path)
+    c1 = CommittedOffset(42, 3, "meta", 1000)
+    asyncio.run(store.commit("g1", [("t", 0, c1), ("t", 1, CommittedOffset(7, -1, None, 1))]))
+    asyncio.run(store.commit("g2", [("t", 0, CommittedOffset(1, -1, None, 1))]))
+    asyncio.run(store.delete("g2", [("t", 0)]))
+    manager.shutdown()
+    manager, again = open_store(tmp_path)
+    assert again.fetch("g1", "t", 0) == c1
+    assert again.committed("g1") == {("t", 0): c1, ("t", 1): CommittedOffset(7, -1, None, 1)}
+    assert again.groups() == {"g1"}
+    manager.shutdown()
+
+
+def test_a_mostly_stale_partition_is_compacted_at_startup(tmp_path, monkeypatch):
+    monkeypatch.setattr(offset_store, "COMPACT_SLACK", 10)
+    manager, store = open_store(tmp_path, partitions=1)
+    for i in range(100):
+        asyncio.run(store.commit("g", [("t", 0, CommittedOffset(i, -1, None, i))]))
+    manager.shutdown()
+    manager, again = open_store(tmp_path, partitions=1)
+    log = manager.get_log("__consumer_offsets", 0)
+    assert log.log_start_offset == 100  # the 100 stale commits are behind the log start
+    assert again.fetch("g", "t", 0).offset == 99
+    manager.shutdown()
+    manager, third = open_store(tmp_path, partitions=1)
+    assert third.fetch("g", "t", 0).offset == 99
+    manager.shutdown()
+
+
+def test_load_and_unload_follow_leadership(tmp_path):
+    manager, store = open_store(tmp_path, partitions=2)
+    group = next(g for g in ("a", "b", "c", "d") if store.partition_for(g) == 1)
+    asyncio.run(store.commit(group, [("t", 0, CommittedOffset(5, -1, None, 0))]))
+    store.unload_partition(1)
+    assert store.fetch(group, "t", 0) is None and 1 not in store.loaded
+    store.load_partition(1, manager.get_log("__consumer_offsets", 1))
+    assert store.fetch(group, "t", 0).offset == 5
+    manager.shutdown()

@@ -1,0 +1,272 @@
+"""Consumer groups through the broker's group coordinator: confluent-kafka's ``subscribe()``
+with each assignor, kafka-python's group consumer, a consumer killed with -9, two groups,
+and ``sluice groups``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+
+from .broker_process import BrokerProcess
+from .clients import Msg, create_topic, produce, unique
+
+pytestmark = pytest.mark.broker
+
+PARTITIONS = 6
+
+
+def values(n: int, tag: str) -> list[Msg]:
+    return [Msg(None, f"{tag}-{i}".encode(), (), None) for i in range(n)]
+
+
+class GroupMember(threading.Thread):
+    """A confluent-kafka consumer in a group, polling on its own thread.
+
+    Everything touching the consumer happens on that thread (librdkafka's ``assignment()``
+    called from another thread while ``poll()`` runs can block); the assignment is tracked
+    through the rebalance callbacks instead."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **config: Any) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+            "enable.auto.commit": True, "auto.commit.interval.ms": 200, **config,
+        })  # fmt: skip
+        self.topic = topic
+        self.received: list[bytes] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self._owned: set[int] = set()
+        self._lock = threading.Lock()
+
+    def _assigned(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        with self._lock:
+            self._owned.update(p.partition for p in partitions)
+
+    def _revoked(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        with self._lock:
+            self._owned.difference_update(p.partition for p in partitions)
+
+    def run(self) -> None:
+        self.consumer.subscribe(
+            [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+        )
+        while not self.stop.is_set():
+            msg = self.consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                self.errors.append(str(msg.error()))
+                continue
+            self.received.append(msg.value())
+        self.consumer.close()
+
+    def assignment(self) -> list[int]:
+        with self._lock:
+            return sorted(self._owned)
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_three_consumers_share_a_topic_each_message_once(
+    broker: BrokerProcess, strategy: str
+) -> None:
+    topic, group = unique("share"), unique("group")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    members = [
+        GroupMember(broker.bootstrap, group, topic, **{"partition.assignment.strategy": strategy})
+        for _ in range(3)
+    ]
+    for m in members:
+        m.start()
+    try:
+        wait_for(lambda: sum(len(m.assignment()) for m in members) == PARTITIONS
+                 and all(m.assignment() for m in members), 30, "a balanced assignment")  # fmt: skip
+        owned = [p for m in members for p in m.assignment()]
+        assert sorted(owned) == list(range(PARTITIONS))  # each partition owned once
+        expected = [m.value for m in values(600, strategy)]
+        produce(broker.bootstrap, topic, values(600, strategy))
+        wait_for(lambda: sum(len(m.received) for m in members) >= 600, 30, "600 messages")
+        got = [v for m in members for v in m.received]
+        assert Counter(got) == Counter(expected)  # every message once, none twice
+        assert all(not m.errors for m in members), [m.errors for m in members]
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(timeout=30)
+
+
+# kafka-python reads its bundled data with importlib.resources' legacy API (as in
+# test_kafka_python.py).
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
+def test_kafka_python_group_consumer(broker: BrokerProcess) -> None:
+    from kafka import KafkaConsumer
+
+    topic, group = unique("kp-group"), unique("group")
+    create_topic(broker.bootstrap, topic, 3)
+    produce(broker.bootstrap, topic, values(90, "kp"))
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+        enable_auto_commit=False, consumer_timeout_ms=15_000,
+    )  # fmt: skip
+    try:
+        got = []
+        for record in consumer:
+            got.append(record.value)
+            if len(got) == 90:
+                break
+        consumer.commit()
+        assert sorted(got) == sorted(m.value for m in values(90, "kp"))
+        committed = {p: consumer.committed(tp) for p, tp in enumerate(consumer.assignment())}
+        assert sum(committed.values()) == 90
+    finally:
+        consumer.close()
+
+
+KILLED_CONSUMER = textwrap.dedent(
+    """
+    import sys
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                  "heartbeat.interval.ms": 500, "enable.auto.commit": True,
+                  "auto.commit.interval.ms": 200})
+    c.subscribe([sys.argv[3]])
+    while True:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            print(m.value().decode(), flush=True)
+    """
+)
+
+
+def test_a_consumer_killed_with_minus_9_hands_its_partitions_over(
+    broker: BrokerProcess,
+) -> None:
+    topic, group = unique("kill"), unique("group")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    victim = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CONSUMER, broker.bootstrap, group, topic],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    survivor = GroupMember(broker.bootstrap, group, topic)
+    survivor.start()
+    victim_got: list[str] = []
+    reader = threading.Thread(target=lambda: victim_got.extend(victim.stdout or []), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: len(survivor.assignment()) in (2, 3, 4), 30, "a shared assignment")
+        first = values(300, "before")
+        produce(broker.bootstrap, topic, first)
+        wait_for(lambda: len(survivor.received) + len(victim_got) >= 300, 30, "the first 300")
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=10)
+        reader.join(timeout=10)
+        produce(broker.bootstrap, topic, values(300, "after"))
+        # Its partitions move once its session (6 s) expires, and nothing is left behind.
+        wait_for(lambda: survivor.assignment() == list(range(PARTITIONS)), 30, "a takeover")
+        expected = {m.value for m in values(300, "before") + values(300, "after")}
+        all_got = survivor.received + [v.strip().encode() for v in victim_got]
+        wait_for(lambda: expected <= set(survivor.received + [v.strip().encode()
+                                                            for v in victim_got]), 30,
+                 "every message")  # fmt: skip
+        all_got = survivor.received + [v.strip().encode() for v in victim_got]
+        duplicates = len(all_got) - len(set(all_got))
+        # Duplicates come only from offsets the victim consumed but had not committed.
+        assert duplicates <= len(victim_got), (duplicates, len(victim_got))
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        survivor.stop.set()
+        survivor.join(timeout=30)
+        if victim.stdout:
+            victim.stdout.close()
+
+
+def test_two_groups_each_receive_the_whole_stream(broker: BrokerProcess) -> None:
+    topic = unique("two-groups")
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, values(100, "both"))
+    members = [GroupMember(broker.bootstrap, unique("group"), topic) for _ in range(2)]
+    for m in members:
+        m.start()
+    try:
+        wait_for(lambda: all(len(m.received) >= 100 for m in members), 30, "both groups")
+        for m in members:
+            assert sorted(m.received) == sorted(v.value for v in values(100, "both"))
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(timeout=30)
+
+
+def sluice(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_groups_cli_list_describe_and_reset(broker: BrokerProcess) -> None:
+    topic, group = unique("cli"), unique("group")
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, values(40, "cli"), partition=0)
+    member = GroupMember(broker.bootstrap, group, topic)
+    member.start()
+    try:
+        wait_for(lambda: len(member.received) >= 40, 30, "40 messages")
+        time.sleep(0.5)  # an auto-commit
+        described = sluice("groups", "describe", "--group", group,
+                           "--bootstrap-server", broker.bootstrap)  # fmt: skip
+        assert described.returncode == 0, described.stderr
+        assert "Stable" in described.stdout and topic in described.stdout
+        row = next(line for line in described.stdout.splitlines()
+                   if line.startswith(topic) and line.split()[1] == "0")  # fmt: skip
+        assert row.split()[2:5] == ["40", "40", "0"]  # committed, log end, lag
+        listed = sluice("groups", "list", "--bootstrap-server", broker.bootstrap)
+        assert group in listed.stdout.split()
+        refused = sluice("groups", "reset-offsets", "--group", group, "--topic", topic,
+                         "--to-earliest", "--execute",
+                         "--bootstrap-server", broker.bootstrap)  # fmt: skip
+        assert refused.returncode == 1 and "active members" in refused.stderr
+    finally:
+        member.stop.set()
+        member.join(timeout=30)
+    wait_for(lambda: "Empty" in sluice("groups", "describe", "--group", group,
+                                       "--bootstrap-server", broker.bootstrap).stdout,
+             20, "the group to empty")  # fmt: skip
+    dry = sluice("groups", "reset-offsets", "--group", group, "--topic", f"{topic}:0",
+                 "--shift-by", "-15", "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert dry.returncode == 0 and "dry run" in dry.stdout
+    assert [line.split()[2:] for line in dry.stdout.splitlines() if line.startswith(topic)] == [
+        ["40", "25"]
+    ]
+    done = sluice("groups", "reset-offsets", "--group", group, "--topic", topic,
+                  "--to-offset", "10", "--execute",
+                  "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    after = sluice("groups", "describe", "--group", group, "--bootstrap-server", broker.bootstrap)
+    row = next(line for line in after.stdout.splitlines()
+               if line.startswith(topic) and line.split()[1] == "0")  # fmt: skip
+    assert row.split()[2] == "10"
