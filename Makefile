@@ -17,7 +17,7 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,spark]'
+	$(BIN)/pip install --quiet -e '.[test,spark,bench]'
 	touch $(STAMP)
 
 .PHONY: install
@@ -52,6 +52,10 @@ demo: install ## Start a standalone broker, run the main job end to end, stop ev
 .PHONY: bench
 bench: install ## Quick benchmarks (under 10 minutes); results in build/bench/
 	$(BIN)/python -m bench.run --quick
+
+.PHONY: bench-peers
+bench-peers: install ## Sluice vs Tansu, RabbitMQ, ActiveMQ (installs them when missing)
+	$(BIN)/python -m bench.run --quick --only peers
 
 .PHONY: bench-full
 bench-full: install ## Full benchmarks

@@ -1,7 +1,6 @@
-"""The broker with the client users run: confluent-kafka producing 200-byte messages in the
-paper's two settings (batches of 1 and of 50) and with librdkafka's default batching, a
-consumer reading each topic back at about 200 KB per fetch, and the broker's fetch path as a
-fraction of a raw ``os.sendfile`` of the same bytes over loopback."""
+"""The broker's fetch path as a fraction of a raw ``os.sendfile`` of the same segment over
+loopback, and the pieces the cross-system benchmarks (``bench_peers``) reuse for Sluice: the
+broker process and confluent-kafka's produce loop."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from bench.results import Results
 from broker.protocol.apis import request_type
@@ -52,6 +51,8 @@ class BrokerProcess:
                 return
             except OSError:
                 time.sleep(0.1)
+        self.proc.kill()  # the caller has no handle yet to stop it
+        self.proc.wait()
         raise RuntimeError("broker did not start")
 
     @property
@@ -87,31 +88,6 @@ def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]) ->
     if failed:
         raise RuntimeError(f"{len(failed)} messages failed: {failed[0]}")
     return elapsed
-
-
-def consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
-    """(seconds to the first message after assign, seconds to read ``count`` messages)."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"bench-{topic}",
-        "enable.auto.commit": False, "fetch.max.bytes": 204800,
-        "max.partition.fetch.bytes": 204800, "fetch.wait.max.ms": 100,
-        "message.max.bytes": 204800,
-    })  # fmt: skip
-    start = time.perf_counter()
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    first = None
-    seen = 0
-    while seen < count:
-        batch = consumer.consume(1000, timeout=5)
-        if not batch:
-            raise RuntimeError(f"{topic}: stalled after {seen} of {count} messages")
-        if first is None:
-            first = time.perf_counter() - start
-        seen += sum(1 for m in batch if m.error() is None)
-    elapsed = time.perf_counter() - start
-    consumer.close()
-    assert first is not None
-    return first, elapsed
 
 
 def raw_fetch_rate(bootstrap_port: int, topic: str, total_bytes: int) -> float:
@@ -208,29 +184,17 @@ def raw_sendfile_rate(path: Path) -> float:
 
 
 def run(results: Results, quick: bool) -> None:
+    """The fetch path against a raw sendfile of the same segment. (Produce and consume
+    throughput, Sluice's beside the other systems', are in bench_peers.)"""
     count = 200_000 if quick else 1_000_000
-    batch1_count = 50_000 if quick else 1_000_000
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir="."))
     broker = BrokerProcess(work)
     try:
-        modes = {
-            "batch 1": ({"batch.num.messages": 1, "linger.ms": 0}, batch1_count),
-            "batch 50": ({"batch.num.messages": 50, "linger.ms": 5}, count),
-            "default batching": ({}, count),
-        }
-        for mode, (settings, n) in modes.items():
-            topic = "bench-" + mode.replace(" ", "-")
-            seconds = produce(broker.bootstrap, topic, n, settings)
-            results.add("produce", "sluice", f"{mode}, msg/s", n / seconds, "msg/s")
-            results.add("produce", "sluice", f"{mode}, MB/s", n * MESSAGE / 1e6 / seconds, "MB/s")
-        for mode, (_, n) in modes.items():
-            topic = "bench-" + mode.replace(" ", "-")
-            first, seconds = consume(broker.bootstrap, topic, n)
-            results.add("consume", "sluice", f"from {mode} topic, msg/s", n / seconds, "msg/s")
-            results.add("consume", "sluice", f"first message ({mode})", first * 1000, "ms")
-        segment = next((broker.log_dir / "bench-batch-50-0").glob("*.log"))
+        topic = "bench-fetch"
+        produce(broker.bootstrap, topic, count, {"batch.num.messages": 50, "linger.ms": 5})
+        segment = next((broker.log_dir / f"{topic}-0").glob("*.log"))
         total = segment.stat().st_size
-        fetch = raw_fetch_rate(broker.port, "bench-batch-50", total)
+        fetch = raw_fetch_rate(broker.port, topic, total)
         raw = raw_sendfile_rate(segment)
         results.add("fetch_path", "raw os.sendfile", "loopback", raw, "MB/s")
         results.add("fetch_path", "sluice Fetch v11", "loopback", fetch, "MB/s")

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from bench import bench_broker, bench_log
+from bench import bench_broker, bench_log, bench_peers, plots
 from bench.results import Results, markdown
 
 
@@ -19,7 +19,7 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True)
     mode.add_argument("--full", action="store_true")
-    parser.add_argument("--only", choices=["log", "broker"], help="one group only")
+    parser.add_argument("--only", choices=["log", "broker", "peers"], help="one group only")
     args = parser.parse_args()
     quick = not args.full
     results = Results()
@@ -28,10 +28,15 @@ def main() -> int:
         print("storage engine (broker/log) against the disk", flush=True)
         bench_log.run(results, quick)
     if args.only in (None, "broker"):
-        print("broker with confluent-kafka over loopback", flush=True)
+        print("the broker's fetch path against a raw sendfile over loopback", flush=True)
         bench_broker.run(results, quick)
+    if args.only in (None, "peers"):
+        print("Sluice, Tansu, RabbitMQ, ActiveMQ: the paper's section 5 experiments", flush=True)
+        bench_peers.run(results, quick)
     command = "make bench" if quick else "make bench-full"
     path = results.save(command)
+    for png in plots.render(path.parent):
+        print(f"plot {png}")
     print(f"\n{markdown(results.items)}\n\nwrote {path} in {time.time() - started:.0f}s")
     return 0
 

@@ -1,0 +1,186 @@
+"""The Kafka-protocol systems (Sluice and Tansu) driven by confluent-kafka, as users run them.
+
+What "batch" means here (librdkafka producer, ``acks=1``, one partition):
+
+* ``batch 1``  — ``batch.num.messages=1, linger.ms=0``: one record batch, so one Produce
+  request, per message. librdkafka still pipelines up to 1,000,000 messages in flight
+  (``max.in.flight``), so the producer does not wait for each acknowledgement — like the
+  paper's producer, which did not wait at all.
+* ``batch 50`` — ``batch.num.messages=50, linger.ms=5``: record batches of up to 50 messages.
+* ``default batching`` — librdkafka's defaults (``linger.ms=5``, batches up to 1 MB / 10,000
+  messages).
+
+Produce timing is ``bench.bench_broker.produce``'s loop (it returns once every message is
+acknowledged) with the delivery reports also counted for the throughput-over-time samples.
+
+Reads use ``fetch.max.bytes = max.partition.fetch.bytes = 200 KB`` (about 1,000 messages of
+200 bytes per Fetch) and ``assign()`` at offset 0, bounded by a deadline — Tansu is reported
+to slow to a crawl on topics written one message per batch, and a read must not hang.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from bench.bench_broker import BrokerProcess
+from bench.peers import MESSAGE, Read, Sampler
+
+MODES = {
+    "batch 1": "librdkafka batch.num.messages=1, linger.ms=0 (one record batch per message, "
+    "pipelined, acks=1)",
+    "batch 50": "librdkafka batch.num.messages=50, linger.ms=5 (record batches of 50, acks=1)",
+    "default batching": "librdkafka defaults (linger.ms=5, batches up to 1 MB, acks=1)",
+}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "batch 1": {"batch.num.messages": 1, "linger.ms": 0},
+    "batch 50": {"batch.num.messages": 50, "linger.ms": 5},
+    "default batching": {},
+}
+FETCH = 200 * 1024  # bytes per Fetch, about 1,000 messages of 200 bytes
+
+
+class SluiceServer:
+    """``bench.bench_broker.BrokerProcess`` (``python -m broker broker start`` with
+    ``num.partitions=1``, default asynchronous flushing) behind the peers' start/stop."""
+
+    name = "sluice"
+
+    def __init__(self) -> None:
+        self.work = Path(tempfile.mkdtemp(prefix="sluice-sluice-"))
+        self.broker: BrokerProcess | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.broker is not None
+        return self.broker.bootstrap
+
+    @property
+    def data_dir(self) -> Path:
+        return self.work / "broker"
+
+    def start(self) -> None:
+        self.broker = BrokerProcess(self.work)
+
+    def stop(self) -> None:
+        if self.broker is not None:
+            try:
+                self.broker.stop()
+            except Exception:
+                self.broker.proc.kill()
+                self.broker.proc.wait(timeout=10)
+            self.broker = None
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+class KafkaDriver:
+    MODES = MODES
+
+    def __init__(self, system: str, bootstrap: str) -> None:
+        self.system = system
+        self.bootstrap = bootstrap
+        self.subscribe_works: bool | None = None
+
+    def create(self, topic: str) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+            try:
+                future.result(30)
+            except KafkaException as e:
+                if "TOPIC_ALREADY_EXISTS" not in str(e):
+                    raise
+
+    def produce(self, queue: str, count: int, mode: str, sampler: Sampler) -> float:
+        """``bench.bench_broker.produce`` with the acknowledged count fed to ``sampler``
+        (delivery reports, served by ``poll``); seconds until every message is acknowledged."""
+        self.create(queue)
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": 1, **SETTINGS[mode]})
+        payload = os.urandom(MESSAGE)
+        acked = [0]
+        failed: list[Any] = []
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failed.append(err)
+            acked[0] += 1
+
+        sampler.restart()
+        start = time.perf_counter()
+        for _ in range(count):
+            while True:
+                try:
+                    producer.produce(queue, payload, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+                    sampler.observe(acked[0])
+            producer.poll(0)
+            sampler.observe(acked[0])
+        deadline = start + max(600.0, count / 100)
+        while acked[0] < count and time.perf_counter() < deadline:
+            producer.poll(0.05)
+            sampler.observe(acked[0])
+        elapsed = time.perf_counter() - start
+        sampler.finish()
+        if failed or acked[0] < count:
+            raise RuntimeError(
+                f"{self.system} {queue}: {len(failed)} failed, {acked[0]} of {count} reported"
+                + (f"; first error {failed[0]}" if failed else "")
+            )
+        return elapsed
+
+    def _consumer(self, group: str, **extra: Any) -> Consumer:
+        return Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": group,
+            "enable.auto.commit": False, "fetch.max.bytes": FETCH,
+            "max.partition.fetch.bytes": FETCH, "message.max.bytes": FETCH,
+            "fetch.wait.max.ms": 100, **extra,
+        })  # fmt: skip
+
+    def consume(self, queue: str, count: int, timeout: float) -> Read:
+        consumer = self._consumer(f"bench-read-{queue}-{time.monotonic_ns()}")
+        try:
+            start = time.perf_counter()
+            consumer.assign([TopicPartition(queue, 0, 0)])
+            deadline = start + timeout
+            first: float | None = None
+            seen = 0
+            while seen < count:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                batch = consumer.consume(1000, timeout=min(left, 1.0))
+                got = sum(1 for m in batch if m.error() is None)
+                if got and first is None:
+                    first = time.perf_counter() - start
+                seen += got
+            return Read(count, seen, time.perf_counter() - start, first)
+        finally:
+            consumer.close()
+
+    def first_message(self, queue: str, timeout: float) -> tuple[str, float | None]:
+        """``subscribe()`` with a group through the broker's group coordinator; when that
+        delivers nothing within ``timeout`` (no coordinator yet), ``assign()`` instead."""
+        consumer = self._consumer(
+            f"bench-first-{queue}-{time.monotonic_ns()}", **{"auto.offset.reset": "earliest"}
+        )
+        try:
+            start = time.perf_counter()
+            consumer.subscribe([queue])
+            while time.perf_counter() - start < timeout:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    self.subscribe_works = True
+                    return "subscribe", time.perf_counter() - start
+        finally:
+            consumer.close()
+        self.subscribe_works = False
+        read = self.consume(queue, 1, timeout)
+        return "assign (subscribe delivered nothing)", read.first
