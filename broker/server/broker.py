@@ -45,6 +45,7 @@ from broker.protocol import (
     decode_request,
     encode_unsupported_version,
 )
+from broker.replication.replica_manager import ReplicaManager
 from broker.server.metrics import BrokerMetrics
 from broker.server.purgatory import FetchPurgatory
 
@@ -67,6 +68,8 @@ FDS_PER_PARTITION = 3
 FD_HEADROOM = 64
 
 Handler = Callable[["Broker", Any], Awaitable[Response]]
+_API_NAMES = {int(key): key.name.lower() for key in ApiKey}
+_PRODUCE_KEY = int(ApiKey.PRODUCE).to_bytes(2, "big")
 
 
 class _FdFile:
@@ -102,6 +105,7 @@ class Broker:
         self.purgatory = FetchPurgatory()
         self.metrics = BrokerMetrics(self.log_manager.logs)
         self.offsets: OffsetStore | None = None
+        self.replicas: ReplicaManager | None = None  # cluster mode only
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -120,6 +124,12 @@ class Broker:
     def topic_log_config(self, topic: str) -> LogConfig:
         info = self.metadata.get(topic)
         return self.config.log.with_overrides(info.config) if info else self.config.log
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's ``min.insync.replicas``, else the broker's."""
+        info = self.metadata.get(topic)
+        raw = info.config.get("min.insync.replicas") if info is not None else None
+        return int(raw) if raw else self.config.min_insync_replicas
 
     def log_for(self, topic: str, partition: int) -> Log | None:
         """The partition's log, or None when the topic or partition does not exist."""
@@ -271,11 +281,21 @@ class Broker:
                 # Requests of one connection are handled one at a time, in order, as Kafka
                 # does (it mutes the channel): a producer's pipelined batches are appended in
                 # the order sent, which idempotence depends on.
+                # Responses to pipelined requests go out in one write per chunk read (one
+                # send syscall instead of one per response, which profiling showed costly
+                # for a batch-of-1 producer); anything that may wait flushes them first.
+                pending: list[bytes] = []
                 while (frame := decoder.next_frame()) is not NEED_DATA:
                     assert isinstance(frame, bytes | bytearray | memoryview)
+                    if pending and (frame[:2] != _PRODUCE_KEY or self.replicas is not None):
+                        await self._flush(writer, pending)
                     response = await self.handle_frame(frame)
-                    if response is not None:
+                    if isinstance(response, bytes):
+                        pending.append(response)
+                    elif response is not None:
+                        await self._flush(writer, pending)
                         await self._write(writer, response)
+                await self._flush(writer, pending)
                 if not data:
                     break
         except RemoteProtocolError as exc:
@@ -304,12 +324,19 @@ class Broker:
                 request.api_key, request.api_version, request.correlation_id,
                 f"api key {request.api_key} is not handled by this broker",
             )  # fmt: skip
-        api = ApiKey(request.api_key).name.lower()
         started = time.perf_counter()
         response = await handler(self, request)
-        self.metrics.requests.labels(api).inc()
-        self.metrics.latency.labels(api).observe(time.perf_counter() - started)
+        self.metrics.record_request(_API_NAMES[request.api_key], time.perf_counter() - started)
         return response
+
+    @staticmethod
+    async def _flush(writer: asyncio.StreamWriter, pending: list[bytes]) -> None:
+        if not pending:
+            return
+        writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        pending.clear()
+        if writer.transport.get_write_buffer_size() > 1 << 20:
+            await writer.drain()
 
     async def _write(
         self, writer: asyncio.StreamWriter, response: bytes | EncodedFetchResponse

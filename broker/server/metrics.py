@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -59,3 +60,22 @@ class BrokerMetrics:
             buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30),
         )
         self.registry.register(_LogCollector(logs))
+        # labels() costs a lock and a dict lookup per call; the hot path keeps the children.
+        self._in: dict[str, tuple[Any, Any]] = {}
+        self._api: dict[str, tuple[Any, Any]] = {}
+
+    def record_append(self, topic: str, size: int, records: int) -> None:
+        children = self._in.get(topic)
+        if children is None:
+            children = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
+            self._in[topic] = children
+        children[0].inc(size)
+        children[1].inc(records)
+
+    def record_request(self, api: str, seconds: float) -> None:
+        children = self._api.get(api)
+        if children is None:
+            children = (self.requests.labels(api), self.latency.labels(api))
+            self._api[api] = children
+        children[0].inc()
+        children[1].observe(seconds)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.log.errors import InvalidRecordError, StorageError
-from broker.log.log import Log
+from broker.log.log import AppendInfo, Log
 from broker.log.record_batch import peek_size
 from broker.log.topic_partition import TopicPartition
 from broker.protocol import Request
+from broker.protocol.build import ms
+from broker.protocol.produce_codec import PartitionResult, encode_produce_response
 from broker.server import error_codes as ec
 from broker.server.responses import respond
 
@@ -28,72 +30,106 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _partition_result(partition: int, error_code: int = ec.NONE) -> dict[str, Any]:
-    """A partition's answer with every field of every version (``build`` drops the extra)."""
-    return {
-        "index": partition,
-        "error_code": error_code,
-        "base_offset": -1,
-        "log_append_time": -1,
-        "log_start_offset": -1,
-        "record_errors": [],
-        "error_message": None,
-    }
+def _check_one_batch(records: bytes | bytearray | memoryview | None) -> None:
+    if not records:
+        raise InvalidRecordError("expected one record batch, found no records")
+    size = peek_size(records)
+    if size != len(records):
+        raise InvalidRecordError(
+            f"expected exactly one record batch of {len(records)} bytes, found one of {size} bytes"
+        )
 
 
-def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
-    result = _partition_result(partition)
+def _refused(partition: int, exc: Exception, topic: str) -> PartitionResult:
+    log.info("produce to %s-%d refused: %s", topic, partition, exc)
+    return PartitionResult(partition, ec.code_for(exc), error_message=str(exc))
+
+
+def _accepted(broker: Broker, topic: str, partition: int, info: AppendInfo) -> PartitionResult:
+    if not info.duplicate:
+        broker.metrics.record_append(topic, info.size, info.record_count)
+        broker.notify_append(TopicPartition(topic, partition))
+    return PartitionResult(
+        partition, ec.NONE, info.first_offset, info.log_append_time, info.log_start_offset
+    )
+
+
+def _append_standalone(
+    broker: Broker, topic: str, partition: int, records: bytes | memoryview | None
+) -> PartitionResult:
     partition_log = broker.log_for(topic, partition)
     if partition_log is None:
-        result["error_code"] = ec.UNKNOWN_TOPIC_OR_PARTITION
-        return result
+        return PartitionResult(partition, ec.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        if not records:
-            raise InvalidRecordError("expected one record batch, found no records")
-        if peek_size(records) != len(records):
-            raise InvalidRecordError(
-                f"expected exactly one record batch of {len(records)} bytes, "
-                f"found one of {peek_size(records)} bytes"
-            )
+        _check_one_batch(records)
+        assert records is not None
         info = partition_log.append(records, leader_epoch=0)
     except StorageError as exc:
-        result["error_code"] = ec.code_for(exc)
-        result["error_message"] = str(exc)
-        log.info("produce to %s-%d refused: %s", topic, partition, exc)
-        return result
-    result["base_offset"] = info.first_offset
-    result["log_append_time"] = info.log_append_time
-    result["log_start_offset"] = info.log_start_offset
-    if not info.duplicate:
-        broker.metrics.bytes_in.labels(topic).inc(info.size)
-        broker.metrics.messages_in.labels(topic).inc(info.record_count)
-        broker.notify_append(TopicPartition(topic, partition))
-    return result
+        return _refused(partition, exc, topic)
+    return _accepted(broker, topic, partition, info)
+
+
+async def _append_replicated(
+    broker: Broker, topic: str, partition: int, records: bytes | memoryview | None, acks: int,
+    timeout_ms: int,
+) -> PartitionResult:  # fmt: skip
+    assert broker.replicas is not None
+    if broker.metadata.get(topic) is None:
+        return PartitionResult(partition, ec.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        _check_one_batch(records)
+        assert records is not None
+        result = await broker.replicas.append(
+            topic, partition, records, acks=acks, timeout_ms=timeout_ms,
+            min_insync_replicas=broker.min_insync_replicas(topic),
+        )  # fmt: skip
+    except StorageError as exc:
+        return _refused(partition, exc, topic)
+    if result.error != ec.NONE or result.info is None:
+        return PartitionResult(partition, result.error, error_message=result.message)
+    return _accepted(broker, topic, partition, result.info)
 
 
 async def handle_produce(broker: Broker, request: Request) -> bytes | None:
     body = request.body
     acks = body.acks
-    responses = []
+    topics: list[tuple[str, list[PartitionResult]]] = []
     to_flush: set[Log] = set()
-    for topic_data in body.topic_data:
-        partitions = []
-        for pd in topic_data.partition_data:
-            if acks not in (0, 1, -1):
-                partitions.append(_partition_result(pd.index, ec.INVALID_REQUIRED_ACKS))
-                continue
-            result = _append(broker, topic_data.name, pd.index, pd.records)
-            partitions.append(result)
-            partition_log = broker.log_manager.get_log(topic_data.name, pd.index)
-            if result["error_code"] == ec.NONE and partition_log and partition_log.needs_flush():
-                to_flush.add(partition_log)
-        responses.append({"name": topic_data.name, "partition_responses": partitions})
+    if broker.replicas is not None:
+        # Cluster mode: every partition's (possibly delayed, acks=-1) append at once.
+        for topic_data in body.topic_data:
+            results = await asyncio.gather(*(
+                _append_replicated(broker, topic_data.name, pd.index, pd.records, acks,
+                                   ms(body.timeout))
+                if acks in (0, 1, -1)
+                else _invalid_acks(pd.index)
+                for pd in topic_data.partition_data
+            ))  # fmt: skip
+            topics.append((topic_data.name, list(results)))
+    else:
+        for topic_data in body.topic_data:
+            partitions = []
+            for pd in topic_data.partition_data:
+                if acks not in (0, 1, -1):
+                    partitions.append(PartitionResult(pd.index, ec.INVALID_REQUIRED_ACKS))
+                    continue
+                result = _append_standalone(broker, topic_data.name, pd.index, pd.records)
+                partitions.append(result)
+                if result.error_code == ec.NONE:
+                    partition_log = broker.log_manager.get_log(topic_data.name, pd.index)
+                    if partition_log is not None and partition_log.needs_flush():
+                        to_flush.add(partition_log)
+            topics.append((topic_data.name, partitions))
     if acks == 0:
         return None
     if to_flush:
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, lg.flush) for lg in to_flush))
-    return respond(request, {"responses": responses, "throttle_time": 0})
+    return encode_produce_response(request.correlation_id, request.api_version, topics)
+
+
+async def _invalid_acks(partition: int) -> PartitionResult:
+    return PartitionResult(partition, ec.INVALID_REQUIRED_ACKS)
 
 
 async def handle_init_producer_id(broker: Broker, request: Request) -> bytes:
