@@ -15,6 +15,9 @@ default.replication.factor                 1
 auto.create.topics.enable                  true
 socket.request.max.bytes                   104857600                  largest request
 zookeeper.connect                          (unset: standalone mode)
+zookeeper.session.timeout.ms               18000
+zookeeper.connection.timeout.ms            18000
+offsets.commit.timeout.ms                  5000                       acks=all for commits
 min.insync.replicas                        1
 replica.lag.time.max.ms                    30000
 unclean.leader.election.enable             false
@@ -88,6 +91,9 @@ class BrokerConfig:
     auto_create_topics: bool = True
     socket_request_max_bytes: int = 104_857_600
     zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    offsets_commit_timeout_ms: int = 5_000
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30_000
     unclean_leader_election: bool = False
@@ -143,6 +149,9 @@ class BrokerConfig:
             auto_create_topics=_bool(props, "auto.create.topics.enable", True),
             socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104_857_600),
             zookeeper_connect=props.get("zookeeper.connect") or None,
+            zookeeper_session_timeout_ms=_int(props, "zookeeper.session.timeout.ms", 18_000),
+            zookeeper_connection_timeout_ms=_int(props, "zookeeper.connection.timeout.ms", 18_000),
+            offsets_commit_timeout_ms=_int(props, "offsets.commit.timeout.ms", 5_000),
             min_insync_replicas=_int(props, "min.insync.replicas", 1),
             replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000),
             unclean_leader_election=_bool(props, "unclean.leader.election.enable", False),

@@ -69,6 +69,14 @@ Key = tuple[str, str, int]
 Appender = Callable[[int, bytes], Awaitable[None]]
 
 
+class OffsetCommitFailedError(Exception):
+    """A commit batch was not made durable (e.g. the partition's leadership moved)."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(f"offset commit failed with error {error_code}: {message}")
+        self.error_code = error_code
+
+
 class OffsetStore:
     """Committed offsets in memory, made durable by appending to ``__consumer_offsets``.
 

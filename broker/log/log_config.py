@@ -55,10 +55,12 @@ class LogConfig:
         """A copy with topic-level keys (``retention.ms=...``) applied."""
         changes: dict[str, Any] = {}
         for key, raw in topic_config.items():
+            if key in REPLICATION_TOPIC_KEYS:
+                REPLICATION_TOPIC_KEYS[key](raw)  # validated here, used by replication
+                continue
             if key not in TOPIC_KEYS:
-                raise ValueError(
-                    f"unknown topic config {key!r}; expected one of {sorted(TOPIC_KEYS)}"
-                )
+                known = sorted([*TOPIC_KEYS, *REPLICATION_TOPIC_KEYS])
+                raise ValueError(f"unknown topic config {key!r}; expected one of {known}")
             name = TOPIC_KEYS[key]
             changes[name] = _convert(name, raw)
         return dataclasses.replace(self, **changes)
@@ -107,6 +109,32 @@ TOPIC_KEYS = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "message.timestamp.type": "message_timestamp_type",
     "read.flushed.only": "read_flushed_only",
+}
+
+
+def _check_min_isr(raw: str) -> None:
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"min.insync.replicas: expected an integer >= 1, found {raw!r}")
+
+
+def _check_bool(key: str) -> Any:
+    def check(raw: str) -> None:
+        if raw.strip().lower() not in ("true", "false"):
+            raise ValueError(f"{key}: expected true or false, found {raw!r}")
+
+    return check
+
+
+def _check_cleanup_policy(raw: str) -> None:
+    if raw.strip() != "delete":
+        raise ValueError(f"cleanup.policy: Sluice supports 'delete' only, found {raw!r}")
+
+
+# Topic keys that are not log settings: replication reads them from the topic's config.
+REPLICATION_TOPIC_KEYS: dict[str, Any] = {
+    "min.insync.replicas": _check_min_isr,
+    "unclean.leader.election.enable": _check_bool("unclean.leader.election.enable"),
+    "cleanup.policy": _check_cleanup_policy,
 }
 
 _BROKER_KEYS = [

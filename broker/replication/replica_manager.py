@@ -73,6 +73,7 @@ class ReplicaManager:
         *,
         replica_lag_time_max_ms: int = 30_000,
         on_high_watermark: Callable[[TopicPartition], None] = lambda _tp: None,
+        on_role_change: Callable[[TopicPartition, Role, Log | None], None] = lambda *_: None,
     ) -> None:
         self.broker_id = broker_id
         self.cluster = cluster
@@ -80,6 +81,7 @@ class ReplicaManager:
         self._delete_log = delete_log
         self.max_lag_ms = replica_lag_time_max_ms
         self._on_hw = on_high_watermark
+        self._on_role = on_role_change
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[int]]]] = {}
@@ -148,6 +150,7 @@ class ReplicaManager:
                         state.leader_epoch, replicas, state.isr, state.zk_version
                     )
                     log.info("%s: leader at epoch %d, isr %s", tp, state.leader_epoch, state.isr)
+                    self._on_role(tp, Role.LEADER, partition.log)
                 else:
                     partition.update_state(state.isr, state.zk_version)
                 self._completed_by_hw(tp, partition)
@@ -159,14 +162,17 @@ class ReplicaManager:
                 if moved:
                     self._follow(tp, partition, state.leader)
                     log.info("%s: following %d at epoch %d", tp, state.leader, state.leader_epoch)
+                    self._on_role(tp, Role.FOLLOWER, partition.log)
             else:
                 partition.role = Role.NONE
                 self._unfollow(tp)
                 self._fail_waiters(tp)
+                self._on_role(tp, Role.NONE, partition.log)
 
     def _drop(self, tp: TopicPartition, delete: bool) -> None:
         if self.partitions.pop(tp, None) is None:
             return
+        self._on_role(tp, Role.NONE, None)
         self._unfollow(tp)
         self._fail_waiters(tp)
         if delete:

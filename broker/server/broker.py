@@ -22,13 +22,21 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kazoo.client import KazooClient
 from prometheus_client import start_http_server
 
+from broker.cluster.cluster_metadata import ClusterMetadata
 from broker.cluster.local_metadata import LocalMetadataStore
-from broker.cluster.topic_metadata import InvalidConfigError, InvalidPartitionsError, TopicInfo
+from broker.cluster.topic_metadata import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    MetadataStore,
+    TopicInfo,
+)
 from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.offset_store import OffsetStore
+from broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
+from broker.groups.offset_store import OffsetCommitFailedError, OffsetStore
 from broker.log.errors import StorageError
 from broker.log.log import Log
 from broker.log.log_config import LogConfig
@@ -45,6 +53,7 @@ from broker.protocol import (
     decode_request,
     encode_unsupported_version,
 )
+from broker.replication.partition import Role
 from broker.replication.replica_manager import ReplicaManager
 from broker.server.metrics import BrokerMetrics
 from broker.server.purgatory import FetchPurgatory
@@ -69,6 +78,8 @@ FD_HEADROOM = 64
 
 Handler = Callable[["Broker", Any], Awaitable[Response]]
 _API_NAMES = {int(key): key.name.lower() for key in ApiKey}
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
 _PRODUCE_KEY = int(ApiKey.PRODUCE).to_bytes(2, "big")
 
 
@@ -87,13 +98,18 @@ class _FdFile:
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
-        if not config.standalone:
-            raise NotImplementedError(
-                "cluster mode (zookeeper.connect) is not built yet; unset zookeeper.connect "
-                "to run a standalone broker"
-            )
         self.config = config
-        self.metadata = LocalMetadataStore(config.log_dirs[0], config.broker_id)
+        self.zk: KazooClient | None = None
+        self.cluster: ClusterMetadata | None = None
+        self.metadata: MetadataStore
+        if config.standalone:
+            self.metadata = LocalMetadataStore(config.log_dirs[0], config.broker_id)
+        else:
+            # Cluster mode: topics, leaders and ISRs live in ZooKeeper (registered once the
+            # listener is bound, so the advertised port is known).
+            self.zk = KazooClient(
+                hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000
+            )
         self.log_manager = LogManager(
             config.log_dirs,
             config.log,
@@ -122,6 +138,10 @@ class Broker:
     # -- topics and partitions -------------------------------------------------------------
 
     def topic_log_config(self, topic: str) -> LogConfig:
+        if self.zk is not None and self.cluster is None:
+            # Loading logs before joining the cluster: broker defaults for now; the topic's
+            # overrides are applied when the replica manager takes the partition on.
+            return self.config.log
         info = self.metadata.get(topic)
         return self.config.log.with_overrides(info.config) if info else self.config.log
 
@@ -131,8 +151,25 @@ class Broker:
         raw = info.config.get("min.insync.replicas") if info is not None else None
         return int(raw) if raw else self.config.min_insync_replicas
 
+    def leader_log(self, topic: str, partition: int) -> tuple[Log | None, int]:
+        """(the partition's log, 0) where this broker may serve clients from it, else
+        (None, UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER)."""
+        if self.replicas is None:
+            found = self.log_for(topic, partition)
+            return found, 0 if found is not None else UNKNOWN_TOPIC_OR_PARTITION
+        info = self.metadata.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None, UNKNOWN_TOPIC_OR_PARTITION
+        leading = self.replicas.leader_partition(topic, partition)
+        if leading is None:
+            return None, NOT_LEADER_OR_FOLLOWER
+        return leading.log, 0
+
     def log_for(self, topic: str, partition: int) -> Log | None:
-        """The partition's log, or None when the topic or partition does not exist."""
+        """The partition's log, or None when the topic or partition does not exist (or, in
+        cluster mode, when this broker does not lead it)."""
+        if self.replicas is not None:
+            return self.leader_log(topic, partition)[0]
         info = self.metadata.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return None
@@ -168,6 +205,8 @@ class Broker:
         info = self.metadata.create_topic(
             name, partitions, replication_factor, config, validate_only=validate_only
         )
+        if self.cluster is not None:
+            return info  # each replica creates its log when the controller assigns it
         if not validate_only:
             try:
                 for p in range(partitions):
@@ -184,6 +223,8 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         info = self.metadata.delete_topic(name)
+        if self.cluster is not None:
+            return  # the controller removes it; replicas delete their logs when it is gone
         for p in range(info.partitions):
             self.log_manager.delete_log(name, p)
         log.info("deleted topic %s", name)
@@ -193,12 +234,15 @@ class Broker:
     def startup(self) -> None:
         started = time.monotonic()
         self.log_manager.startup()
-        for info in self.metadata.topics().values():
-            for p in range(info.partitions):
-                self.log_manager.get_or_create_log(info.name, p)
-        self.offsets = OffsetStore.standalone(
-            self.log_manager, self.metadata, self.config.offsets_topic_num_partitions
-        )
+        if self.zk is None:
+            for info in self.metadata.topics().values():
+                for p in range(info.partitions):
+                    self.log_manager.get_or_create_log(info.name, p)
+            self.offsets = OffsetStore.standalone(
+                self.log_manager, self.metadata, self.config.offsets_topic_num_partitions
+            )
+        else:
+            self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
         self.log_manager.start_background()
         log.info(
             "broker %d loaded %d partitions in %.2fs (%d bytes cut by recovery)",
@@ -229,6 +273,8 @@ class Broker:
                 reuse_address=True,
             )
             self.port = self._server.sockets[0].getsockname()[1]
+            if self.zk is not None:
+                await self._join_cluster()
             if self.config.metrics_port is not None:
                 start_http_server(
                     self.config.metrics_port,
@@ -236,15 +282,83 @@ class Broker:
                     registry=self.metrics.registry,
                 )
             log.info(
-                "broker %d listening on %s:%d (standalone, log dirs %s)",
+                "broker %d listening on %s:%d (%s, log dirs %s)",
                 self.config.broker_id,
                 listener.host,
                 self.port,
+                "standalone" if self.zk is None else f"cluster {self.config.zookeeper_connect}",
                 ",".join(self.config.log_dirs),
             )
             await self._stopped.wait()
         finally:
             await self._shutdown()
+
+    async def _join_cluster(self) -> None:
+        """Register in ZooKeeper, start the controller candidate and the replica manager."""
+        assert self.zk is not None
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        self.cluster = ClusterMetadata(
+            self.zk,
+            cfg.broker_id,
+            listener_host=cfg.advertised.host,
+            listener_port=cfg.advertised.port or self.port,
+            default_replication_factor=cfg.default_replication_factor,
+            num_partitions=cfg.num_partitions,
+            unclean_leader_election=cfg.unclean_leader_election,
+        )
+        self.metadata = self.cluster
+
+        async def append_offsets(partition: int, batch: bytes) -> None:
+            assert self.replicas is not None
+            result = await self.replicas.append(
+                OFFSETS_TOPIC, partition, batch, acks=-1, timeout_ms=cfg.offsets_commit_timeout_ms,
+                min_insync_replicas=1,
+            )  # fmt: skip
+            if result.error != 0:
+                raise OffsetCommitFailedError(result.error, result.message or "")
+
+        self.offsets = OffsetStore(cfg.offsets_topic_num_partitions, append_offsets)
+        self.replicas = ReplicaManager(
+            cfg.broker_id,
+            self.cluster,
+            self._replica_log,
+            self._delete_log,
+            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            on_high_watermark=self.purgatory.notify,
+            on_role_change=self._on_role_change,
+        )
+        await loop.run_in_executor(None, self.cluster.start)
+        self.replicas.start()
+
+    def _replica_log(self, topic: str, partition: int) -> Log:
+        config = self.topic_log_config(topic)
+        partition_log = self.log_manager.get_or_create_log(topic, partition, config)
+        partition_log.config = config  # a log loaded at startup gets the topic's overrides
+        return partition_log
+
+    def _delete_log(self, topic: str, partition: int) -> None:
+        self.log_manager.delete_log(topic, partition)
+
+    def _on_role_change(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
+        """Coordinate the groups of the offsets partitions this broker leads."""
+        if tp.topic != OFFSETS_TOPIC or self.offsets is None:
+            return
+        if role is Role.LEADER and partition_log is not None:
+            live = self.offsets.load_partition(tp.partition, partition_log)
+            log.info("coordinating groups of %s (%d committed offsets)", tp, live)
+        else:
+            self.offsets.unload_partition(tp.partition)
+
+    def is_coordinator(self, group_id: str) -> bool:
+        """Whether this broker coordinates ``group_id`` (always, standalone)."""
+        if self.replicas is None or self.offsets is None:
+            return True
+        partition = self.offsets.partition_for(group_id)
+        return (
+            partition in self.offsets.loaded
+            and self.replicas.leader_partition(OFFSETS_TOPIC, partition) is not None
+        )
 
     def stop(self) -> None:
         self._stopped.set()
@@ -260,6 +374,15 @@ class Broker:
         if self._server is not None:
             await self._server.wait_closed()
         self.groups.close()
+        loop = asyncio.get_running_loop()
+        if self.replicas is not None:
+            await self.replicas.stop()
+        if self.cluster is not None:
+            # Deregister first: the controller moves leadership away before the logs close.
+            await loop.run_in_executor(None, self.cluster.stop)
+        if self.zk is not None:
+            await loop.run_in_executor(None, self.zk.stop)
+            self.zk.close()
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         log.info("broker %d stopped cleanly", self.config.broker_id)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from broker.protocol import ApiKey
 from broker.server.handlers import (
+    epochs,
     fetch,
     groups,
     list_offsets,
@@ -40,4 +41,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LEAVE_GROUP: groups.handle_leave_group,
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: epochs.handle_offset_for_leader_epoch,
 }

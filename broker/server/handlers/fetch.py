@@ -16,7 +16,7 @@ Transactions are not supported, so the last stable offset is the high watermark.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.log.errors import OffsetOutOfRangeError
 from broker.log.log_segment import FileSlice
@@ -42,9 +42,16 @@ def _read_all(broker: Broker, request: Request) -> tuple[list[FetchTopic], int, 
         for p in t.partitions:
             out = FetchPartition(partition_index=p.partition, records=b"")
             partitions.append(out)
-            partition_log = broker.log_for(t.topic, p.partition)
-            if partition_log is None:
-                out.error_code = ec.UNKNOWN_TOPIC_OR_PARTITION
+            partition_log, error = broker.leader_log(t.topic, p.partition)
+            if partition_log is not None:
+                error = _check_leader_epoch(broker, t.topic, p)
+            if error == ec.NONE and body.replica_id >= 0 and broker.replicas is not None:
+                # A follower: its fetch offset is its log end; the leader's HW may move.
+                error = broker.replicas.record_follower_fetch(
+                    body.replica_id, t.topic, p.partition, p.fetch_offset
+                )
+            if partition_log is None or error != ec.NONE:
+                out.error_code = error
                 has_error = True
                 continue
             limit = min(p.partition_max_bytes, remaining)
@@ -69,6 +76,23 @@ def _read_all(broker: Broker, request: Request) -> tuple[list[FetchTopic], int, 
                 remaining -= info.size
         topics.append(FetchTopic(topic=t.topic, partitions=partitions))
     return topics, total, has_error
+
+
+def _check_leader_epoch(broker: Broker, topic: str, p: Any) -> int:
+    """KIP-320: a client that knows a newer epoch than ours talks to a stale leader
+    (UNKNOWN_LEADER_EPOCH); one with an older epoch has stale metadata (FENCED_LEADER_EPOCH).
+    -1 (or Fetch before v9) skips the check."""
+    current = getattr(p, "current_leader_epoch", -1)
+    if current < 0 or broker.replicas is None:
+        return ec.NONE
+    leading = broker.replicas.leader_partition(topic, p.partition)
+    if leading is None:
+        return ec.NOT_LEADER_OR_FOLLOWER
+    if current < leading.leader_epoch:
+        return ec.FENCED_LEADER_EPOCH
+    if current > leading.leader_epoch:
+        return ec.UNKNOWN_LEADER_EPOCH
+    return ec.NONE
 
 
 async def handle_fetch(broker: Broker, request: Request) -> EncodedFetchResponse:

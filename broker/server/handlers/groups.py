@@ -28,6 +28,10 @@ def _client(request: Request) -> str:
 
 async def handle_join_group(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not broker.is_coordinator(body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": ec.NOT_COORDINATOR,
+                                 "generation_id": -1, "protocol_name": "", "leader": "",
+                                 "member_id": body.member_id, "members": []})  # fmt: skip
     session_ms = ms(body.session_timeout)
     rebalance = getattr(body, "rebalance_timeout", None)
     result = await broker.groups.join(
@@ -61,6 +65,9 @@ async def handle_join_group(broker: Broker, request: Request) -> bytes:
 
 async def handle_sync_group(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not broker.is_coordinator(body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": ec.NOT_COORDINATOR,
+                                 "assignment": b""})  # fmt: skip
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
     result = await broker.groups.sync(
         body.group_id, body.generation_id, body.member_id, assignments
@@ -73,7 +80,11 @@ async def handle_sync_group(broker: Broker, request: Request) -> bytes:
 
 async def handle_heartbeat(broker: Broker, request: Request) -> bytes:
     body = request.body
-    error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+    error = (
+        broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+        if broker.is_coordinator(body.group_id)
+        else ec.NOT_COORDINATOR
+    )
     return respond(request, {"throttle_time": 0, "error_code": error})
 
 

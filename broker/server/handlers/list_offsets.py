@@ -25,11 +25,16 @@ async def handle_list_offsets(broker: Broker, request: Request) -> bytes:
             out = {"partition_index": p.partition_index, "error_code": ec.NONE,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}  # fmt: skip
             partitions.append(out)
-            partition_log = broker.log_for(t.name, p.partition_index)
+            partition_log, error = broker.leader_log(t.name, p.partition_index)
             if partition_log is None:
-                out["error_code"] = ec.UNKNOWN_TOPIC_OR_PARTITION
+                out["error_code"] = error
                 continue
-            out["leader_epoch"] = 0
+            leading = (
+                broker.replicas.leader_partition(t.name, p.partition_index)
+                if (broker.replicas is not None)
+                else None
+            )
+            out["leader_epoch"] = leading.leader_epoch if leading is not None else 0
             if p.timestamp == LATEST:
                 out["offset"] = partition_log.high_watermark
             elif p.timestamp == EARLIEST:

@@ -31,22 +31,35 @@ async def handle_api_versions(broker: Broker, request: Request) -> bytes:
 
 def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
     node = broker.config.broker_id
+    cluster = broker.cluster
+    if cluster is None:
+        partitions = [
+            {"error_code": ec.NONE, "partition_index": p, "leader_id": node, "leader_epoch": 0,
+             "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
+            for p in range(info.partitions)
+        ]  # fmt: skip
+    else:
+        live = set(cluster.brokers())
+        partitions = []
+        for p in range(info.partitions):
+            replicas = list(cluster.replicas(info.name, p))
+            state = cluster.partition_state(info.name, p)
+            leader = state.leader if state is not None else -1
+            partitions.append({
+                # No leader yet (being created) or none alive: clients retry after a refresh.
+                "error_code": ec.NONE if leader >= 0 else ec.LEADER_NOT_AVAILABLE,
+                "partition_index": p,
+                "leader_id": leader,
+                "leader_epoch": state.leader_epoch if state is not None else -1,
+                "replica_nodes": replicas,
+                "isr_nodes": list(state.isr) if state is not None else [],
+                "offline_replicas": [r for r in replicas if r not in live],
+            })  # fmt: skip
     return {
         "error_code": ec.NONE,
         "name": info.name,
         "is_internal": info.internal,
-        "partitions": [
-            {
-                "error_code": ec.NONE,
-                "partition_index": p,
-                "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
-            for p in range(info.partitions)
-        ],
+        "partitions": partitions,
     }
 
 
@@ -83,14 +96,23 @@ async def handle_metadata(broker: Broker, request: Request) -> bytes:
                 )
             else:
                 topics.append(_topic_entry(broker, info))
-    adv = cfg.advertised
+    if broker.cluster is None:
+        adv = cfg.advertised
+        brokers = [{"node_id": cfg.broker_id, "host": adv.host, "port": broker.port}]
+        controller = cfg.broker_id
+    else:
+        brokers = [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in broker.cluster.brokers().values()
+        ]
+        controller = broker.cluster.controller_id()
     return respond(
         request,
         {
             "throttle_time": 0,
-            "brokers": [{"node_id": cfg.broker_id, "host": adv.host, "port": broker.port}],
+            "brokers": brokers,
             "cluster_id": broker.metadata.cluster_id,
-            "controller_id": cfg.broker_id,
+            "controller_id": controller,
             "topics": topics,
         },
     )

@@ -9,10 +9,13 @@ the group has no members).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.groups.offset_store import CommittedOffset
+from broker.cluster.topic_metadata import TopicExistsError
+from broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
+from broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from broker.protocol import Request
 from broker.server import error_codes as ec
 from broker.server.responses import respond
@@ -30,12 +33,50 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> bytes:
         return respond(request, {"throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
                                  "error_message": "transactions are not supported",
                                  "node_id": -1, "host": "", "port": -1})  # fmt: skip
-    adv = broker.config.advertised
+    if broker.cluster is None:
+        adv = broker.config.advertised
+        node, host, port = broker.config.broker_id, adv.host, broker.port
+    else:
+        found = _coordinator_in_cluster(broker, request.body.key)
+        if found is None:
+            return respond(request, {
+                "throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "the group's offsets partition has no leader yet",
+                "node_id": -1, "host": "", "port": -1,
+            })  # fmt: skip
+        node, host, port = found
     return respond(
         request,
         {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
-         "node_id": broker.config.broker_id, "host": adv.host, "port": broker.port},
+         "node_id": node, "host": host, "port": port},
     )  # fmt: skip
+
+
+def _coordinator_in_cluster(broker: Broker, group_id: str) -> tuple[int, str, int] | None:
+    """The leader of the group's ``__consumer_offsets`` partition (creating the topic on
+    first use, as Kafka does: replication min(3, live brokers))."""
+    cluster = broker.cluster
+    assert cluster is not None and broker.offsets is not None
+    if cluster.get(OFFSETS_TOPIC) is None:
+        replication = min(3, len(cluster.brokers()))
+        with contextlib.suppress(TopicExistsError):  # another broker created it meanwhile
+            cluster.create_topic(
+                OFFSETS_TOPIC, broker.config.offsets_topic_num_partitions, replication, {},
+                internal=True,
+            )  # fmt: skip
+    state = cluster.partition_state(OFFSETS_TOPIC, broker.offsets.partition_for(group_id))
+    if state is None or state.leader < 0:
+        return None
+    leader = cluster.brokers().get(state.leader)
+    if leader is None:
+        return None
+    return leader.broker_id, leader.host, leader.port
+
+
+def _exists(broker: Broker, topic: str, partition: int) -> bool:
+    """Whether the partition exists in the cluster (the coordinator need not host it)."""
+    info = broker.metadata.get(topic)
+    return info is not None and 0 <= partition < info.partitions
 
 
 async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
@@ -45,8 +86,12 @@ async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
     accepted: list[tuple[str, int, CommittedOffset]] = []
     topics = []
     # Members of a managed group commit for their generation; assign() consumers with -1.
-    group_error = broker.groups.validate_commit(
-        body.group_id, body.generation_id_or_member_epoch, body.member_id
+    group_error = (
+        broker.groups.validate_commit(
+            body.group_id, body.generation_id_or_member_epoch, body.member_id
+        )
+        if broker.is_coordinator(body.group_id)
+        else ec.NOT_COORDINATOR
     )
     for t in body.topics:
         partitions: list[dict[str, Any]] = []
@@ -56,7 +101,7 @@ async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
                 code = ec.INVALID_GROUP_ID
             elif group_error != ec.NONE:
                 code = group_error
-            elif broker.log_for(t.name, p.partition_index) is None:
+            elif not _exists(broker, t.name, p.partition_index):
                 code = ec.UNKNOWN_TOPIC_OR_PARTITION
             elif p.committed_metadata and len(p.committed_metadata) > MAX_METADATA_BYTES:
                 code = OFFSET_METADATA_TOO_LARGE
@@ -68,13 +113,28 @@ async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
                 )  # fmt: skip
             partitions.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": t.name, "partitions": partitions})
-    await broker.offsets.commit(body.group_id, accepted)
+    try:
+        await broker.offsets.commit(body.group_id, accepted)
+    except OffsetCommitFailedError as exc:
+        # Not made durable (leadership moved, ISR too small): the client retries elsewhere.
+        code = (
+            ec.NOT_COORDINATOR
+            if exc.error_code == ec.NOT_LEADER_OR_FOLLOWER
+            else (ec.COORDINATOR_NOT_AVAILABLE)
+        )
+        for t in topics:
+            for p in t["partitions"]:
+                if p["error_code"] == ec.NONE:
+                    p["error_code"] = code
     return respond(request, {"throttle_time": 0, "topics": topics})
 
 
 async def handle_offset_fetch(broker: Broker, request: Request) -> bytes:
     body = request.body
     assert broker.offsets is not None
+    if not broker.is_coordinator(body.group_id):
+        return respond(request, {"throttle_time": 0, "topics": [],
+                                 "error_code": ec.NOT_COORDINATOR})  # fmt: skip
     if body.topics is None:
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(broker.offsets.committed(body.group_id)):
