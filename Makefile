@@ -24,11 +24,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv with Sluice and its test dependencies
 
 .PHONY: system-deps
-system-deps: ## Install Debian packages the tests need (Java + ZooKeeper) when missing
-	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null; then \
-	  echo "installing Debian's zookeeper (and a JRE)"; \
+system-deps: ## Install Debian packages the tests need (Java, ZooKeeper, kcat) when missing
+	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null || ! command -v kcat >/dev/null; then \
+	  echo "installing Debian's zookeeper, a JRE and kcat"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless >/dev/null; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless kcat >/dev/null; \
 	fi
 
 .PHONY: lint
