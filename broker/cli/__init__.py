@@ -14,13 +14,14 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from broker.cli import broker_command, client_commands, groups_command
+    from broker.cli import broker_command, client_commands, groups_command, zookeeper_command
 
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_command.add_parser(sub)
     client_commands.add_parsers(sub)
     groups_command.add_parser(sub)
+    zookeeper_command.add_parser(sub)
     from schemas.cli import add_registry_parser
 
     add_registry_parser(sub)
