@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from bench import bench_broker, bench_log, bench_peers, plots
+from bench import bench_broker, bench_load, bench_log, bench_peers, plots
 from bench.results import Results, markdown
 
 
@@ -19,7 +19,7 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True)
     mode.add_argument("--full", action="store_true")
-    parser.add_argument("--only", choices=["log", "broker", "peers"], help="one group only")
+    parser.add_argument("--only", choices=["log", "broker", "load", "peers"], help="one group only")
     args = parser.parse_args()
     quick = not args.full
     results = Results()
@@ -30,6 +30,9 @@ def main() -> int:
     if args.only in (None, "broker"):
         print("the broker's fetch path against a raw sendfile over loopback", flush=True)
         bench_broker.run(results, quick)
+    if args.only in (None, "load"):
+        print("the nightly load against Spark writing the same rows from memory", flush=True)
+        bench_load.run(results, quick)
     if args.only in (None, "peers"):
         print("Sluice, Tansu, RabbitMQ, ActiveMQ: the paper's section 5 experiments", flush=True)
         bench_peers.run(results, quick)
