@@ -618,11 +618,15 @@ def resolve_ranges(
         log = bounds[tp]
         start = {EARLIEST: log.log_start, LATEST: log.log_end}.get(starts[tp], starts[tp])
         end = {EARLIEST: log.log_start, LATEST: log.log_end}.get(ends[tp], ends[tp])
-        if start > end and start <= log.log_end:
+        explicit = starts[tp] >= 0 and ends[tp] >= 0
+        if start > end and start <= log.log_end and explicit:
             raise InvalidOffsetRangeError(
                 f"{tp.topic}-{tp.partition}: expected startingOffsets <= endingOffsets, "
                 f"found start {start} > end {end}"
             )
+        # "earliest" may resolve past an explicit end that retention already passed: then
+        # there is nothing to read, an empty range at the start (not an error).
+        end = max(end, start) if not explicit else end
         ranges.append(_clamp(tp, start, end, log, fail_on_data_loss, losses))
     return Resolution(ranges, losses)
 
