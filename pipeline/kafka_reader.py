@@ -36,7 +36,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -116,12 +116,19 @@ class KafkaSplit:
 
 @dataclass(slots=True)
 class SplitResult:
-    """What one ``read_split`` call did, filled in as it runs (for metrics and reports)."""
+    """What one ``read_split`` call did, filled in as it runs (for metrics and reports).
+
+    ``rows`` counts the records fetched; with ``valueFormat=avro`` the source fills in
+    ``errors`` (of those rows, the undecodable ones, sent to the error table) and
+    ``schema_ids`` (the writer schema ids of the decoded ones).
+    """
 
     rows: int = 0
     bytes: int = 0
     lost: int = 0
     seconds: float = 0.0
+    errors: int = 0
+    schema_ids: list[int] = field(default_factory=list)
 
     def to_json(self, split: KafkaSplit) -> dict[str, Any]:
         return {
@@ -133,6 +140,8 @@ class SplitResult:
             "bytes": self.bytes,
             "lost": self.lost,
             "seconds": round(self.seconds, 6),
+            "errors": self.errors,
+            "schema_ids": sorted(self.schema_ids),
         }
 
 

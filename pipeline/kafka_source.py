@@ -24,7 +24,42 @@ Options (Spark arrives with them lower-cased; every name is matched case-insensi
 ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
 ``maxOffsetsPerTrigger`` (streaming), ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``
 (default 120000), and Sluice's ``metricsPath`` (a directory where every finished split writes
-``{rows, bytes, lost, seconds}`` as JSON, for run reports).
+``{rows, bytes, lost, seconds, errors, schema_ids}`` as JSON, for run reports).
+
+Typed Avro values (``valueFormat=avro``)
+========================================
+With ``valueFormat=avro`` (default ``binary``: Spark's columns above) each value is read as
+Confluent-framed Avro and decoded into typed columns (``pipeline.avro_columns`` has the type
+mapping)::
+
+    spark.read.format("sluice").option("kafka.bootstrap.servers", ...)
+        .option("subscribe", "page_views")
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", "http://127.0.0.1:8081")
+        .option("decodeErrorPath", "/warehouse/page_views_errors")   # or onDecodeError=fail
+        .load()
+
+``schema.registry.url`` (required) is the registry. The **reader schema** — the columns — is
+``valueSchemaId`` if given, else version ``valueSchemaVersion`` (default ``latest``) of
+``valueSchemaSubject`` (default ``<topic>-value``; every subscribed or assigned topic must then
+have the same one; with ``subscribePattern`` name the subject or id). It is chosen once, on the
+driver, when the DataFrame is created. Each record is decoded with its own writer schema (its
+id is in the value's header; fetched once per id per executor) and resolved to the reader
+schema, so records of several compatible versions land in the same columns.
+
+``valueColumns=flatten`` (default) puts the value's fields first, then ``key``, ``topic``,
+``partition``, ``offset``, ``timestamp``, ``timestampType`` (and ``headers``); a Kafka column
+whose name a value field takes is renamed ``kafka_<name>`` (``page_view.avsc`` has its own
+``timestamp``, so the record's is ``kafka_timestamp``). ``valueColumns=struct`` keeps Spark's
+Kafka columns with ``value`` a struct (what ``from_avro`` gives).
+
+An undecodable record (null value, wrong magic byte, truncated, unknown schema id, a body that
+does not decode or resolve) is never dropped: ``onDecodeError=errorTable`` (the default when
+``decodeErrorPath`` is set) writes it to Parquet under ``decodeErrorPath`` — one file per split,
+``part-<topic>-<partition>-<start>-<end>.parquet``, columns ``avro_columns.ERROR_ARROW_SCHEMA``
+(topic, partition, offset, timestamp, key, raw value, schema_id, error, reason); a retried task
+rewrites its own file. ``onDecodeError=fail`` (the default without ``decodeErrorPath``) fails
+the task, hence the job, with an ``AvroDecodeError`` naming topic, partition and offset.
 
 Lifecycle (``pyspark.sql.datasource``): on the driver ``partitions()`` lists the partitions,
 asks each for its log bounds, resolves the offset options against them
@@ -42,6 +77,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -53,6 +89,14 @@ from pyspark.sql.datasource import (
 )
 
 from pipeline.assignors import TopicPartition
+from pipeline.avro_columns import (
+    AvroBatchDecoder,
+    OutputLayout,
+    ReaderSchema,
+    output_schema,
+    resolve_reader_schema,
+    write_error_file,
+)
 from pipeline.kafka_metadata import KafkaMetadata
 from pipeline.kafka_reader import (
     SPARK_SCHEMA_DDL,
@@ -65,12 +109,14 @@ from pipeline.kafka_reader import (
 )
 from pipeline.offset_ranges import (
     EARLIEST,
+    Assign,
     DataLoss,
     LogBounds,
     OffsetOutOfRangeError,
     OffsetRange,
     Resolution,
     SourceOptions,
+    Subscribe,
     parse_source_options,
     resolve_ranges,
     split_ranges,
@@ -92,11 +138,13 @@ except ImportError:  # pragma: no cover - older pyspark: the option is applied d
 
 
 __all__ = [
+    "AvroOptions",
     "SluiceBatchReader",
     "SluiceDataSource",
     "SluicePartition",
     "SluiceStreamReader",
     "register",
+    "resolve_avro",
 ]
 
 log = logging.getLogger("sluice.source")
@@ -142,10 +190,105 @@ def _positive(options: Mapping[str, str], key: str) -> int | None:
     return int(text)
 
 
+ON_DECODE_ERROR = ("fail", "errorTable")
+
+
+@dataclass(frozen=True, slots=True)
+class AvroOptions:
+    """The ``valueFormat=avro`` options of a read (see the module doc). Picklable."""
+
+    registry_url: str
+    subject: str | None
+    version: str | None
+    schema_id: int | None
+    nested: bool
+    on_decode_error: str  # "fail" or "errorTable"
+    error_path: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> AvroOptions | None:
+        """``None`` for ``valueFormat=binary``; ``options`` lower-cased."""
+        value_format = (options.get("valueformat") or "binary").strip().lower()
+        if value_format == "binary":
+            return None
+        if value_format != "avro":
+            raise ValueError(
+                f"option 'valueFormat': expected binary or avro, found {value_format!r}"
+            )
+        url = (options.get("schema.registry.url") or "").strip()
+        if not url:
+            raise ValueError("option 'schema.registry.url': expected a URL, found none")
+        columns = (options.get("valuecolumns") or "flatten").strip().lower()
+        if columns not in ("flatten", "struct"):
+            raise ValueError(
+                f"option 'valueColumns': expected flatten or struct, found {columns!r}"
+            )
+        error_path = (options.get("decodeerrorpath") or "").strip() or None
+        default = "errorTable" if error_path else "fail"
+        on_error = (options.get("ondecodeerror") or default).strip()
+        matched = [m for m in ON_DECODE_ERROR if m.lower() == on_error.lower()]
+        if not matched:
+            raise ValueError(
+                f"option 'onDecodeError': expected fail or errorTable, found {on_error!r}"
+            )
+        if matched[0] == "errorTable" and not error_path:
+            raise ValueError(
+                "option 'decodeErrorPath': expected a directory for onDecodeError=errorTable, "
+                "found none"
+            )
+        return cls(
+            registry_url=url,
+            subject=(options.get("valueschemasubject") or "").strip() or None,
+            version=(options.get("valueschemaversion") or "").strip() or None,
+            schema_id=_positive(options, "valueschemaid"),
+            nested=columns == "struct",
+            on_decode_error=matched[0],
+            error_path=error_path,
+        )
+
+
+def _named_topics(source: SourceOptions) -> list[str] | None:
+    """The topics an ``assign`` or ``subscribe`` names; ``None`` for ``subscribePattern``."""
+    strategy = source.strategy
+    if isinstance(strategy, Subscribe):
+        return list(strategy.topics)
+    if isinstance(strategy, Assign):
+        return list(strategy.partitions)
+    return None
+
+
+def resolve_avro(
+    options: Mapping[str, str], *, streaming: bool = False
+) -> tuple[AvroOptions, ReaderSchema, OutputLayout] | None:
+    """Driver side: the Avro options, the reader schema and the columns (``None``: binary)."""
+    opts = _lower(options)
+    avro = AvroOptions.parse(opts)
+    if avro is None:
+        return None
+    source = parse_source_options(opts, streaming=streaming)
+    reader = resolve_reader_schema(
+        avro.registry_url,
+        _named_topics(source),
+        subject=avro.subject,
+        version=avro.version,
+        schema_id=avro.schema_id,
+    )
+    layout = output_schema(
+        reader, nested=avro.nested, include_headers=_bool(opts, "includeheaders", True)
+    )
+    return avro, reader, layout
+
+
 class _Common:
     """Option handling and the executor-side ``read`` shared by batch and streaming readers."""
 
-    def __init__(self, options: Mapping[str, str], *, streaming: bool) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        *,
+        streaming: bool,
+        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+    ) -> None:
         opts = _lower(options)
         self.source: SourceOptions = parse_source_options(opts, streaming=streaming)
         self.config = consumer_config(opts)
@@ -153,6 +296,9 @@ class _Common:
         self.poll_timeout_s = (_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000
         self.batch_rows = _positive(opts, "arrowbatchrows") or 4096
         self.metrics_path = opts.get("metricspath")
+        if avro is None and AvroOptions.parse(opts) is not None:
+            avro = resolve_avro(opts, streaming=streaming)
+        self.avro = avro
 
     def _metadata(self) -> KafkaMetadata:
         # The driver-side consumer needs no partition-EOF events or special offsets reset.
@@ -180,7 +326,7 @@ class _Common:
             raise TypeError(f"expected a SluicePartition, found {type(partition).__name__}")
         split = partition.split
         result = SplitResult()
-        yield from read_split(
+        batches = read_split(
             split,
             self.config,
             fail_on_data_loss=self.source.fail_on_data_loss,
@@ -189,8 +335,35 @@ class _Common:
             poll_timeout_s=self.poll_timeout_s,
             result=result,
         )
+        if self.avro is None:
+            yield from batches
+        else:
+            yield from self._decode(split, batches, result)
         if self.metrics_path and split.count > 0:
             write_split_metrics(self.metrics_path, split, result)
+
+    def _decode(
+        self, split: KafkaSplit, batches: Iterator[pa.RecordBatch], result: SplitResult
+    ) -> Iterator[pa.RecordBatch]:
+        """Typed batches of one split; its undecodable records go to one error file."""
+        assert self.avro is not None
+        options, reader, layout = self.avro
+        decoder = AvroBatchDecoder(
+            options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
+        )
+        errors: list[pa.RecordBatch] = []
+        for raw in batches:
+            typed, bad = decoder.decode(raw)
+            if bad.num_rows:
+                errors.append(bad)
+            if typed.num_rows:
+                yield typed
+        if errors:
+            assert options.error_path is not None  # onDecodeError=fail raised already
+            name = f"part-{split.topic}-{split.partition}-{split.start}-{split.end}.parquet"
+            write_error_file(options.error_path, name, errors)
+        result.errors = decoder.stats.errors
+        result.schema_ids = sorted(decoder.stats.schema_ids)
 
 
 def _log_losses(losses: list[DataLoss]) -> None:
@@ -212,8 +385,12 @@ def _log_losses(losses: list[DataLoss]) -> None:
 class SluiceBatchReader(_Common, DataSourceReader):
     """``spark.read.format("sluice")``: one split per (piece of a) partition range."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        super().__init__(options, streaming=False)
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+    ) -> None:
+        super().__init__(options, streaming=False, avro=avro)
         self.resolution: Resolution | None = None
 
     def plan(self) -> Resolution:
@@ -268,8 +445,12 @@ def _rate_limit(
 class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("sluice")``; offsets are ``{"topic": {"0": 42}}`` dicts."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        super().__init__(options, streaming=True)
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+    ) -> None:
+        super().__init__(options, streaming=True, avro=avro)
         self.max_offsets_per_trigger = _positive(_lower(options), "maxoffsetspertrigger")
         self._target: dict[TopicPartition, int] | None = None  # AvailableNow's end
         self._last_end: Offsets | None = None
@@ -379,12 +560,41 @@ class SluiceDataSource(DataSource):
     def name(cls) -> str:
         return "sluice"
 
-    def schema(self) -> str:
+    def _avro(self, streaming: bool = False) -> tuple[AvroOptions, ReaderSchema, OutputLayout]:
+        """The resolved Avro read, once per DataFrame: ``schema()`` runs before the instance
+        is pickled for the reader, so the reader gets the very schema the columns came from
+        (a newer latest version registered in between changes nothing)."""
+        cached: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = getattr(
+            self, "_resolved_avro", None
+        )
+        if cached is None:
+            cached = resolve_avro(self.options, streaming=streaming)
+            assert cached is not None
+            self._resolved_avro = cached
+        return cached
+
+    def _is_avro(self) -> bool:
+        return AvroOptions.parse(_lower(self.options)) is not None
+
+    def schema(self) -> Any:
+        if self._is_avro():
+            return self._avro()[2].schema
         headers = _bool(_lower(self.options), "includeheaders", True)
         return SPARK_SCHEMA_DDL if headers else SPARK_SCHEMA_DDL_NO_HEADERS
 
+    def _checked(self, schema: Any, streaming: bool) -> Any:
+        if not self._is_avro():
+            return None
+        avro = self._avro(streaming)
+        if schema is not None and hasattr(schema, "fields") and schema != avro[2].schema:
+            raise ValueError(
+                f"valueFormat=avro: expected the columns of reader schema {avro[1].describe()}, "
+                f"{avro[2].schema.simpleString()}, found the given schema {schema.simpleString()}"
+            )
+        return avro
+
     def reader(self, schema: Any) -> SluiceBatchReader:
-        return SluiceBatchReader(self.options)
+        return SluiceBatchReader(self.options, self._checked(schema, False))
 
     def streamReader(self, schema: Any) -> SluiceStreamReader:
-        return SluiceStreamReader(self.options)
+        return SluiceStreamReader(self.options, self._checked(schema, True))

@@ -9,10 +9,17 @@ JSON, version 1::
     {"version": 1, "run_id": "...", "table": "file:///w/events", "status": "published",
      "sequence": 3, "spark_app_id": "local-...", "started": "...", "finished": "...",
      "phases": {"plan": 0.2, "read+write": 12.1, ...},
-     "partitions": [{"topic": "t", "partition": 0, "start": 0, "end": 100, "rows": 100,
-                     "bytes": 5120, "seconds": 0.4, "lost": 0}],
-     "dates": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 100}],
-     "data_loss": [...DataLoss.to_json()...], "message": "...", "error": null}
+     "partitions": [{"topic": "t", "partition": 0, "start": 0, "end": 100, "rows": 99,
+                     "bytes": 5120, "seconds": 0.4, "lost": 0, "errors": 1}],
+     "dates": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 99}],
+     "data_loss": [...DataLoss.to_json()...], "total_rows": 99, "total_lost": 0,
+     "total_errors": 1, "errors_path": "file:///w/events/load=3/_errors",
+     "reader_schema": {"id": 4, "subject": "t-value", "version": 2},
+     "schema_ids": {"t": [1, 4]}, "message": "...", "error": null}
+
+``rows`` are the records that landed in the table; ``errors`` the undecodable ones a typed load
+(``valueFormat=avro``) put in the run's error table (``errors_path``, set when there are any);
+``reader_schema`` and ``schema_ids`` (writer schemas seen) are null / ``{}`` for binary loads.
 
 ``status`` is ``published``, ``no-new-data`` or ``failed``. Instances are plain mutable
 dataclasses filled in by one thread.
@@ -46,6 +53,7 @@ class PartitionReport:
     bytes: int = 0
     seconds: float = 0.0
     lost: int = 0
+    errors: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +65,7 @@ class PartitionReport:
             "bytes": self.bytes,
             "seconds": round(self.seconds, 3),
             "lost": self.lost,
+            "errors": self.errors,
         }
 
 
@@ -89,10 +98,17 @@ class LoadReport:
     data_loss: list[DataLoss] = field(default_factory=list)
     message: str = ""
     error: str | None = None
+    reader_schema: dict[str, Any] | None = None  # typed loads: {"id", "subject", "version"}
+    schema_ids: dict[str, list[int]] = field(default_factory=dict)  # writer ids per topic
+    errors_path: str | None = None  # the published error table, when it has rows
 
     @property
     def total_rows(self) -> int:
         return sum(p.rows for p in self.partitions)
+
+    @property
+    def total_errors(self) -> int:
+        return sum(p.errors for p in self.partitions)
 
     @property
     def total_lost(self) -> int:
@@ -117,6 +133,10 @@ class LoadReport:
             "data_loss": [d.to_json() for d in self.data_loss],
             "total_rows": self.total_rows,
             "total_lost": self.total_lost,
+            "total_errors": self.total_errors,
+            "errors_path": self.errors_path,
+            "reader_schema": self.reader_schema,
+            "schema_ids": self.schema_ids,
             "message": self.message,
             "error": self.error,
         }
@@ -152,6 +172,7 @@ class LoadReport:
                     str(p.bytes),
                     f"{p.seconds:.2f}",
                     str(p.lost),
+                    str(p.errors),
                 ]
                 for p in self.partitions
             ]
@@ -165,15 +186,31 @@ class LoadReport:
                     str(sum(p.bytes for p in self.partitions)),
                     f"{sum(p.seconds for p in self.partitions):.2f}",
                     str(sum(p.lost for p in self.partitions)),
+                    str(self.total_errors),
                 ]
             )
-            header = ["topic", "partition", "start", "end", "rows", "bytes", "seconds", "lost"]
+            header = [
+                "topic", "partition", "start", "end", "rows", "bytes", "seconds", "lost", "errors"
+            ]  # fmt: skip
             lines.append(render_table(header, rows))
         for loss in self.data_loss:
             lines.append(
                 f"DATA LOSS {loss.topic}-{loss.partition}: {loss.bound} offset {loss.requested} "
                 f"outside the log [{loss.log_start}, {loss.log_end}); read from {loss.used}, "
                 f"{loss.lost} offsets lost"
+            )
+        if self.reader_schema:
+            ids = "; ".join(f"{t}: {', '.join(map(str, i))}" for t, i in self.schema_ids.items())
+            lines.append(
+                f"values: Avro, reader schema id {self.reader_schema['id']}"
+                + (f" ({self.reader_schema['subject']} v{self.reader_schema['version']})"
+                   if self.reader_schema.get("subject") else "")
+                + (f"; writer schema ids {ids}" if ids else "")
+            )  # fmt: skip
+        if self.total_errors:
+            lines.append(
+                f"ERRORS: {self.total_errors} undecodable records in the error table"
+                + (f" {self.errors_path}" if self.errors_path else "")
             )
         if self.phases:
             lines.append(

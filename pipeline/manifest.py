@@ -17,11 +17,18 @@ It lives inside the run's directory, so the one rename that publishes the data p
       "offsets": {"t": {"0": 20, "1": 5}},     # resume position: previous run's + these ends
       "row_counts": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 10}],
       "schema_ids": {"t": [1, 3]},             # Avro schema ids seen per topic (may be {})
+      "error_counts": [{"topic": "t", "partition": 0, "rows": 1}],  # optional, see below
       "data_loss": [{"topic": ..., "partition": ..., "bound": "start", "requested": ...,
                      "used": ..., "log_start": ..., "log_end": ..., "lost": ...}],
       "files": [{"path": "topic=t/date=2024-01-02/part-0.parquet", "size": 2048,
                  "rows": 10}]                  # relative to the run's directory
     }
+
+A typed load (``valueFormat=avro``) puts the records it could not decode in the run's error
+table: Parquet files under ``_errors/`` in the run's directory, listed in ``files`` like the
+data files (so the rename publishes both) and counted per partition in ``error_counts``. The
+key is optional (absent means none; manifests written before it still decode); ``row_counts``
+add up to the data files' rows, ``error_counts`` to the ``_errors/`` files' rows.
 
 ``offsets`` uses Spark's offsets JSON, so ``offsets_to_json(manifest.offsets)`` is a valid
 ``startingOffsets``. ``decode`` validates every field and the cross-field invariants (each
@@ -43,18 +50,23 @@ from typing import Any
 from pipeline.offset_ranges import DataLoss, OffsetRange
 
 __all__ = [
+    "ERRORS_DIR",
     "MANIFEST_VERSION",
     "DataFile",
+    "ErrorCount",
     "InvalidManifestError",
     "Manifest",
     "RangeRecord",
     "RowCount",
     "UnsupportedManifestVersionError",
+    "is_error_file",
     "merge_offsets",
     "valid_run_id",
 ]
 
 MANIFEST_VERSION = 1
+ERRORS_DIR = "_errors"
+"""The run directory's error table (undecodable records), relative to the run directory."""
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 
@@ -98,6 +110,20 @@ class RowCount:
 
 
 @dataclass(frozen=True, slots=True)
+class ErrorCount:
+    """Records of one topic-partition that went to the run's error table."""
+
+    topic: str
+    partition: int
+    rows: int
+
+
+def is_error_file(path: str) -> bool:
+    """Whether a run-relative path is one of the error table's files."""
+    return path.startswith(ERRORS_DIR + "/")
+
+
+@dataclass(frozen=True, slots=True)
 class DataFile:
     """One Parquet file of the run: path relative to the run directory, size, row count."""
 
@@ -130,6 +156,7 @@ class Manifest:
     row_counts: tuple[RowCount, ...] = ()
     schema_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     data_loss: tuple[DataLoss, ...] = ()
+    error_counts: tuple[ErrorCount, ...] = ()
     created: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
 
     def __post_init__(self) -> None:
@@ -212,21 +239,41 @@ class Manifest:
                 _fail(f"files[{i}]", "size and rows >= 0", f"size {f.size}, rows {f.rows}")
         if self.row_counts:
             counted = sum(c.rows for c in self.row_counts)
-            written = sum(f.rows for f in self.files)
+            written = self.total_rows
             if counted != written:
                 _fail("row_counts", f"rows adding up to the files' {written}", str(counted))
+        errors_seen: set[tuple[str, int]] = set()
+        for i, e in enumerate(self.error_counts):
+            if e.rows < 0 or e.partition < 0:
+                _fail(f"error_counts[{i}]", "partition and rows >= 0", f"{e.partition}, {e.rows}")
+            if (e.topic, e.partition) in errors_seen:
+                _fail(f"error_counts[{i}]", "one count per partition", f"{e.topic}-{e.partition}")
+            errors_seen.add((e.topic, e.partition))
+        in_files = sum(f.rows for f in self.files if is_error_file(f.path))
+        if sum(e.rows for e in self.error_counts) != in_files:
+            _fail(
+                "error_counts",
+                f"rows adding up to the {ERRORS_DIR}/ files' {in_files}",
+                str(sum(e.rows for e in self.error_counts)),
+            )
         for topic, ids in self.schema_ids.items():
             if any(i < 0 for i in ids):
                 _fail(f"schema_ids[{topic!r}]", "ids >= 0", str(list(ids)))
 
     @property
     def total_rows(self) -> int:
-        return sum(f.rows for f in self.files)
+        """Rows of the data files (the error table's not included)."""
+        return sum(f.rows for f in self.files if not is_error_file(f.path))
+
+    @property
+    def total_errors(self) -> int:
+        """Records of the run's error table."""
+        return sum(e.rows for e in self.error_counts)
 
     # ----------------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "version": MANIFEST_VERSION,
             "run_id": self.run_id,
             "table": self.table,
@@ -256,6 +303,12 @@ class Manifest:
             "data_loss": [d.to_json() for d in self.data_loss],
             "files": [{"path": f.path, "size": f.size, "rows": f.rows} for f in self.files],
         }
+        if self.error_counts:
+            doc["error_counts"] = [
+                {"topic": e.topic, "partition": e.partition, "rows": e.rows}
+                for e in self.error_counts
+            ]
+        return doc
 
     def encode(self) -> bytes:
         return (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
@@ -352,6 +405,14 @@ class Manifest:
                 DataFile(r.get("path", str), r.get("size", int), r.get("rows", int))
                 for r in obj.items("files", {"path", "size", "rows"})
             ),
+            error_counts=tuple(
+                ErrorCount(r.get("topic", str), r.get("partition", int), r.get("rows", int))
+                for r in (
+                    obj.items("error_counts", {"topic", "partition", "rows"})
+                    if "error_counts" in obj.raw
+                    else []
+                )
+            ),
         )
         obj.check_keys(
             {
@@ -367,6 +428,7 @@ class Manifest:
                 "schema_ids",
                 "data_loss",
                 "files",
+                "error_counts",
             }
         )
         return manifest

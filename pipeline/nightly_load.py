@@ -17,7 +17,26 @@ on Spark. One run:
    against what the readers fetched (each split writes its rows/bytes/seconds to
    ``_metrics/`` in the staging directory; deleted before publishing).
 4. **commit** — write ``_manifest.json`` (every range with rows and bytes, the resume offsets,
-   per-date counts, files, data loss) and publish with one no-replace rename.
+   per-date counts, files, data loss, schema ids, error counts) and publish with one
+   no-replace rename.
+
+Typed loads (``valueFormat=avro``)
+==================================
+The values are decoded into typed columns (``pipeline.kafka_source``, "Typed Avro values").
+The reader schema is resolved once, in the plan phase, and pinned for the read by its id
+(``valueSchemaId``), so a version registered while the job runs changes nothing. Undecodable
+records go, with ``onDecodeError=errorTable`` (the default here), to the run's **error
+table**: Parquet files under ``load=<N>/_errors/`` (columns ``avro_columns.ERROR_ARROW_SCHEMA``:
+topic, partition, offset, timestamp, key, the raw value, schema_id, error, reason). They sit in
+the run's own directory, so the one rename that publishes the data publishes its errors — never
+one without the other, and a rerun after a crash rewrites both. The ``_`` prefix keeps them out
+of Spark's and pyarrow's view of the table; read them with
+``spark.read.parquet("<table>/load=*/_errors")``. The manifest lists the error files among its
+``files`` and counts them per partition in ``error_counts``; the verify phase checks that
+fetched = landed + errors for every partition; the report counts them. With
+``onDecodeError=fail`` the first undecodable record fails the run (nothing is published) with
+a message naming its topic, partition and offset. The writer schema ids of the decoded records
+go into the manifest's ``schema_ids``.
 5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
 
 A crash anywhere before the rename leaves the table as it was (the rerun re-reads the same
@@ -43,10 +62,22 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import pyarrow.parquet as pq
+
+from pipeline.avro_columns import ERROR_ARROW_SCHEMA, OutputLayout, ReaderSchema
 from pipeline.kafka_metadata import KafkaMetadata
 from pipeline.kafka_reader import consumer_config
 from pipeline.load_report import DateRows, LoadReport, PartitionReport
-from pipeline.manifest import RangeRecord, RowCount
+from pipeline.manifest import (
+    ERRORS_DIR,
+    DataFile,
+    ErrorCount,
+    Manifest,
+    RangeRecord,
+    RowCount,
+    is_error_file,
+    merge_offsets,
+)
 from pipeline.offset_ranges import (
     EARLIEST,
     OffsetOptionError,
@@ -63,6 +94,20 @@ __all__ = ["CRASH_PHASES", "LoadConfig", "LoadConfigError", "LoadError", "run_lo
 log = logging.getLogger("sluice.load")
 
 CRASH_PHASES = ("read", "staged", "manifest", "published")
+
+
+AVRO_KEYS = (
+    "schema.registry.url",
+    "valueSchemaSubject",
+    "valueSchemaVersion",
+    "valueSchemaId",
+    "valueColumns",
+    "onDecodeError",
+)
+"""The ``sluice`` source's Avro options a load passes through (with ``valueFormat``)."""
+
+# Columns the table layout owns; a flattened value field may not take them.
+_LAYOUT_COLUMNS = ("topic", "partition", "offset", "date")
 
 
 class LoadConfigError(ValueError):
@@ -114,6 +159,8 @@ class LoadConfig:
     reports: str | None = None  # default <warehouse>/_reports
     kafka: dict[str, str] = field(default_factory=dict)  # other kafka.* keys, for consumers
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
+    value_format: str = "binary"  # or "avro": typed columns
+    avro: dict[str, str] = field(default_factory=dict)  # the Avro source options, as given
 
     @property
     def table_uri(self) -> str:
@@ -137,7 +184,32 @@ class LoadConfig:
         table = (props.get("table") or "events").strip()
         if not table or "/" in table or table.startswith(("_", ".")):
             raise LoadConfigError(f"table: expected a plain directory name, found {table!r}")
+        value_format = (props.get("valueFormat") or "binary").strip().lower()
+        if value_format not in ("binary", "avro"):
+            raise LoadConfigError(f"valueFormat: expected binary or avro, found {value_format!r}")
+        avro = {k: props[k].strip() for k in AVRO_KEYS if (props.get(k) or "").strip()}
+        if value_format == "avro":
+            required("schema.registry.url")
+            avro.setdefault("onDecodeError", "errorTable")
+            try:
+                from pipeline.kafka_source import AvroOptions
+
+                AvroOptions.parse(
+                    {
+                        "valueformat": "avro",
+                        "decodeerrorpath": "/validated-later",
+                        **{k.lower(): v for k, v in avro.items()},
+                    }
+                )
+            except ValueError as exc:
+                raise LoadConfigError(str(exc).replace("option ", "", 1)) from None
+        elif avro:
+            raise LoadConfigError(
+                f"{sorted(avro)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
+            )
         return cls(
+            value_format=value_format,
+            avro=avro,
             bootstrap_servers=required("kafka.bootstrap.servers"),
             topics=topics,
             warehouse=_to_uri(required("warehouse.path")),
@@ -166,6 +238,9 @@ class LoadConfig:
             options["minPartitions"] = str(self.min_partitions)
         if self.max_records_per_partition:
             options["maxRecordsPerPartition"] = str(self.max_records_per_partition)
+        if self.value_format == "avro":
+            options["valueFormat"] = "avro"
+            options.update(self.avro)
         return options
 
 
@@ -283,9 +358,10 @@ def _read_metrics(staged: StagedRun) -> list[dict[str, Any]]:
     return metrics
 
 
-def _landed(spark: Any, staged: StagedRun) -> list[DateRows]:
-    """Rows per (topic, partition, date) in the staged Parquet files."""
-    if not staged.data_files():
+def _landed(spark: Any, staged: StagedRun, files: Sequence[DataFile]) -> list[DateRows]:
+    """Rows per (topic, partition, date) in the staged Parquet data files (Spark does not
+    look into ``_errors/``)."""
+    if not any(not is_error_file(f.path) for f in files):
         return []
     rows = (
         spark.read.option("basePath", staged.uri)
@@ -297,7 +373,43 @@ def _landed(spark: Any, staged: StagedRun) -> list[DateRows]:
     return sorted(DateRows(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in rows)
 
 
-def _read_and_write(spark: Any, config: LoadConfig, reads: Sequence[OffsetRange], uri: str) -> None:
+def _resolve_avro(
+    config: LoadConfig, topics: Sequence[str]
+) -> tuple[ReaderSchema, OutputLayout] | None:
+    """The reader schema and columns of a typed load of ``topics`` (``None``: binary values).
+
+    One reader schema per table: topics whose ``<topic>-value`` subjects differ need
+    ``valueSchemaSubject`` / ``valueSchemaId``, or tables of their own."""
+    if config.value_format != "avro":
+        return None
+    from pipeline.avro_columns import ValueSchemaError
+    from pipeline.kafka_source import resolve_avro
+
+    options = {**config.source_options(), "subscribe": ",".join(topics)}
+    options["decodeErrorPath"] = "/resolved-later"  # placeholder: only the schema is wanted
+    try:
+        resolved = resolve_avro(options)
+    except (ValueSchemaError, ValueError) as exc:
+        raise LoadError(f"reader schema: {exc}") from None
+    assert resolved is not None
+    _, reader, layout = resolved
+    taken = [n for n in _LAYOUT_COLUMNS if n in layout.value_fields and not layout.nested]
+    if taken:
+        raise LoadError(
+            f"reader schema {reader.describe()}: expected no value field named "
+            f"{' or '.join(_LAYOUT_COLUMNS)} (the table's layout owns them), found {taken}; "
+            "set valueColumns=struct"
+        )
+    return reader, layout
+
+
+def _read_and_write(
+    spark: Any,
+    config: LoadConfig,
+    reads: Sequence[OffsetRange],
+    uri: str,
+    avro: tuple[ReaderSchema, OutputLayout] | None,
+) -> None:
     from pyspark.sql import functions as F
 
     from pipeline.kafka_source import register
@@ -317,11 +429,18 @@ def _read_and_write(spark: Any, config: LoadConfig, reads: Sequence[OffsetRange]
         "endingOffsets": offsets_to_json(ends),
         "metricsPath": posixpath.join(uri, "_metrics"),
     }
+    timestamp = "timestamp"
+    if avro is not None:
+        reader, layout = avro
+        # Pin the schema resolved in the plan phase; errors into the run's own directory.
+        options["valueSchemaId"] = str(reader.schema_id)
+        options["decodeErrorPath"] = posixpath.join(uri, ERRORS_DIR)
+        timestamp = layout.column("timestamp")
     df = spark.read.format("sluice").options(**options).load()
     # The UTC date whatever the session time zone: whole days since the epoch, as a DATE.
     utc_date = F.expr(
         "CAST(date_add(DATE'1970-01-01', "
-        "CAST(floor(unix_micros(timestamp) / 86400000000) AS INT)) AS STRING)"
+        f"CAST(floor(unix_micros(`{timestamp}`) / 86400000000) AS INT)) AS STRING)"
     )
     out = df.withColumn("date", utc_date)
     out.write.mode("append").partitionBy("topic", "date").parquet(uri)
@@ -386,6 +505,15 @@ def _run(
         ]
         report.partitions = [PartitionReport(r.topic, r.partition, r.start, r.end) for r in changed]
         say(f"{sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
+        avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
+        if avro is not None:
+            reader = avro[0]
+            report.reader_schema = {
+                "id": reader.schema_id,
+                "subject": reader.subject,
+                "version": reader.version,
+            }
+            say(f"values: Avro, typed by reader schema {reader.describe()}")
     if not changed:
         report.finish("no-new-data", "no new data since the last run: nothing published")
         say(report.message)
@@ -402,23 +530,34 @@ def _run(
         with _phase(report, "read+write", say):
             if reads:
                 _crash_during_read(spark)
-                _read_and_write(spark, config, reads, staged.uri)
+                _read_and_write(spark, config, reads, staged.uri, avro)
         with _phase(report, "verify", say):
             metrics = _read_metrics(staged)
-            dates = _landed(spark, staged)
-            _account(report, reads, metrics, dates)
+            files, error_counts = _run_files(staged)
+            dates = _landed(spark, staged, files)
+            _account(report, reads, metrics, dates, error_counts)
         _crash_point("staged", spark)
         with _phase(report, "commit", say):
             by_tp = {(p.topic, p.partition): p for p in report.partitions}
-            manifest = staged.manifest(
-                [
-                    RangeRecord.of(
-                        r, by_tp[r.topic, r.partition].rows, by_tp[r.topic, r.partition].bytes
-                    )  # fmt: skip
-                    for r in changed
-                ],
-                row_counts=[RowCount(d.topic, d.partition, d.date, d.rows) for d in dates],
-                data_loss=report.data_loss,
+            records = [
+                RangeRecord.of(
+                    r, by_tp[r.topic, r.partition].rows, by_tp[r.topic, r.partition].bytes
+                )  # fmt: skip
+                for r in changed
+            ]
+            # Built here, not by staged.manifest(): the files include the error table's.
+            manifest = Manifest(
+                run_id=staged.run_id,
+                table=staged.table.uri,
+                sequence=staged.sequence,
+                previous_run=staged.previous_run,
+                ranges=tuple(records),
+                offsets=merge_offsets(staged.previous_offsets, records),
+                files=tuple(files),
+                row_counts=tuple(RowCount(d.topic, d.partition, d.date, d.rows) for d in dates),
+                schema_ids={t: tuple(ids) for t, ids in report.schema_ids.items()},
+                error_counts=tuple(error_counts),
+                data_loss=tuple(report.data_loss),
             )
             staged.write_manifest(manifest)
             _crash_point("manifest", spark)
@@ -429,9 +568,16 @@ def _run(
             with suppress(OSError):
                 staged.abort()
         raise
+    if report.total_errors:
+        report.errors_path = posixpath.join(published.uri, ERRORS_DIR)
     report.finish(
         "published",
         f"published {report.total_rows} rows as {published.uri}"
+        + (
+            f"; {report.total_errors} undecodable records in its error table {report.errors_path}"
+            if report.total_errors
+            else ""
+        )
         + (
             f"; {report.total_lost} offsets LOST (failOnDataLoss=false)" if report.data_loss else ""
         ),
@@ -442,29 +588,84 @@ def _run(
     return report
 
 
+def _run_files(staged: StagedRun) -> tuple[list[DataFile], list[ErrorCount]]:
+    """Every Parquet file of the staged run (data and ``_errors/``), with sizes and row
+    counts, and the error table's rows per partition."""
+    fs = staged.table.fs
+    files: list[DataFile] = []
+    errors: dict[tuple[str, int], int] = {}
+    for relative, size in fs.walk_files(staged.path):
+        if not relative.endswith(".parquet"):
+            continue
+        is_error = is_error_file(relative)
+        if not is_error and any(p.startswith(("_", ".")) for p in relative.split("/")):
+            raise LoadError(
+                f"{staged.uri}: expected no Parquet file under a '_' or '.' directory but "
+                f"{ERRORS_DIR}/, found {relative!r}"
+            )
+        with fs.fs.open_input_file(posixpath.join(staged.path, relative)) as f:
+            if is_error:
+                table = pq.read_table(f, columns=["topic", "partition"])
+                expected = [
+                    ERROR_ARROW_SCHEMA.field("topic"),
+                    ERROR_ARROW_SCHEMA.field("partition"),
+                ]
+                if list(table.schema) != expected:
+                    raise LoadError(f"{relative}: expected an error file, found {table.schema}")
+                for topic, partition in zip(
+                    table.column("topic").to_pylist(),
+                    table.column("partition").to_pylist(),
+                    strict=True,
+                ):
+                    errors[topic, partition] = errors.get((topic, partition), 0) + 1
+                rows = table.num_rows
+            else:
+                rows = pq.ParquetFile(f).metadata.num_rows
+        files.append(DataFile(relative, size, rows))
+    counts = [ErrorCount(t, p, n) for (t, p), n in sorted(errors.items())]
+    return sorted(files, key=lambda f: f.path), counts
+
+
 def _account(
     report: LoadReport,
     reads: Sequence[OffsetRange],
     metrics: Sequence[Mapping[str, Any]],
     dates: Sequence[DateRows],
+    error_counts: Sequence[ErrorCount] = (),
 ) -> None:
-    """Fill the report's per-partition numbers; fail if the files and the readers disagree."""
+    """Fill the report's per-partition numbers; fail if the files and the readers disagree:
+    every record fetched is in the data files or in the error table, once."""
     by_tp = {(p.topic, p.partition): p for p in report.partitions}
+    schema_ids: dict[str, set[int]] = {}
     for m in metrics:
         part = by_tp[m["topic"], m["partition"]]
         part.bytes += int(m["bytes"])
         part.seconds += float(m["seconds"])
         part.lost += int(m["lost"])
-        part.rows += int(m["rows"])
+        errors = int(m.get("errors", 0))
+        part.rows += int(m["rows"]) - errors
+        part.errors += errors
+        if m.get("schema_ids"):
+            schema_ids.setdefault(m["topic"], set()).update(int(i) for i in m["schema_ids"])
     landed: dict[tuple[str, int], int] = {}
     for d in dates:
         landed[d.topic, d.partition] = landed.get((d.topic, d.partition), 0) + d.rows
+    in_error_table = {(e.topic, e.partition): e.rows for e in error_counts}
     for r in reads:
-        fetched = by_tp[r.topic, r.partition].rows
+        part = by_tp[r.topic, r.partition]
         written = landed.get((r.topic, r.partition), 0)
-        if fetched != written or written > r.count:
+        if part.rows != written or written > r.count:
             raise LoadError(
-                f"{r.topic}-{r.partition}: expected the staged files to hold the {fetched} "
-                f"records fetched from [{r.start}, {r.end}), found {written}"
+                f"{r.topic}-{r.partition}: expected the staged files to hold the {part.rows} "
+                f"records fetched from [{r.start}, {r.end}) and decoded, found {written}"
             )
+        routed = in_error_table.pop((r.topic, r.partition), 0)
+        if part.errors != routed:
+            raise LoadError(
+                f"{r.topic}-{r.partition}: expected the error table to hold the {part.errors} "
+                f"undecodable records of [{r.start}, {r.end}), found {routed}"
+            )
+    if in_error_table:
+        raise LoadError(f"expected error rows only of partitions read, found {in_error_table}")
     report.dates = list(dates)
+    report.schema_ids = {t: sorted(ids) for t, ids in sorted(schema_ids.items())}
