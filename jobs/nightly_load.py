@@ -7,12 +7,13 @@ On this machine the project is pip-installed (editable) into the venv whose ``py
 driver and the workers (set ``PYSPARK_PYTHON`` to it when calling spark-submit). On a cluster
 ship the packages with the job instead, e.g.::
 
-    (cd /path/to/sluice && zip -qr /tmp/sluice.zip pipeline broker jobs)
+    (cd /path/to/sluice && zip -qr /tmp/sluice.zip pipeline broker schemas jobs)
     spark-submit --master yarn --deploy-mode cluster --py-files /tmp/sluice.zip \\
         --files conf/nightly_load.properties jobs/nightly_load.py \\
         --config nightly_load.properties
 
-(``broker`` is needed only for its ``.properties`` parser; executors need ``pipeline``,
+(``broker`` is needed only for its ``.properties`` parser, ``schemas`` for Avro values
+(``valueFormat=avro``); executors need ``pipeline``, ``schemas`` with ``fastavro``,
 ``pyarrow`` and ``confluent-kafka``.) Under spark-submit its ``--master`` wins over the
 config's ``spark.master``.
 """
