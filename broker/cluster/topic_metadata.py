@@ -35,6 +35,10 @@ class InvalidConfigError(TopicError):
     pass
 
 
+class MetadataUnavailableError(TopicError):
+    """The metadata store cannot be reached now (ZooKeeper down, the session lost); retriable."""
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str

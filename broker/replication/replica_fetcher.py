@@ -62,6 +62,11 @@ class ReplicaFetcher:
                 await self._task
         await self.client.close()
 
+    def serves(self, host: str, port: int) -> bool:
+        """Whether this fetcher is running and connects to ``host:port``."""
+        running = self._task is not None and not self._task.done()
+        return running and (self.client.host, self.client.port) == (host, port)
+
     def add(self, partition: Partition) -> None:
         self.partitions[partition.tp] = partition
         self._needs_truncation.add(partition.tp)
@@ -85,10 +90,17 @@ class ReplicaFetcher:
                 backoff = 0.1
             except asyncio.CancelledError:
                 raise
-            except (OSError, ConnectionError, TimeoutError, ProtocolError, StorageError) as exc:
-                log.info(
-                    "replica fetcher %d→%d: %s; retrying in %.1fs",
+            except Exception as exc:
+                # The leader died mid-response (IncompleteReadError is an EOFError, not an
+                # OSError), refused the connection, or sent something we cannot use: never
+                # let the task end, or every partition later added to this fetcher would sit
+                # unfetched and drop out of the ISR.
+                expected = (OSError, EOFError, TimeoutError, ProtocolError, StorageError)
+                log.log(
+                    logging.INFO if isinstance(exc, expected) else logging.ERROR,
+                    "replica fetcher %d→%d: %r; retrying in %.1fs",
                     self.broker_id, self.leader_id, exc, backoff,
+                    exc_info=not isinstance(exc, expected),
                 )  # fmt: skip
                 await self.client.close()
                 await asyncio.sleep(backoff)

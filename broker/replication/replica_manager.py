@@ -184,11 +184,21 @@ class ReplicaManager:
 
     def _follow(self, tp: TopicPartition, partition: Partition, leader_id: int) -> None:
         self._unfollow(tp)
+        broker = self.cluster.brokers().get(leader_id)
+        if broker is None:
+            return  # the leader's registration will arrive with the next change
         fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None and not fetcher.serves(broker.host, broker.port):
+            # The leader came back on another address (or the fetcher ended): start afresh,
+            # moving whatever the old one still followed.
+            stale = self.fetchers.pop(leader_id)
+            assert self._loop is not None
+            self._tasks.append(self._loop.create_task(stale.stop()))
+            for moved in list(stale.partitions.values()):
+                if moved.tp != tp:
+                    self._follow(moved.tp, moved, leader_id)
+            fetcher = None
         if fetcher is None:
-            broker = self.cluster.brokers().get(leader_id)
-            if broker is None:
-                return  # the leader's registration will arrive with the next change
             fetcher = ReplicaFetcher(self.broker_id, leader_id, broker.host, broker.port)
             self.fetchers[leader_id] = fetcher
             fetcher.start()
@@ -271,7 +281,12 @@ class ReplicaManager:
             self._completed_by_hw(p.tp, p)
         expanded = p.isr_to_expand()
         if expanded is not None:
-            self._write_isr(p, expanded)
+            # Only registered brokers join (as KIP-841): one that has shut down or lost its
+            # session may still have a fetch in flight, and would hold the HW back once in.
+            live = self.cluster.brokers()
+            expanded = tuple(r for r in expanded if r in p.isr or r in live)
+            if expanded != p.isr:
+                self._write_isr(p, expanded)
         return NONE
 
     # -- ISR changes -----------------------------------------------------------------------

@@ -20,9 +20,10 @@ import resource
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from prometheus_client import start_http_server
 
 from broker.cluster.cluster_metadata import ClusterMetadata
@@ -31,6 +32,7 @@ from broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
     MetadataStore,
+    MetadataUnavailableError,
     TopicInfo,
 )
 from broker.config import BrokerConfig
@@ -60,6 +62,7 @@ from broker.server.purgatory import FetchPurgatory
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Response = bytes | EncodedFetchResponse | None
 
 # The client address of the connection a handler is serving (each connection runs in its
@@ -221,6 +224,20 @@ class Broker:
             log.info("created topic %s with %d partitions", name, partitions)
         return info
 
+    async def off_loop(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a metadata ``call`` (``create_topic``, ``next_producer_id``, …) — in cluster mode
+        in the executor, because it talks to ZooKeeper and kazoo blocks while disconnected,
+        which on the event loop would stall every connection for the whole outage. A
+        ZooKeeper failure is raised as ``MetadataUnavailableError`` (a retriable error code).
+        Standalone, the call runs inline, as it always did."""
+        if self.zk is None:
+            return call(*args, **kwargs)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, lambda: call(*args, **kwargs))
+        except KazooException as exc:
+            raise MetadataUnavailableError(f"ZooKeeper is unavailable: {exc!r}") from None
+
     def delete_topic(self, name: str) -> None:
         info = self.metadata.delete_topic(name)
         if self.cluster is not None:
@@ -271,10 +288,16 @@ class Broker:
                 listener.port,
                 limit=1 << 20,
                 reuse_address=True,
+                # Bound (so the port is known for the registration) but not yet listening:
+                # in cluster mode, requests wait until the broker has joined (as Kafka starts
+                # processing requests only after registering), so no client sees a broker
+                # with an empty view of the cluster.
+                start_serving=False,
             )
             self.port = self._server.sockets[0].getsockname()[1]
             if self.zk is not None:
                 await self._join_cluster()
+            await self._server.start_serving()
             if self.config.metrics_port is not None:
                 start_http_server(
                     self.config.metrics_port,
@@ -306,6 +329,9 @@ class Broker:
             default_replication_factor=cfg.default_replication_factor,
             num_partitions=cfg.num_partitions,
             unclean_leader_election=cfg.unclean_leader_election,
+            # Restarted right after a crash, the broker finds its previous session's
+            # registration still there until that session expires: wait that long, not less.
+            registration_timeout=max(10.0, cfg.zookeeper_session_timeout_ms / 1000 + 5),
         )
         self.metadata = self.cluster
 

@@ -48,6 +48,7 @@ _TABLE: list[tuple[type[BaseException], int]] = [
     (tm.InvalidPartitionsError, INVALID_PARTITIONS),
     (tm.InvalidReplicationFactorError, INVALID_REPLICATION_FACTOR),
     (tm.InvalidConfigError, INVALID_CONFIG),
+    (tm.MetadataUnavailableError, REQUEST_TIMED_OUT),
     (OSError, KAFKA_STORAGE_ERROR),
 ]
 

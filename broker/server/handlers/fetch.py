@@ -30,7 +30,13 @@ if TYPE_CHECKING:
     from broker.server.broker import Broker
 
 
-def _read_all(broker: Broker, request: Request) -> tuple[list[FetchTopic], int, bool]:
+def _read_all(
+    broker: Broker, request: Request, *, first: bool
+) -> tuple[list[FetchTopic], int, bool]:
+    """Read every partition of the request. ``first``: this is the read on the request's
+    arrival, the only one that records a follower's position (a re-read after a long-poll
+    wait must not: the ISR may have changed meanwhile, and a follower that has since died or
+    been dropped would be put back with the position it had half a second ago)."""
     body = request.body
     upper = "log_end" if body.replica_id >= 0 else "high_watermark"
     remaining = max(body.max_bytes, 0)
@@ -45,7 +51,7 @@ def _read_all(broker: Broker, request: Request) -> tuple[list[FetchTopic], int, 
             partition_log, error = broker.leader_log(t.topic, p.partition)
             if partition_log is not None:
                 error = _check_leader_epoch(broker, t.topic, p)
-            if error == ec.NONE and body.replica_id >= 0 and broker.replicas is not None:
+            if error == ec.NONE and body.replica_id >= 0 and broker.replicas is not None and first:
                 # A follower: its fetch offset is its log end; the leader's HW may move.
                 error = broker.replicas.record_follower_fetch(
                     body.replica_id, t.topic, p.partition, p.fetch_offset
@@ -100,15 +106,17 @@ async def handle_fetch(broker: Broker, request: Request) -> EncodedFetchResponse
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
     watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    first = True
     while True:
-        topics, total, has_error = _read_all(broker, request)
+        topics, total, has_error = _read_all(broker, request, first=first)
+        first = False
         if total >= body.min_bytes or has_error or total >= body.max_bytes:
             break
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
         if not await broker.purgatory.wait(watched, remaining):
-            topics, total, has_error = _read_all(broker, request)
+            topics, total, has_error = _read_all(broker, request, first=False)
             break
     for topic in topics:
         sent = sum(p.records.size for p in topic.partitions if isinstance(p.records, FileSlice))

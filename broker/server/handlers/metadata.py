@@ -79,9 +79,10 @@ async def handle_metadata(broker: Broker, request: Request) -> bytes:
             if info is None and allow:
                 try:
                     validate_topic(name)
-                    info = broker.create_topic(
-                        name, cfg.num_partitions, cfg.default_replication_factor, {}
-                    )
+                    info = await broker.off_loop(
+                        broker.create_topic,
+                        name, cfg.num_partitions, cfg.default_replication_factor, {},
+                    )  # fmt: skip
                 except InvalidTopicError:
                     topics.append(
                         {"error_code": ec.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}

@@ -13,7 +13,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster.topic_metadata import TopicExistsError
+from broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
 from broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from broker.protocol import Request
@@ -37,7 +37,10 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> bytes:
         adv = broker.config.advertised
         node, host, port = broker.config.broker_id, adv.host, broker.port
     else:
-        found = _coordinator_in_cluster(broker, request.body.key)
+        try:
+            found = await _coordinator_in_cluster(broker, request.body.key)
+        except MetadataUnavailableError:
+            found = None
         if found is None:
             return respond(request, {
                 "throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
@@ -52,7 +55,7 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> bytes:
     )  # fmt: skip
 
 
-def _coordinator_in_cluster(broker: Broker, group_id: str) -> tuple[int, str, int] | None:
+async def _coordinator_in_cluster(broker: Broker, group_id: str) -> tuple[int, str, int] | None:
     """The leader of the group's ``__consumer_offsets`` partition (creating the topic on
     first use, as Kafka does: replication min(3, live brokers))."""
     cluster = broker.cluster
@@ -60,7 +63,8 @@ def _coordinator_in_cluster(broker: Broker, group_id: str) -> tuple[int, str, in
     if cluster.get(OFFSETS_TOPIC) is None:
         replication = min(3, len(cluster.brokers()))
         with contextlib.suppress(TopicExistsError):  # another broker created it meanwhile
-            cluster.create_topic(
+            await broker.off_loop(
+                cluster.create_topic,
                 OFFSETS_TOPIC, broker.config.offsets_topic_num_partitions, replication, {},
                 internal=True,
             )  # fmt: skip

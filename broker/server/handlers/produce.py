@@ -14,6 +14,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from broker.cluster.topic_metadata import MetadataUnavailableError
 from broker.log.errors import InvalidRecordError, StorageError
 from broker.log.log import AppendInfo, Log
 from broker.log.record_batch import peek_size
@@ -141,7 +142,14 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> bytes:
             {"throttle_time": 0, "error_code": ec.INVALID_REQUEST, "producer_id": -1,
              "producer_epoch": -1},
         )  # fmt: skip
-    producer_id = broker.metadata.next_producer_id()
+    try:
+        producer_id = await broker.off_loop(broker.metadata.next_producer_id)
+    except MetadataUnavailableError:
+        return respond(
+            request,
+            {"throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
+             "producer_epoch": -1},
+        )  # fmt: skip
     return respond(
         request,
         {"throttle_time": 0, "error_code": ec.NONE, "producer_id": producer_id,

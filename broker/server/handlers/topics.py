@@ -36,9 +36,10 @@ async def handle_create_topics(broker: Broker, request: Request) -> bytes:
             replication = cfg.default_replication_factor
         config = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            broker.create_topic(
-                topic.name, partitions, replication, config, validate_only=body.validate_only
-            )
+            await broker.off_loop(
+                broker.create_topic,
+                topic.name, partitions, replication, config, validate_only=body.validate_only,
+            )  # fmt: skip
         except (TopicError, StorageError, OSError) as exc:
             result["error_code"] = ec.code_for(exc)
             result["error_message"] = str(exc)
@@ -54,7 +55,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> bytes:
             code = ec.INVALID_REQUEST  # Kafka refuses to delete internal topics too
         else:
             try:
-                broker.delete_topic(name)
+                await broker.off_loop(broker.delete_topic, name)
             except (TopicError, StorageError) as exc:
                 code = ec.code_for(exc)
         results.append({"name": name, "error_code": code})
