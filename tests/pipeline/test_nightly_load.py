@@ -130,10 +130,16 @@ def test_retention_deleted_unread_data(
     records = [{"topic": topic_name, "partition": 0, "value": value} for _ in range(200)]
     produce(kafka_broker.bootstrap, records, linger_ms=0, batch_size=400)  # one per batch
     consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "probe"})
+    # Wait until retention has deleted past offset 10 *and settled*: a pass may run while the
+    # 200 records are still arriving and the next one delete more (checks every 200 ms), so
+    # the log start is read only once it stayed put across several passes.
     deadline = time.monotonic() + 30
+    seen: list[int] = []
     while True:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), cached=False)
-        if low > 10 or time.monotonic() > deadline:
+        seen.append(low)
+        settled = len(seen) >= 6 and len(set(seen[-6:])) == 1
+        if (low > 10 and settled) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     consumer.close()

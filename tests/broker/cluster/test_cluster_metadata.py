@@ -209,7 +209,10 @@ def test_zookeeper_restart_is_ridden_out(cluster: SimCluster, zookeeper: ZooKeep
     b1.create_topic("before", 2, 2, {})
     wait_until(lambda: b2.partition_state("before", 1), message="states")
     zookeeper.restart()  # same data, sessions not expired: a SUSPENDED → CONNECTED blip
-    wait_until(lambda: all(c.connected for c in cluster.clients.values()), message="reconnect")
+    # kazoo's reconnect backs off; on a loaded machine (CI) it can take well over 10 s.
+    wait_until(
+        lambda: all(c.connected for c in cluster.clients.values()), timeout=45, message="reconnect"
+    )
     b2.create_topic("after", 2, 2, {})
     for m in (b1, b2):
         wait_until(lambda m=m: m.partition_state("after", 1), message="states after restart")
