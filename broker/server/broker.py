@@ -156,28 +156,22 @@ class Broker:
 
     def leader_log(self, topic: str, partition: int) -> tuple[Log | None, int]:
         """(the partition's log, 0) where this broker may serve clients from it, else
-        (None, UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER)."""
-        if self.replicas is None:
-            found = self.log_for(topic, partition)
-            return found, 0 if found is not None else UNKNOWN_TOPIC_OR_PARTITION
+        (None, UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER). Standalone, every
+        existing partition is served here (its log created on first use)."""
         info = self.metadata.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return None, UNKNOWN_TOPIC_OR_PARTITION
+        if self.replicas is None:
+            existing = self.log_manager.get_log(topic, partition)
+            return existing or self.log_manager.get_or_create_log(topic, partition), 0
         leading = self.replicas.leader_partition(topic, partition)
         if leading is None:
             return None, NOT_LEADER_OR_FOLLOWER
         return leading.log, 0
 
     def log_for(self, topic: str, partition: int) -> Log | None:
-        """The partition's log, or None when the topic or partition does not exist (or, in
-        cluster mode, when this broker does not lead it)."""
-        if self.replicas is not None:
-            return self.leader_log(topic, partition)[0]
-        info = self.metadata.get(topic)
-        if info is None or not 0 <= partition < info.partitions:
-            return None
-        existing = self.log_manager.get_log(topic, partition)
-        return existing or self.log_manager.get_or_create_log(topic, partition)
+        """The partition's log where this broker serves it, else None."""
+        return self.leader_log(topic, partition)[0]
 
     def create_topic(
         self,
