@@ -46,7 +46,7 @@ test-fast: install ## The suite without the slow fault-injection tests
 	$(BIN)/pytest -q -m "not slow"
 
 .PHONY: demo
-demo: install ## Start a standalone broker, run the main job end to end, stop everything
+demo: install system-deps ## A standalone broker + registry, Avro events, the nightly load via spark-submit, then stop
 	$(BIN)/python -m jobs.demo
 
 .PHONY: bench
