@@ -1,8 +1,10 @@
-"""Small networking helpers for tests that start real servers on 127.0.0.1."""
+"""Small helpers for tests that start real servers on 127.0.0.1: ports and processes."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import time
 
 
@@ -27,3 +29,18 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def signal_and_wait(proc: subprocess.Popen[bytes] | None, sig: int, timeout: float) -> int | None:
+    """Send ``sig`` to a running ``proc``, wait up to ``timeout`` for it to exit (SIGKILL
+    after that) and return its exit status; None if it was never started. Idempotent."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode

@@ -34,7 +34,6 @@ they have not expired). Not thread-safe: one thread drives a server.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
@@ -43,7 +42,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from tests.net import free_port
+from tests.net import free_port, signal_and_wait
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -186,16 +185,7 @@ class ZooKeeperServer:
         return self._signal(signal.SIGKILL, STOP_TIMEOUT)
 
     def _signal(self, sig: int, timeout: float) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return signal_and_wait(self.proc, sig, timeout)
 
     def restart(self, *, kill: bool = False, timeout: float = START_TIMEOUT) -> ZooKeeperServer:
         """Stop (or kill) the server and start it again on the same port and data dir."""

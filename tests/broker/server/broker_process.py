@@ -23,7 +23,7 @@ from types import TracebackType
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.broker.server.wire import WireClient
-from tests.net import free_port
+from tests.net import free_port, signal_and_wait
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 30.0
@@ -145,16 +145,7 @@ class BrokerProcess:
         return self._signal(signal.SIGKILL, STOP_TIMEOUT)
 
     def _signal(self, sig: int, timeout: float) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return signal_and_wait(self.proc, sig, timeout)
 
     def restart(self, *, kill: bool = False, timeout: float = START_TIMEOUT) -> BrokerProcess:
         """Stop (or kill) the broker and start it again on the same port and log dir. A
