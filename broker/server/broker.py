@@ -86,17 +86,29 @@ NOT_LEADER_OR_FOLLOWER = 6
 _PRODUCE_KEY = int(ApiKey.PRODUCE).to_bytes(2, "big")
 
 
-class _FdFile:
-    """The two methods ``loop.sendfile`` needs of a file, over a segment's open fd."""
+class FdFile:
+    """What ``loop.sendfile`` needs of a file, over a segment's open fd: ``fileno`` and
+    ``seek`` for the native ``os.sendfile`` path, and ``readinto`` (with a position kept by
+    ``seek``) for asyncio's fallback, taken when the transport cannot sendfile natively —
+    e.g. while it is closing. Reads use ``pread``, so the shared fd's offset never moves."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._position = 0
 
     def fileno(self) -> int:
         return self._fd
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        if whence != 0:
+            raise ValueError(f"expected an absolute seek (whence 0), found whence {whence}")
+        self._position = offset
         return offset
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        read = os.preadv(self._fd, [buffer], self._position)
+        self._position += read
+        return read
 
 
 class Broker:
@@ -499,7 +511,7 @@ class Broker:
                 await writer.drain()
                 await loop.sendfile(
                     writer.transport,
-                    _FdFile(chunk.fd),  # type: ignore[arg-type]  # fileno() and seek() suffice
+                    FdFile(chunk.fd),  # type: ignore[arg-type]  # file-like enough for sendfile
                     chunk.position,
                     chunk.size,
                 )
