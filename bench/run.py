@@ -10,7 +10,15 @@ import argparse
 import sys
 import time
 
-from bench import bench_broker, bench_load, bench_log, bench_offsets, bench_peers, plots
+from bench import (
+    bench_assignors,
+    bench_broker,
+    bench_load,
+    bench_log,
+    bench_offsets,
+    bench_peers,
+    plots,
+)
 from bench.results import Results, markdown
 
 
@@ -36,6 +44,9 @@ def main() -> int:
     if args.only in (None, "offsets"):
         print("the offsets article: auto-commit, commit after processing, the atomic load")
         bench_offsets.run(results, quick)
+    if args.only in (None, "assignors"):
+        print("Range, RoundRobin, cooperative-sticky: a member leaves and returns")
+        bench_assignors.run(results, quick)
     if args.only in (None, "peers"):
         print("Sluice, Tansu, RabbitMQ, ActiveMQ: the paper's section 5 experiments", flush=True)
         bench_peers.run(results, quick)
