@@ -4,7 +4,6 @@ producer-id blocks and re-registration after a session expiry."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -21,15 +20,6 @@ from broker.log.errors import InvalidTopicError
 from tests.broker.cluster import SimCluster, wait_until
 from tests.conftest import kazoo_client
 from tests.zookeeper_server import ZooKeeperServer
-
-
-@pytest.fixture
-def cluster(zk_connect: str) -> Iterator[SimCluster]:
-    sim = SimCluster(zk_connect)
-    try:
-        yield sim
-    finally:
-        sim.close()
 
 
 class Recorder:

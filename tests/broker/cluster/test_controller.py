@@ -7,7 +7,6 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -35,15 +34,6 @@ from broker.cluster.zk_data import (
 )
 from tests.broker.cluster import SimCluster, expire_session, wait_until
 from tests.conftest import kazoo_client
-
-
-@pytest.fixture
-def cluster(zk_connect: str) -> Iterator[SimCluster]:
-    sim = SimCluster(zk_connect)
-    try:
-        yield sim
-    finally:
-        sim.close()
 
 
 def zk_state(zk: KazooClient, topic: str, partition: int) -> PartitionState | None:
