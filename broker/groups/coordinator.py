@@ -21,6 +21,11 @@ States (Kafka's ``GroupState``)::
   and asked to join again with it, so a client that retries never leaves ghost members.
 * Sessions expire when no heartbeat (or join/sync) arrives within ``session.timeout.ms``; the
   member is removed and the group rebalances.
+* Members learn that a rebalance started only from a Heartbeat (or SyncGroup) answered
+  REBALANCE_IN_PROGRESS: the classic protocol has no push. So the cooperative protocol's
+  follow-up rebalance (started by the members that revoked partitions, which rejoin at once)
+  waits up to ``heartbeat.interval.ms`` for the others, as on Kafka; the join completes the
+  moment the last known member rejoins.
 
 Errors are Kafka's codes (module constants below); every method returns them rather than
 raising, since each is an ordinary answer to a client. Not thread-safe: it runs on the
@@ -195,16 +200,24 @@ class GroupCoordinator:
             group.members[member_id] = member
             changed = True
         else:
-            changed = member.protocols != list(protocols) or member_id == group.leader
+            changed = member.protocols != list(protocols)
             member.protocols = list(protocols)
             member.session_timeout_ms = session_timeout_ms
             member.rebalance_timeout_ms = rebalance_timeout_ms
             member.last_heartbeat = now
-            if group.state is GroupState.COMPLETING_REBALANCE and not changed:
-                return self._join_result(group, member)
-            if group.state is GroupState.STABLE and not changed:
+            # Kafka's classicGroupJoinExistingMember: unchanged metadata while the assignment
+            # is being handed out (the member missed its JoinGroup response) gets the current
+            # generation, leader included. Once Stable the leader's join always rebalances: it
+            # may have seen a topic change its metadata does not show.
+            completing = group.state is GroupState.COMPLETING_REBALANCE
+            stable_follower = group.state is GroupState.STABLE and member_id != group.leader
+            if not changed and (completing or stable_follower):
+                log.debug("group %s: join from %s (%s, unchanged): current generation %d",
+                          group_id, member_id, group.state.value, group.generation)  # fmt: skip
                 return self._join_result(group, member)
 
+        log.debug("group %s: join from %s (%s, %s): rebalancing", group_id, member_id,
+                  group.state.value, "changed" if changed else "same")  # fmt: skip
         loop = asyncio.get_running_loop()
         if member.join_future is not None and not member.join_future.done():
             member.join_future.set_result(JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))

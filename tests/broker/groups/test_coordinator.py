@@ -177,3 +177,29 @@ def test_commit_validation():
         c.close()
 
     run(scenario())
+
+
+def test_a_member_rejoining_unchanged_while_the_assignment_is_pending_gets_the_generation():
+    # Kafka's classicGroupJoinExistingMember: in CompletingRebalance the same metadata (a lost
+    # JoinGroup response) returns the current generation, to the leader too; once Stable the
+    # leader's join rebalances and a follower's unchanged join does not.
+    async def scenario():
+        c = coordinator()
+        a, b = await asyncio.gather(join(c, client="a"), join(c, client="b"))
+        leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+        again = await asyncio.wait_for(join(c, leader.member_id), 1.0)
+        assert (again.error, again.generation, again.members) == (NONE, 1, leader.members)
+        assert c.groups["g"].state is GroupState.COMPLETING_REBALANCE
+        await asyncio.gather(c.sync("g", 1, follower.member_id, {}),
+                             c.sync("g", 1, leader.member_id, {}))  # fmt: skip
+        assert (await join(c, follower.member_id)).generation == 1
+        assert c.groups["g"].state is GroupState.STABLE
+        leader_join = asyncio.ensure_future(join(c, leader.member_id))
+        await asyncio.sleep(0.01)
+        assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
+        assert c.heartbeat("g", 1, follower.member_id) == REBALANCE_IN_PROGRESS
+        await join(c, follower.member_id)
+        assert (await leader_join).generation == 2
+        c.close()
+
+    run(scenario())
