@@ -10,6 +10,14 @@ structured records ``bench/bench_peers.py`` writes to ``build/bench/peers.json``
   Kafka 9 B, ActiveMQ 144 B).
 * ``first_message.png`` — milliseconds from subscribing to the first message.
 
+and from ``build/bench/scale.json`` (``bench/bench_scale.py``):
+
+* ``scale.png`` — produce msg/s in each sampled chunk against the log size when it was written,
+  with the consume rates of the slices read at the start, middle and end of the log placed at
+  their position (warm and cold page cache); below, the time of a lookup by time of the first
+  and of a recent message as the log grew, the dirty page cache (write-back pending) and the
+  broker's resident memory.
+
 ``python -m bench.plots [build/bench]``. Needs matplotlib (``pip install matplotlib``).
 """
 
@@ -33,9 +41,9 @@ PAPER_STORAGE = {"Kafka": 9, "ActiveMQ": 144}  # bytes per message
 
 def render(out_dir: Path = OUT_DIR) -> list[Path]:
     """Draw every plot the records allow; returns the PNG paths written."""
-    records_path = out_dir / "peers.json"
-    if not records_path.exists():
-        print(f"plots: no {records_path}; run the peers benchmark first")
+    peers_path, scale_path = out_dir / "peers.json", out_dir / "scale.json"
+    if not peers_path.exists() and not scale_path.exists():
+        print(f"plots: neither {peers_path} nor {scale_path}; run the peers or scale benchmark")
         return []
     try:
         import matplotlib
@@ -44,7 +52,13 @@ def render(out_dir: Path = OUT_DIR) -> list[Path]:
     except ImportError:
         print("plots: matplotlib is not installed (pip install matplotlib)")
         return []
-    records = json.loads(records_path.read_text())
+    paths = _peers(json.loads(peers_path.read_text()), out_dir) if peers_path.exists() else []
+    if scale_path.exists():
+        paths.append(_scale(json.loads(scale_path.read_text()), out_dir))
+    return [p for p in paths if p is not None]
+
+
+def _peers(records: dict[str, Any], out_dir: Path) -> list[Path | None]:
     note = _note(records, out_dir)
     paths = [
         _produce(records, out_dir, note),
@@ -56,7 +70,7 @@ def render(out_dir: Path = OUT_DIR) -> list[Path]:
               {f"paper: {k} {v} B": v for k, v in PAPER_STORAGE.items()}),
         _first(records, out_dir, note),
     ]  # fmt: skip
-    return [p for p in paths if p is not None]
+    return paths
 
 
 def _note(records: dict[str, Any], out_dir: Path) -> str:
@@ -187,6 +201,68 @@ def _first(records: dict[str, Any], out_dir: Path, note: str) -> Path | None:
     ax.set_title(f"Time to the first message after subscribing\n{note}", fontsize=10)
     fig.tight_layout()
     path = out_dir / "first_message.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _scale(record: dict[str, Any], out_dir: Path) -> Path | None:
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    samples = record["samples"]
+    if len(samples) < 2:
+        return None
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8.5, 7.8), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})  # fmt: skip
+    xs = [s["log_bytes"] / 1e9 for s in samples[1:]]
+    rates = [(b["messages"] - a["messages"]) / (b["seconds"] - a["seconds"])
+             if b["seconds"] > a["seconds"] else math.nan
+             for a, b in zip(samples, samples[1:], strict=False)]  # fmt: skip
+    top.plot(xs, rates, marker=".", color=COLORS["sluice"], label="produce (msg/s in the chunk)")
+    total = samples[-1]["log_bytes"]
+    per_message = total / max(1, samples[-1]["messages"] + 1)
+    markers = {"warm": ("o", "#2ca02c"), "cold": ("s", "#d62728")}
+    for cache, (marker, color) in markers.items():
+        reads = [r for r in record["reads"] if r["cache"] == cache]
+        if reads:
+            top.plot([(r["start_offset"] + r["count"] / 2) * per_message / 1e9 for r in reads],
+                     [r["rate"] for r in reads], marker, color=color, ls="none",
+                     label=f"consume a {record['slice_bytes'] / 1e6:,.0f} MB slice there, "
+                     f"{cache} page cache")  # fmt: skip
+    top.set_ylim(bottom=0)
+    top.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:,.0f}"))
+    top.set_ylabel("messages/s")
+    top.grid(alpha=0.3)
+    top.legend(fontsize=8, loc="best")
+    for key, label in (("lookup_first_ms", "lookup by time: first message"),
+                       ("lookup_recent_ms", "lookup by time: a recent message")):  # fmt: skip
+        # From the first sample on: at the start the log holds only the warm-up message.
+        bottom.plot([s["log_bytes"] / 1e9 for s in samples[1:]], [s[key] for s in samples[1:]],
+                    marker=".", label=label)  # fmt: skip
+    bottom.set_ylabel("ms (offsets_for_times)")
+    bottom.set_xlabel("log size (GB)")
+    bottom.set_ylim(bottom=0)
+    bottom.grid(alpha=0.3)
+    dirty = bottom.twinx()
+    dirty.plot([s["log_bytes"] / 1e9 for s in samples],
+               [s["dirty_bytes"] / 1e6 for s in samples], color="black", alpha=0.3, lw=1,
+               label="dirty page cache (MB)")  # fmt: skip
+    if any(s.get("broker_rss_bytes") for s in samples):
+        dirty.plot([s["log_bytes"] / 1e9 for s in samples],
+                   [s.get("broker_rss_bytes", 0) / 1e6 for s in samples], color="purple",
+                   alpha=0.5, lw=1, ls="--", label="broker resident memory (MB)")  # fmt: skip
+    dirty.set_ylabel("MB", fontsize=8)
+    dirty.set_ylim(bottom=0)
+    handles = [*bottom.get_legend_handles_labels()[0], *dirty.get_legend_handles_labels()[0]]
+    bottom.legend(handles, [str(h.get_label()) for h in handles], fontsize=8, ncol=2,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.22))  # fmt: skip
+    kind = "quick" if record.get("quick") else "full"
+    fig.suptitle(f"Throughput as the log grows: one partition, 200-byte messages, librdkafka "
+                 f"default batching\n{kind} run, {total / 1e9:.2f} GB in "
+                 f"{samples[-1]['segments']} segment(s), loopback", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    path = out_dir / "scale.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -1,15 +1,31 @@
 """Benchmark results: a list of ``{"experiment", "system", "metric", "value", "unit"}``
-written to ``build/bench/results.json``, and the table printed from it."""
+in ``build/bench/results.json``, and where each experiment's rows came from in
+``build/bench/machine.json``.
+
+Runs are partial more often than not (``python -m bench.run --only scale``), so ``save`` merges:
+the rows of every experiment this run measured replace that experiment's earlier rows, and the
+other experiments' rows are kept. An experiment is replaced whole, never row by row, so its
+numbers always come from one run and can be compared with each other.
+
+``machine.json`` keeps the machine of the latest save at the top level (``command``, ``date``,
+``python``, ``cpus``, ``platform``, ``memory_gib``) and, under ``experiments``, the same fields
+plus ``mode`` (quick or full) and ``notes`` for every experiment in ``results.json``.
+"""
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import os
 import platform
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 OUT_DIR = Path("build/bench")
+PROVENANCE = ("command", "date", "mode", "python", "cpus", "platform", "memory_gib")
 
 
 @dataclass(frozen=True)
@@ -22,24 +38,92 @@ class Result:
 
 
 class Results:
+    """The rows (and notes) one run measured. Not thread-safe."""
+
     def __init__(self) -> None:
         self.items: list[Result] = []
+        self.notes: dict[str, list[str]] = {}
 
     def add(self, experiment: str, system: str, metric: str, value: float, unit: str) -> None:
         self.items.append(Result(experiment, system, metric, round(value, 3), unit))
         print(f"  {experiment:<22} {system:<22} {metric:<28} {value:>14,.1f} {unit}", flush=True)
 
-    def save(self, command: str) -> Path:
-        OUT_DIR.mkdir(parents=True, exist_ok=True)
-        path = OUT_DIR / "results.json"
-        path.write_text(json.dumps([asdict(r) for r in self.items], indent=1))
-        (OUT_DIR / "machine.json").write_text(json.dumps(machine(command), indent=1))
+    def note(self, experiment: str, text: str) -> None:
+        """A remark the report prints under the experiment's table (how it was measured)."""
+        self.notes.setdefault(experiment, []).append(text)
+        print(f"  {experiment:<22} note: {text}", flush=True)
+
+    @property
+    def experiments(self) -> list[str]:
+        """The experiments with rows in this run, in first-seen order."""
+        return list(dict.fromkeys(r.experiment for r in self.items))
+
+    def save(self, command: str, mode: str | None = None, out_dir: Path = OUT_DIR) -> Path:
+        """Merge this run into ``out_dir/results.json`` and ``machine.json``; returns the
+        results path. ``mode`` is "quick" or "full" (guessed from ``command`` when None)."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "results.json"
+        machine_path = out_dir / "machine.json"
+        old_rows = load_results(path)
+        old_machine = _load_json(machine_path)
+        old_date = _mtime_date(path)
+        path.write_text(json.dumps([asdict(r) for r in merge(old_rows, self.items)], indent=1))
+        info = merge_machine(old_machine, old_date, machine(command, mode), self.experiments,
+                             self.notes, {r.experiment for r in old_rows})  # fmt: skip
+        machine_path.write_text(json.dumps(info, indent=1))
         return path
 
 
-def machine(command: str) -> dict[str, object]:
+def merge(old: Iterable[Result], new: Iterable[Result]) -> list[Result]:
+    """``old`` with every experiment that has rows in ``new`` replaced by those rows, in place
+    of its first old row; experiments new to the file go at the end."""
+    fresh: dict[str, list[Result]] = {}
+    for r in new:
+        fresh.setdefault(r.experiment, []).append(r)
+    out: list[Result] = []
+    placed: set[str] = set()
+    for r in old:
+        if r.experiment not in fresh:
+            out.append(r)
+        elif r.experiment not in placed:
+            out.extend(fresh[r.experiment])
+            placed.add(r.experiment)
+    for experiment, rows in fresh.items():
+        if experiment not in placed:
+            out.extend(rows)
+    return out
+
+
+def merge_machine(
+    old: Mapping[str, Any], old_date: str | None, current: Mapping[str, Any],
+    experiments: Iterable[str], notes: Mapping[str, list[str]], kept: Iterable[str],
+) -> dict[str, Any]:  # fmt: skip
+    """The new ``machine.json``: ``current`` at the top level; ``experiments`` from ``old``,
+    with each experiment run now set to ``current`` (and its ``notes``). ``kept`` experiments
+    without a record (a ``machine.json`` from before records were kept) get the old top level
+    and ``old_date`` (when the old results were written)."""
+    records: dict[str, Any] = dict(old.get("experiments", {}))
+    legacy = {k: old[k] for k in PROVENANCE if k in old}
+    if legacy:
+        legacy.setdefault("date", old_date)
+        legacy.setdefault("mode", mode_of(str(legacy.get("command", ""))))
+    for experiment in kept:
+        if experiment not in records and legacy:
+            records[experiment] = dict(legacy)
+    for experiment in experiments:
+        record = dict(current)
+        if notes.get(experiment):
+            record["notes"] = list(notes[experiment])
+        records[experiment] = record
+    return {**current, "experiments": records}
+
+
+def machine(command: str, mode: str | None = None) -> dict[str, Any]:
+    """This machine and run: the provenance fields of ``machine.json``."""
     return {
         "command": command,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "mode": mode or mode_of(command),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
@@ -47,8 +131,44 @@ def machine(command: str) -> dict[str, object]:
     }
 
 
+def mode_of(command: str) -> str:
+    return "full" if "--full" in command or "bench-full" in command else "quick"
+
+
+def load_results(path: Path) -> list[Result]:
+    """The rows in ``path``; none when it is missing. A file that does not parse is moved to
+    ``<name>.corrupt`` (with a message) rather than lost or allowed to block the save."""
+    if not path.exists():
+        return []
+    try:
+        return [Result(**row) for row in json.loads(path.read_text())]
+    except (ValueError, TypeError) as e:
+        aside = path.with_name(path.name + ".corrupt")
+        path.replace(aside)
+        print(f"results: {path} is not a list of results ({e}); moved to {aside}", flush=True)
+        return []
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _mtime_date(path: Path) -> str | None:
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    return datetime.datetime.fromtimestamp(mtime).astimezone().isoformat(timespec="seconds")
+
+
 def markdown(results: list[Result]) -> str:
+    """All rows as one flat table (``bench.report`` writes the README's tables)."""
     lines = ["| experiment | system | metric | value | unit |", "|---|---|---|---:|---|"]
     for r in results:
-        lines.append(f"| {r.experiment} | {r.system} | {r.metric} | {r.value:,.1f} | {r.unit} |")
+        value = f"{r.value:,.1f}" if math.isfinite(r.value) else "n/a"
+        lines.append(f"| {r.experiment} | {r.system} | {r.metric} | {value} | {r.unit} |")
     return "\n".join(lines)

@@ -1,7 +1,11 @@
-"""Run the benchmarks and write ``build/bench/results.json``.
+"""Run the benchmarks, merge their rows into ``build/bench/results.json`` and print the report.
 
-python -m bench.run --quick    # `make bench`, a few minutes
-python -m bench.run --full     # `make bench-full`
+python -m bench.run --quick               # `make bench`, a few minutes
+python -m bench.run --full                # `make bench-full`
+python -m bench.run --only scale          # one group; the other groups' results are kept
+python -m bench.run --only scale --scale-size 200MB
+
+A group that fails is reported and the others still run and are saved; the exit status is 1.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
+from collections.abc import Callable
 
 from bench import (
     bench_assignors,
@@ -17,45 +23,77 @@ from bench import (
     bench_log,
     bench_offsets,
     bench_peers,
+    bench_scale,
     plots,
+    report,
 )
-from bench.results import Results, markdown
+from bench.results import Results
+
+# group -> (what it measures, how to run it); run in this order.
+GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], object]]] = {
+    "log": ("storage engine (broker/log) against the disk",
+            lambda r, q, _a: bench_log.run(r, q)),
+    "broker": ("the broker's fetch path against a raw sendfile over loopback",
+               lambda r, q, _a: bench_broker.run(r, q)),
+    "scale": ("produce and consume throughput as the log grows to GBs",
+              lambda r, q, a: bench_scale.run(r, q, a.scale_size)),
+    "load": ("the nightly load against Spark writing the same rows from memory",
+             lambda r, q, _a: bench_load.run(r, q)),
+    "offsets": ("the offsets article: auto-commit, commit after processing, the atomic load",
+                lambda r, q, _a: bench_offsets.run(r, q)),
+    "assignors": ("Range, RoundRobin, cooperative-sticky: a member leaves and returns",
+                  lambda r, q, _a: bench_assignors.run(r, q)),
+    "peers": ("Sluice, Tansu, RabbitMQ, ActiveMQ: the paper's section 5 experiments",
+              lambda r, q, _a: bench_peers.run(r, q)),
+}  # fmt: skip
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
+def command_line(args: argparse.Namespace) -> str:
+    """The command as recorded in machine.json, flags in a fixed order."""
+    words = ["python -m bench.run", "--full" if args.full else "--quick"]
+    if args.only:
+        words += ["--only", args.only]
+    if args.scale_size is not None and args.only in (None, "scale"):
+        words += ["--scale-size", str(args.scale_size_text)]
+    return " ".join(words)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True)
     mode.add_argument("--full", action="store_true")
-    parser.add_argument("--only", choices=["log", "broker", "load", "peers"], help="one group only")
-    args = parser.parse_args()
+    parser.add_argument("--only", choices=list(GROUPS), help="one group only")
+    parser.add_argument(
+        "--scale-size",
+        dest="scale_size_text",
+        metavar="SIZE",
+        help="scale: log size to reach, e.g. 200MB (default 1 GB, full 5 GB)",
+    )
+    args = parser.parse_args(argv)
+    args.scale_size = (None if args.scale_size_text is None
+                       else bench_scale.parse_size(args.scale_size_text))  # fmt: skip
     quick = not args.full
     results = Results()
     started = time.time()
-    if args.only in (None, "log"):
-        print("storage engine (broker/log) against the disk", flush=True)
-        bench_log.run(results, quick)
-    if args.only in (None, "broker"):
-        print("the broker's fetch path against a raw sendfile over loopback", flush=True)
-        bench_broker.run(results, quick)
-    if args.only in (None, "load"):
-        print("the nightly load against Spark writing the same rows from memory", flush=True)
-        bench_load.run(results, quick)
-    if args.only in (None, "offsets"):
-        print("the offsets article: auto-commit, commit after processing, the atomic load")
-        bench_offsets.run(results, quick)
-    if args.only in (None, "assignors"):
-        print("Range, RoundRobin, cooperative-sticky: a member leaves and returns")
-        bench_assignors.run(results, quick)
-    if args.only in (None, "peers"):
-        print("Sluice, Tansu, RabbitMQ, ActiveMQ: the paper's section 5 experiments", flush=True)
-        bench_peers.run(results, quick)
-    command = "make bench" if quick else "make bench-full"
-    path = results.save(command)
+    failed = []
+    for name, (title, run) in GROUPS.items():
+        if args.only not in (None, name):
+            continue
+        print(f"{name}: {title}", flush=True)
+        try:
+            run(results, quick, args)
+        except Exception:  # the other groups' numbers are still worth saving
+            traceback.print_exc()
+            print(f"{name}: FAILED", flush=True)
+            failed.append(name)
+    path = results.save(command_line(args), "quick" if quick else "full")
     for png in plots.render(path.parent):
         print(f"plot {png}")
-    print(f"\n{markdown(results.items)}\n\nwrote {path} in {time.time() - started:.0f}s")
-    return 0
+    print("\n" + report.render_dir(path.parent))
+    print(f"\nwrote {path} in {time.time() - started:.0f}s"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))  # fmt: skip
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,562 @@
+"""The README's performance section, generated from the benchmark results.
+
+    python -m bench.report                              # print the markdown
+    python -m bench.report --write-readme README.md     # replace the text between the markers
+
+Sources, all in ``build/bench/``: ``results.json`` (every measured number), ``machine.json``
+(the machine, and per experiment the command, mode, date and notes: see ``bench.results``), and
+``peers.json`` when present (message counts and versions of the peers run). The paper's own
+figures are ``bench.plots``'s constants. The prose below describes each experiment and what
+stays true whatever the numbers are; every number in the output comes from those files, or is a
+parameter of the mode the experiment ran in (``SETUP``, mirroring each module's ``run``).
+
+``--write-readme`` replaces only what lies between ``<!-- bench:begin -->`` and
+``<!-- bench:end -->`` (each exactly once, in that order), byte for byte outside them; without
+the markers it stops with an error and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.plots import PAPER_CONSUME, PAPER_PRODUCE, PAPER_STORAGE
+from bench.results import OUT_DIR, Result, load_results, mode_of
+
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+
+# The make targets that run these commands (see the Makefile).
+MAKE_TARGETS = {
+    "python -m bench.run --quick": "make bench",
+    "python -m bench.run --full": "make bench-full",
+    "python -m bench.run --quick --only peers": "make bench-peers",
+}
+
+# Parameters of each mode that no result row carries (they are in each module's run()).
+SETUP = {
+    "log": {"quick": "256 MiB", "full": "1 GiB"},
+    "fetch_path": {"quick": "1 M", "full": "5 M"},
+    "offsets_article": {"quick": "20 k", "full": "100 k"},
+    "partition_strategy": {"quick": "8 s, 16 s and 24 s", "full": "20 s, 40 s and 60 s"},
+}
+
+
+class MarkersError(ValueError):
+    """The README lacks the markers, or has them more than once or out of order."""
+
+
+# -- formatting ----------------------------------------------------------------------------
+
+
+def fmt(value: float, unit: str) -> str:
+    """``15,356 msg/s``, ``0.46×``, ``1.14 ms``, ``n/a`` for NaN."""
+    if not _finite(value):
+        return "n/a"
+    if unit == "ratio":
+        return f"{value:.2f}×"
+    if value == int(value):
+        text = f"{int(value):,}"
+    elif abs(value) >= 100:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:,.1f}"
+    else:
+        text = f"{value:.3g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _join(items: Sequence[str]) -> str:
+    return ", ".join(items)
+
+
+# -- the data ------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    """What the sections draw from: rows by experiment, provenance by experiment, sidecar
+    records (``peers``), and the PNG names present."""
+
+    rows: dict[str, list[Result]]
+    machine: Mapping[str, Any]
+    provenance: dict[str, dict[str, Any]]
+    sidecars: Mapping[str, Any] = field(default_factory=dict)
+    pngs: set[str] = field(default_factory=set)
+
+    def value(self, experiment: str, system: str, metric: str) -> float | None:
+        for r in self.rows.get(experiment, []):
+            if r.system == system and r.metric == metric:
+                return r.value
+        return None
+
+    def mode(self, experiment: str) -> str:
+        return str(self.provenance.get(experiment, {}).get("mode", "quick"))
+
+    def notes(self, experiments: Iterable[str]) -> list[str]:
+        return [n for e in experiments for n in self.provenance.get(e, {}).get("notes", [])]
+
+
+def context(
+    rows: Iterable[Result], machine: Mapping[str, Any], sidecars: Mapping[str, Any] | None = None,
+    pngs: Iterable[str] = (), results_date: str | None = None,
+) -> Context:  # fmt: skip
+    """Group ``rows``; experiments without a record in ``machine["experiments"]`` (a
+    ``machine.json`` written before records were kept) get its top level, dated
+    ``results_date``."""
+    by_experiment: dict[str, list[Result]] = {}
+    for r in rows:
+        by_experiment.setdefault(r.experiment, []).append(r)
+    records = machine.get("experiments", {})
+    legacy = {k: v for k, v in machine.items() if k != "experiments"}
+    legacy.setdefault("date", results_date)
+    legacy.setdefault("mode", mode_of(str(legacy.get("command", ""))))
+    provenance = {e: dict(records.get(e, legacy)) for e in by_experiment}
+    return Context(by_experiment, machine, provenance, dict(sidecars or {}), set(pngs))
+
+
+# -- tables --------------------------------------------------------------------------------
+
+Label = Callable[[Result], tuple[str, str]]  # a row -> (row label, note after its value)
+
+
+def plain_label(r: Result) -> tuple[str, str]:
+    return r.metric, ""
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def table(
+    rows: Sequence[Result], *, transpose: bool = False, best: str | None = None,
+    label: Label = plain_label, extra: Mapping[str, Mapping[str, str]] | None = None,
+    corner: str = "",
+) -> list[str]:  # fmt: skip
+    """Markdown table: systems as rows and metrics as columns, or (``transpose``) metrics as
+    rows and systems as columns. ``best`` ("max"/"min") bolds the best value of each metric
+    when more than one system has one. ``extra``: more columns, ``{title: {label: text}}``."""
+    systems = list(dict.fromkeys(r.system for r in rows))
+    labels: list[str] = []
+    cells: dict[tuple[str, str], str] = {}
+    values: dict[str, list[tuple[float, str]]] = {}
+    for r in rows:
+        name, note = label(r)
+        if name not in labels:
+            labels.append(name)
+        text = fmt(r.value, r.unit) if note == "" or _finite(r.value) else note
+        if note and _finite(r.value):
+            text += f" ({note})"
+        cells[name, r.system] = text
+        if _finite(r.value) and r.unit != "ratio":
+            values.setdefault(name, []).append((r.value, r.system))
+    if best is not None:
+        for name, found in values.items():
+            top = max(v for v, _ in found) if best == "max" else min(v for v, _ in found)
+            winners = [s for v, s in found if v == top]
+            if len(found) > 1 and len(winners) < len(found):  # ties: every one of them
+                for system in winners:
+                    cells[name, system] = f"**{cells[name, system]}**"
+    extra = extra or {}
+    if transpose:
+        head = [corner, *systems, *extra]
+        body = [
+            [name, *(cells.get((name, s), "") for s in systems),
+             *(column.get(name, "") for column in extra.values())]
+            for name in labels
+        ]  # fmt: skip
+    else:
+        head = [corner, *labels]
+        body = [[s, *(cells.get((name, s), "") for name in labels)] for s in systems]
+    lines = ["| " + " | ".join(_cell(h) for h in head) + " |",
+             "|---|" + "---:|" * (len(head) - 1)]  # fmt: skip
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]
+    return lines
+
+
+def ratio_rows(rows: Iterable[Result]) -> list[str]:
+    """``system metric: 0.46×`` for every ratio row, as README prose quotes them."""
+    return [f"{r.system} ({r.metric}) {fmt(r.value, r.unit)}" for r in rows if r.unit == "ratio"]
+
+
+def pair_ratios(ctx: Context, experiment: str, a: str, b: str, unit: str) -> list[str]:
+    """``<metric> <a/b>×`` for every metric in ``unit`` both systems have a value for."""
+    out = []
+    for r in ctx.rows.get(experiment, []):
+        if r.system != a or r.unit != unit:
+            continue
+        other = ctx.value(experiment, b, r.metric)
+        if other and _finite(other) and _finite(r.value):
+            name = r.metric.removesuffix(f", {unit}")
+            out.append(f"{name} {fmt(r.value / other, 'ratio')}")
+    return out
+
+
+# -- sections ------------------------------------------------------------------------------
+
+
+def peers_section(ctx: Context) -> list[str]:
+    out = ["**The paper's §5, one producer and one consumer, 200-byte messages.** Sluice writes "
+           "to disk; Tansu, a Rust Kafka-compatible broker, keeps everything in memory; "
+           "RabbitMQ with persistent messages on a durable queue; ActiveMQ with KahaDB over "
+           "STOMP. The Kafka-protocol systems are driven by the same confluent-kafka client "
+           "(`acks=1`); \"batch 1\", \"batch 50\" and librdkafka's \"default batching\" are "
+           "the ways each topic or queue was written." + _peer_counts(ctx)]  # fmt: skip
+    paper_produce = {f"{mode}": fmt(v, "msg/s") for mode, v in PAPER_PRODUCE.items()}
+    blocks: list[tuple[str, str, str | None, dict[str, dict[str, str]] | None]] = [
+        ("produce", "produce (more is better)", "max", {"paper: Kafka": paper_produce}),
+        ("consume", "consume (more is better)", "max",
+         {"paper: Kafka": {"from batch 50 writes": fmt(PAPER_CONSUME, "msg/s")}}),
+        ("first_message", "first message after subscribing (less is better)", "min", None),
+        ("storage_overhead", "bytes on disk per message beyond the payload (less is better)",
+         "min", None),
+    ]  # fmt: skip
+    for experiment, corner, best, extra in blocks:
+        rows = ctx.rows.get(experiment)
+        if rows:
+            out += ["", *table(rows, transpose=True, best=best, label=_peer_label(experiment),
+                               extra=extra, corner=corner)]  # fmt: skip
+    ratios = [f"produce {r}" for r in pair_ratios(ctx, "produce", "sluice", "tansu", "msg/s")]
+    ratios += [f"consume {r}" for r in pair_ratios(ctx, "consume", "sluice", "tansu", "msg/s")]
+    if ratios:
+        out += ["", f"Sluice/Tansu: {_join(ratios)}."]
+    paper_storage = _join([f"{k} {v} B" for k, v in PAPER_STORAGE.items()])
+    out += ["", f"The paper's storage overhead per message: {paper_storage}. A consume figure "
+            "marked \"timed out\" is the rate reached when the read's deadline hit. Sluice's "
+            "first message after `subscribe()` waits for the group's "
+            "`group.initial.rebalance.delay.ms`, as in Kafka; Tansu holds the first join for "
+            "half the session timeout. RabbitMQ's and ActiveMQ's figures include an fsync behind "
+            "every publisher confirm or receipt, which they do not let a client turn off; the "
+            "Kafka-protocol brokers flush asynchronously, as the paper's Kafka did. The Python "
+            "clients (pika, stomp.py) may limit RabbitMQ and ActiveMQ too."]  # fmt: skip
+    return out
+
+
+def _peer_label(experiment: str) -> Label:
+    def label(r: Result) -> tuple[str, str]:
+        if experiment == "first_message":
+            return "time to the first message", r.metric  # "after subscribe" ...
+        if experiment == "storage_overhead":
+            mode = r.metric.removeprefix("written ").split(",")[0]
+            return mode, r.metric.split("n/a:")[1].strip() if "n/a:" in r.metric else ""
+        name, _, rest = r.metric.partition(" (")  # "(TIMED OUT: 1,234 of 20,000 in 30s)"
+        return name.removesuffix(", msg/s"), rest.rstrip(")").lower()
+
+    return label
+
+
+def _peer_counts(ctx: Context) -> str:
+    records = ctx.sidecars.get("peers") or {}
+    runs = records.get("produce", [])
+    if not runs:
+        return ""
+    by_system: dict[str, list[str]] = {}
+    for run in runs:
+        by_system.setdefault(run["system"], []).append(f"{run['count']:,} ({run['mode']})")
+    groups: dict[str, list[str]] = {}
+    for system, counts in by_system.items():
+        groups.setdefault(_join(counts), []).append(system)
+    text = "; ".join(f"{' and '.join(systems)} {counts}" for counts, systems in groups.items())
+    versions = records.get("versions", {})
+    if versions:
+        text += ". Versions: " + "; ".join(f"{s}: {v}" for s, v in versions.items())
+    return f" Messages written: {text}."
+
+
+def log_section(ctx: Context) -> list[str]:
+    size = SETUP["log"][ctx.mode("log_append")]
+    out = [f"**The storage engine against the disk** (`broker/log` in-process, {size} per batch "
+           "size): `Log.append` (validate the CRC, assign offsets, index) against `os.write` of "
+           "the same bytes; `Log.read` (index lookup, whole-batch slice, read) against "
+           "`os.pread` of the same ranges."]  # fmt: skip
+    for experiment in ("log_append", "log_read"):
+        if ctx.rows.get(experiment):
+            out += ["", *table(ctx.rows[experiment])]
+    return out
+
+
+def fetch_section(ctx: Context) -> list[str]:
+    count = SETUP["fetch_path"][ctx.mode("fetch_path")]
+    rows = ctx.rows["fetch_path"]
+    out = [f"**The fetch path**: Fetch v11 responses of 1 MiB sent with `sendfile` from the "
+           f"segment file ({count} messages of 200 bytes), read by a minimal client that "
+           "discards them, against a raw loopback `sendfile` of the same segment."]  # fmt: skip
+    return [*out, "", *table(rows)]
+
+
+def scale_section(ctx: Context) -> list[str]:
+    rows = ctx.rows["scale"]
+    out = ["**Throughput as the log grows.** The paper (§3.1): \"both the production and the "
+           "consumption have consistent performance linear to the data size, up to many "
+           "terabytes of data\". One partition, one producer with librdkafka's default batching "
+           "(`acks=1`), 200-byte messages, written until the log reached the size below, "
+           "produce msg/s sampled as it grew; then a slice read at the start, middle and end of "
+           "the log, with the page cache as the writes left it (warm) and after evicting the "
+           "log from it (cold); and lookups by time (`offsets_for_times`) of the first and of a "
+           "recent message, on a small log and on the full one."]  # fmt: skip
+    out += ["", *table(rows, transpose=True)]
+    verdicts = []
+    for system, metric, what in (("sluice", "produce, last/first", "produce in the last 10 % "
+                                  "of the log against the first 10 %"),
+                                 ("sluice", "consume end/start, warm cache",
+                                  "consume at the end against the start, warm cache"),
+                                 ("sluice", "consume end/start, cold cache",
+                                  "consume at the end against the start, cold cache")):  # fmt: skip
+        ratio = ctx.value("scale", system, metric)
+        if ratio is not None and _finite(ratio):
+            within = "within" if abs(ratio - 1) <= 0.10 else "outside"
+            verdicts.append(f"{what}: {fmt(ratio, 'ratio')} ({within} ±10 %)")
+    if verdicts:
+        out += ["", _sentence("; ".join(verdicts))]
+    return out
+
+
+def offsets_section(ctx: Context) -> list[str]:
+    count = SETUP["offsets_article"][ctx.mode("offsets_article")]
+    out = [f"**The offsets article's experiment** (`python -m bench.bench_offsets`: {count} "
+           "messages in 4 partitions, the consumer killed with SIGKILL three times mid-way and "
+           "rerun until done). Auto-commit stores offsets on poll and flushes its output every "
+           "1,000 messages; commit after processing fsyncs its output, then commits, every "
+           "1,000; Sluice's atomic load is killed mid-read and rerun."]  # fmt: skip
+    return [*out, "", *table(ctx.rows["offsets_article"])]
+
+
+def assignors_section(ctx: Context) -> list[str]:
+    rows = ctx.rows["partition_strategy"]
+    times = SETUP["partition_strategy"][ctx.mode("partition_strategy")]
+    out = ["**The partition-strategy article's experiment** (`python -m bench.bench_assignors`: "
+           "t0, t1, t2 with 4, 4 and 5 partitions; C0 reads t0, C1 t0 and t1, C2 all three; C0 "
+           f"leaves and returns under a steady 2,000 msg/s; the clock marks {times} for the "
+           "leave, the return and the end). Partitions moved are counted from the group's "
+           "assignment before and after each change and set against what "
+           "`pipeline/assignors.py` predicts for the same membership; librdkafka's sticky "
+           "assignor is the cooperative one, which revokes only what moves."]  # fmt: skip
+    strategies = list(dict.fromkeys(r.system for r in rows))
+    sentences = []
+    for what in ("partitions moved", "predicted moves", "partitions revoked"):
+        parts = []
+        for s in strategies:
+            leaves = ctx.value("partition_strategy", s, f"{what} when C0 leaves")
+            returns = ctx.value("partition_strategy", s, f"{what} when C0 returns")
+            if leaves is not None and returns is not None:
+                parts.append(f"{s} {fmt(leaves, '')} / {fmt(returns, '')}")
+        if parts:
+            sentences.append(f"{what} when C0 leaves / returns: {_join(parts)}")
+    cpu = [r.value for r in rows if r.metric.startswith("CPU") and _finite(r.value)]
+    if cpu:
+        sentences.append(f"consumer CPU {fmt(min(cpu), '')}–{fmt(max(cpu), '% of a core')}")
+    if sentences:
+        out += ["", _sentence("; ".join(sentences))]
+    return [*out, "", *table(rows, transpose=True)]
+
+
+def load_section(ctx: Context) -> list[str]:
+    rows = ctx.rows["nightly_load"]
+    out = ["**The nightly load** (`local[2]`): rows/s of the load through the `sluice` source "
+           "(fetch, Parquet by topic and date, atomic publish), against the same Spark session "
+           "writing the same rows from an in-memory DataFrame, and the load's time by phase. "
+           "Fetch time is summed over the splits and divided by the two task slots; the rest "
+           "of read+write is the Python data source handing Arrow batches to the JVM and the "
+           "Parquet write; verify counts the staged rows; commit is the publish (one rename)."
+           ]  # fmt: skip
+    load = next((r for r in rows if r.system == "sluice" and r.unit == "rows/s"), None)
+    spark = next((r for r in rows if r.system == "spark in-memory write"), None)
+    ratio = next((r for r in rows if r.unit == "ratio"), None)
+    if load and spark and ratio:
+        out += ["", f"{load.metric}: {fmt(load.value, load.unit)}, {fmt(ratio.value, 'ratio')} "
+                f"Spark writing the same rows from memory ({fmt(spark.value, spark.unit)})."
+                ]  # fmt: skip
+    lines = ["| system | metric | value |", "|---|---|---:|"]
+    lines += [f"| {_cell(r.system)} | {_cell(r.metric)} | {fmt(r.value, r.unit)} |" for r in rows]
+    return [*out, "", *lines]
+
+
+@dataclass(frozen=True)
+class Section:
+    experiments: tuple[str, ...]
+    render: Callable[[Context], list[str]]
+    pngs: tuple[str, ...] = ()
+    ratios: bool = True  # quote the ratio rows under the section
+
+
+SECTIONS = (
+    Section(("produce", "consume", "first_message", "storage_overhead"), peers_section,
+            ("produce_over_time.png", "consume.png", "storage_overhead.png",
+             "first_message.png"), ratios=False),
+    Section(("log_append", "log_read"), log_section),
+    Section(("fetch_path",), fetch_section),
+    Section(("scale",), scale_section, ("scale.png",), ratios=False),
+    Section(("offsets_article",), offsets_section),
+    Section(("partition_strategy",), assignors_section, ("assignors.png",)),
+    Section(("nightly_load",), load_section, ratios=False),
+)  # fmt: skip
+
+
+def generic_section(experiment: str) -> Section:
+    def render(ctx: Context) -> list[str]:
+        return [f"**{experiment}**", "", *table(ctx.rows[experiment])]
+
+    return Section((experiment,), render)
+
+
+# -- the whole section ---------------------------------------------------------------------
+
+
+def render(ctx: Context) -> str:
+    """The markdown between the README's markers."""
+    known = {e for s in SECTIONS for e in s.experiments}
+    sections = [s for s in SECTIONS if any(e in ctx.rows for e in s.experiments)]
+    sections += [generic_section(e) for e in ctx.rows if e not in known]
+    out = _header(ctx)
+    runs = {_run_key(ctx.provenance[e]) for e in ctx.rows}
+    for section in sections:
+        present = [e for e in section.experiments if e in ctx.rows]
+        out += ["", *section.render(ctx)]
+        tail = []
+        if section.ratios and (quoted := ratio_rows(r for e in present for r in ctx.rows[e])):
+            tail.append(f"Ratios: {_join(quoted)}.")
+        notes = ctx.notes(present)
+        if notes:
+            tail.append("Notes: " + "; ".join(notes) + ".")
+        pngs = [p for p in section.pngs if p in ctx.pngs]
+        if pngs:
+            tail.append("Plots: " + _join([f"`build/bench/{p}`" for p in pngs]) + ".")
+        if len(runs) > 1:
+            tail.append(f"_From {_describe_run(ctx.provenance[present[0]])}._")
+        if tail:
+            out += ["", " ".join(tail)]
+    return "\n".join(out) + "\n"
+
+
+def _header(ctx: Context) -> list[str]:
+    m = ctx.machine
+    machine = (f"{m.get('cpus', '?')} cores, {m.get('memory_gib', '?')} GiB, Python "
+               f"{m.get('python', '?')} ({m.get('platform', '?')}), loopback only")  # fmt: skip
+    runs: dict[tuple[str, str, str], list[str]] = {}
+    for experiment in ctx.rows:
+        runs.setdefault(_run_key(ctx.provenance[experiment]), []).append(experiment)
+    out = [f"Machine: {machine}. Every comparison is within one run of one experiment (the "
+           "machine is noisy; ratios are what to compare). `make bench` runs the quick counts, "
+           "`make bench-full` the paper's."]  # fmt: skip
+    if len(runs) == 1:
+        out[0] += f" Measured with {_describe_run(ctx.provenance[next(iter(ctx.rows))])}."
+    else:
+        out += ["", "Measured with:"]
+        for experiments in runs.values():
+            out.append(f"- {_describe_run(ctx.provenance[experiments[0]])}: "
+                       f"{_join(experiments)}")  # fmt: skip
+    out += ["", "All rows: `build/bench/results.json` (a list of `{experiment, system, metric, "
+            "value, unit}`); provenance per experiment: `build/bench/machine.json`. This "
+            "section is generated by `python -m bench.report --write-readme README.md`."
+            ]  # fmt: skip
+    return out
+
+
+def _run_key(p: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(p.get("command", "?")), str(p.get("mode", "?")), _day(p.get("date"))
+
+
+def _describe_run(p: Mapping[str, Any]) -> str:
+    command = str(p.get("command", "?"))
+    make = MAKE_TARGETS.get(command)
+    shown = f"`{make}` (`{command}`)" if make else f"`{command}`"
+    return f"{shown}, {p.get('mode', '?')} mode, on {_day(p.get('date'))}"
+
+
+def _day(date: Any) -> str:
+    if not date:
+        return "an unrecorded date"
+    try:
+        return datetime.datetime.fromisoformat(str(date)).date().isoformat()
+    except ValueError:
+        return str(date)
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def render_dir(out_dir: Path = OUT_DIR) -> str:
+    """``render`` of the files in ``out_dir``."""
+    path = out_dir / "results.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no results yet; run `python -m bench.run` first")
+    rows = load_results(path)
+    machine = _json(out_dir / "machine.json") or {}
+    sidecars = {"peers": _json(out_dir / "peers.json")}
+    date = datetime.datetime.fromtimestamp(path.stat().st_mtime).astimezone().isoformat()
+    pngs = {p.name for p in out_dir.glob("*.png")}
+    return render(context(rows, machine, sidecars, pngs, date))
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def replace_between_markers(text: str, section: str) -> str:
+    """``text`` with everything between ``BEGIN`` and ``END`` replaced by ``section``."""
+    begins, ends = text.count(BEGIN), text.count(END)
+    if begins != 1 or ends != 1:
+        raise MarkersError(
+            f"expected {BEGIN} and {END} once each, found {begins} and {ends}; add them "
+            "around the generated part of the performance section"
+        )
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    if end < start:
+        raise MarkersError(f"{END} comes before {BEGIN}")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    body = section.strip("\n").replace("\n", newline)
+    return f"{text[:start]}{newline}{newline}{body}{newline}{newline}{text[end:]}"
+
+
+def write_readme(readme: Path, section: str) -> bool:
+    """Replace the marked part of ``readme``; True when that changed the file."""
+    with open(readme, encoding="utf-8", newline="") as f:
+        text = f.read()
+    updated = replace_between_markers(text, section)
+    if updated == text:
+        return False
+    with open(readme, "w", encoding="utf-8", newline="") as f:
+        f.write(updated)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split(
+        "\n\n")[0])  # fmt: skip
+    parser.add_argument("--dir", type=Path, default=OUT_DIR, help="where results.json is")
+    parser.add_argument("--write-readme", type=Path, metavar="README",
+                        help=f"replace the text between {BEGIN} and {END}")  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        section = render_dir(args.dir)
+        if args.write_readme is None:
+            print(section, end="")
+            return 0
+        changed = write_readme(args.write_readme, section)
+    except (MarkersError, FileNotFoundError) as e:
+        print(f"bench.report: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.write_readme}: {'updated' if changed else 'already up to date'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

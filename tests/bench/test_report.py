@@ -1,0 +1,257 @@
+"""bench.report and the merge in bench.results: rows in, markdown out; nothing measured."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import report
+from bench.report import BEGIN, END, MarkersError, context, render, replace_between_markers
+from bench.results import Result, Results, load_results, merge, merge_machine
+
+MACHINE = {
+    "command": "python -m bench.run --quick", "date": "2026-11-22T10:00:00+00:00",
+    "mode": "quick", "python": "3.11.7", "cpus": 2, "platform": "Linux", "memory_gib": 24,
+}  # fmt: skip
+
+
+def rows(*specs: tuple[str, str, str, float, str]) -> list[Result]:
+    return [Result(*spec) for spec in specs]
+
+
+PEERS = rows(
+    ("produce", "sluice", "batch 1, msg/s", 15355.63, "msg/s"),
+    ("produce", "sluice", "batch 1, MB/s", 3.071, "MB/s"),
+    ("produce", "tansu", "batch 1, msg/s", 7697.136, "msg/s"),
+    ("produce", "tansu", "batch 1, MB/s", 1.539, "MB/s"),
+    ("consume", "sluice", "from batch 1 writes, msg/s", 151777.979, "msg/s"),
+    ("consume", "tansu", "from batch 1 writes, msg/s (TIMED OUT: 1,000 of 20,000 in 30s)",
+     10914.881, "msg/s"),
+    ("storage_overhead", "sluice", "written batch 1, per message", 71.155, "B"),
+    ("storage_overhead", "tansu", "batch 1, n/a: memory only", math.nan, "B"),
+    ("first_message", "sluice", "after subscribe", 3290.121, "ms"),
+    ("first_message", "rabbitmq", "after basic_consume", 23.715, "ms"),
+)  # fmt: skip
+
+OTHERS = rows(
+    ("log_append", "os.write", "16 KiB batches", 2099.666, "MB/s"),
+    ("log_append", "sluice Log.append", "16 KiB batches", 622.356, "MB/s"),
+    ("log_append", "sluice/os.write", "16 KiB batches", 0.296, "ratio"),
+    ("fetch_path", "raw os.sendfile", "loopback", 3675.332, "MB/s"),
+    ("fetch_path", "sluice Fetch v11", "loopback", 1689.286, "MB/s"),
+    ("fetch_path", "sluice/raw sendfile", "loopback", 0.46, "ratio"),
+    ("scale", "sluice", "produce, first 10 % of the log", 400000.0, "msg/s"),
+    ("scale", "sluice", "produce, last 10 % of the log", 380000.0, "msg/s"),
+    ("scale", "sluice", "produce, last/first", 0.95, "ratio"),
+    ("scale", "sluice", "consume end/start, warm cache", 1.3, "ratio"),
+    ("mystery", "a", "speed", 1234567.0, "ops/s"),
+)  # fmt: skip
+
+
+def machine_with(experiments: dict[str, dict[str, object]]) -> dict[str, object]:
+    return {**MACHINE, "experiments": experiments}
+
+
+# -- formatting and tables -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [(15355.63, "msg/s", "15,356 msg/s"), (0.296, "ratio", "0.30×"), (1.141, "ms", "1.14 ms"),
+     (59.666, "MB/s", "59.7 MB/s"), (1500.0, "messages", "1,500 messages"),
+     (math.nan, "B", "n/a"), (3.0, "", "3")],
+)  # fmt: skip
+def test_fmt(value: float, unit: str, text: str) -> None:
+    assert report.fmt(value, unit) == text
+
+
+def test_table_systems_by_metrics_with_units_in_cells() -> None:
+    lines = report.table(OTHERS[:3])
+    assert lines == [
+        "|  | 16 KiB batches |",
+        "|---|---:|",
+        "| os.write | 2,100 MB/s |",
+        "| sluice Log.append | 622 MB/s |",
+        "| sluice/os.write | 0.30× |",
+    ]
+
+
+def test_table_transposed_bolds_the_best_and_adds_columns() -> None:
+    lines = report.table(
+        [r for r in PEERS if r.experiment == "produce"], transpose=True, best="max",
+        label=report._peer_label("produce"), extra={"paper": {"batch 1": "50,000 msg/s"}},
+    )  # fmt: skip
+    assert lines[0] == "|  | sluice | tansu | paper |"
+    assert lines[2] == "| batch 1 | **15,356 msg/s** | 7,697 msg/s | 50,000 msg/s |"
+    assert lines[3] == "| batch 1, MB/s | **3.07 MB/s** | 1.54 MB/s |  |"
+
+
+# -- the whole section ---------------------------------------------------------------------
+
+
+def rendered(rows_: list[Result], machine: dict[str, object], **kw: object) -> str:
+    return render(context(rows_, machine, **kw))  # type: ignore[arg-type]
+
+
+def test_render_one_table_per_experiment_every_number_from_the_rows() -> None:
+    text = rendered(PEERS + OTHERS, MACHINE, pngs={"scale.png", "consume.png"})
+    assert "2 cores, 24 GiB, Python 3.11.7" in text
+    assert "`make bench` (`python -m bench.run --quick`), quick mode, on 2026-11-22" in text
+    # peers: systems as columns, the paper's figures beside them, Sluice/Tansu quoted
+    assert "| batch 1 | **15,356 msg/s** | 7,697 msg/s | 50,000 msg/s |" in text
+    assert "| from batch 1 writes | **151,778 msg/s** | 10,915 msg/s (timed out: 1,000 of " in text
+    assert "| batch 1 | 71.2 B | memory only |" in text  # one value: nothing to bold
+    assert "23.7 ms (after basic_consume)" in text
+    assert "Sluice/Tansu: produce batch 1 1.99×" in text
+    # the ratios the README quotes
+    assert "sluice/os.write (16 KiB batches) 0.30×" in text
+    assert "sluice/raw sendfile (loopback) 0.46×" in text
+    assert "0.95× (within ±10 %)" in text and "1.30× (outside ±10 %)" in text
+    # an experiment the report does not know still gets a table
+    assert "**mystery**" in text and "| a | 1,234,567 ops/s |" in text
+    # the PNGs that exist, and only those
+    assert "`build/bench/scale.png`" in text and "`build/bench/consume.png`" in text
+    assert "produce_over_time.png" not in text
+
+
+def test_render_names_each_run_when_experiments_come_from_several() -> None:
+    scale_run = {**MACHINE, "command": "python -m bench.run --quick --only scale",
+                 "date": "2026-11-23T09:00:00+00:00",
+                 "notes": ["the whole log fits in the page cache"]}  # fmt: skip
+    machine = machine_with({"log_append": MACHINE, "scale": scale_run})
+    text = rendered(OTHERS[:3] + OTHERS[6:10], machine)
+    assert "- `make bench` (`python -m bench.run --quick`), quick mode, on 2026-11-22: " \
+        "log_append" in text  # fmt: skip
+    assert "- `python -m bench.run --quick --only scale`, quick mode, on 2026-11-23: scale" in text
+    assert "Notes: the whole log fits in the page cache." in text
+    assert "_From `python -m bench.run --quick --only scale`" in text
+
+
+def test_render_with_a_machine_json_from_before_provenance() -> None:
+    legacy = {"command": "make bench", "python": "3.11.7", "cpus": 2, "platform": "Linux",
+              "memory_gib": 24}  # fmt: skip
+    text = rendered(OTHERS[:3], legacy, results_date="2026-11-22T02:00:00+00:00")
+    assert "Measured with `make bench`, quick mode, on 2026-11-22." in text
+
+
+def test_render_dir_reads_the_files(tmp_path: Path) -> None:
+    results = Results()
+    for r in OTHERS[:6]:
+        results.add(r.experiment, r.system, r.metric, r.value, r.unit)
+    results.save("python -m bench.run --quick", "quick", out_dir=tmp_path)
+    (tmp_path / "scale.png").write_bytes(b"")
+    text = report.render_dir(tmp_path)
+    assert "| sluice Fetch v11 | 1,689 MB/s |" in text
+
+
+# -- the README markers --------------------------------------------------------------------
+
+
+def test_replace_between_markers_touches_nothing_outside() -> None:
+    readme = f"# Sluice\r\n\r\n## Performance\r\n{BEGIN}\r\nold\r\ntext\r\n{END}\r\n## Status\r\n"
+    out = replace_between_markers(readme, "new\nsection\n")
+    assert out == (f"# Sluice\r\n\r\n## Performance\r\n{BEGIN}\r\n\r\nnew\r\nsection\r\n\r\n"
+                   f"{END}\r\n## Status\r\n")  # fmt: skip
+    assert replace_between_markers(out, "new\nsection\n") == out
+
+
+@pytest.mark.parametrize(
+    "readme",
+    ["no markers at all\n", f"{BEGIN}\nonly the start\n", f"{END}\n{BEGIN}\n",
+     f"{BEGIN}\n{END}\n{BEGIN}\n{END}\n"],
+)  # fmt: skip
+def test_missing_or_misplaced_markers_are_an_error(readme: str) -> None:
+    with pytest.raises(MarkersError):
+        replace_between_markers(readme, "x")
+
+
+def test_write_readme_without_markers_leaves_the_file_alone(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    Results().save("python -m bench.run --quick", out_dir=tmp_path / "bench")
+    readme = tmp_path / "README.md"
+    readme.write_text("# Sluice\n## Performance\nhand-written\n")
+    code = report.main(["--dir", str(tmp_path / "bench"), "--write-readme", str(readme)])
+    assert code == 2
+    assert readme.read_text() == "# Sluice\n## Performance\nhand-written\n"
+
+
+def test_write_readme_with_markers(tmp_path: Path) -> None:
+    results = Results()
+    results.add("fetch_path", "sluice/raw sendfile", "loopback", 0.46, "ratio")
+    results.save("python -m bench.run --quick --only broker", out_dir=tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{BEGIN}\n{END}\nafter\n")
+    assert report.main(["--dir", str(tmp_path), "--write-readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith(f"before\n{BEGIN}\n\n") and text.endswith(f"\n\n{END}\nafter\n")
+    assert "| sluice/raw sendfile | 0.46× |" in text
+
+
+# -- merging partial runs ------------------------------------------------------------------
+
+
+def test_merge_replaces_rerun_experiments_whole_and_keeps_the_others() -> None:
+    old = rows(("log_append", "os.write", "16 KiB", 1.0, "MB/s"),
+               ("scale", "sluice", "old metric", 1.0, "msg/s"),
+               ("scale", "sluice", "another", 2.0, "msg/s"),
+               ("fetch_path", "raw", "loopback", 3.0, "MB/s"))  # fmt: skip
+    new = rows(("scale", "sluice", "produce", 9.0, "msg/s"),
+               ("peers_new", "x", "y", 4.0, "B"))  # fmt: skip
+    assert merge(old, new) == [old[0], new[0], old[3], new[1]]
+
+
+def test_save_merges_results_and_records_each_experiment(tmp_path: Path) -> None:
+    first = Results()
+    first.add("log_append", "os.write", "16 KiB batches", 2000.0, "MB/s")
+    first.add("scale", "sluice", "produce, whole log", 100.0, "msg/s")
+    first.save("python -m bench.run --quick", out_dir=tmp_path)
+    second = Results()
+    second.add("scale", "sluice", "produce, whole log", 200.0, "msg/s")
+    second.note("scale", "fits in the page cache")
+    second.save("python -m bench.run --full --only scale", "full", out_dir=tmp_path)
+
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved == [
+        {"experiment": "log_append", "system": "os.write", "metric": "16 KiB batches",
+         "value": 2000.0, "unit": "MB/s"},
+        {"experiment": "scale", "system": "sluice", "metric": "produce, whole log",
+         "value": 200.0, "unit": "msg/s"},
+    ]  # fmt: skip
+    machine = json.loads((tmp_path / "machine.json").read_text())
+    assert machine["command"] == "python -m bench.run --full --only scale"
+    assert machine["experiments"]["log_append"]["command"] == "python -m bench.run --quick"
+    assert machine["experiments"]["log_append"]["mode"] == "quick"
+    assert machine["experiments"]["scale"]["mode"] == "full"
+    assert machine["experiments"]["scale"]["notes"] == ["fits in the page cache"]
+    assert "notes" not in machine["experiments"]["log_append"]
+
+
+def test_merge_machine_adopts_a_legacy_top_level_for_kept_experiments() -> None:
+    legacy = {"command": "make bench-full", "python": "3.11.7", "cpus": 2}
+    current = {**MACHINE, "command": "python -m bench.run --quick --only scale"}
+    out = merge_machine(legacy, "2026-11-20T00:00:00+00:00", current, ["scale"], {},
+                        {"log_append"})  # fmt: skip
+    assert out["experiments"]["log_append"] == {
+        "command": "make bench-full", "python": "3.11.7", "cpus": 2,
+        "date": "2026-11-20T00:00:00+00:00", "mode": "full",
+    }  # fmt: skip
+    assert out["experiments"]["scale"]["command"] == "python -m bench.run --quick --only scale"
+
+
+def test_a_corrupt_results_file_is_moved_aside_not_lost(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text("{not json")
+    assert load_results(path) == []
+    assert (tmp_path / "results.json.corrupt").read_text() == "{not json"
+
+
+def test_best_bolds_every_system_tied_for_it_and_nothing_when_all_tie() -> None:
+    tied = rows(("x", "a", "lost", 0.0, "messages"), ("x", "b", "lost", 0.0, "messages"),
+                ("x", "c", "lost", 5.0, "messages"), ("x", "a", "dup", 1.0, "messages"),
+                ("x", "b", "dup", 1.0, "messages"))  # fmt: skip
+    lines = report.table(tied, transpose=True, best="min")
+    assert lines[2] == "| lost | **0 messages** | **0 messages** | 5 messages |"
+    assert lines[3] == "| dup | 1 messages | 1 messages |  |"
