@@ -1,0 +1,25 @@
+"""The audit as a Spark application (logic: ``pipeline.audit``).
+
+    spark-submit --master local[2] jobs/audit.py --config conf/audit.properties [--until T]
+    python -m jobs.audit --config conf/audit.properties [--override key=value]
+
+Exit status: 0 every closed window agrees, 1 some closed window differs, 2 bad configuration,
+3 the audit could not run. As for ``jobs/nightly_load.py``: set ``PYSPARK_PYTHON`` to the
+venv's python on this machine; on a cluster ship ``pipeline``, ``schemas`` and ``broker`` with
+``--py-files`` (executors need ``pipeline`` and ``schemas`` with ``fastavro``, ``pyarrow``,
+``confluent-kafka``; the driver also ``matplotlib`` for ``audit.png``). Under spark-submit its
+``--master`` wins over the config's ``spark.master``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pipeline.audit_cli import audit_main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(audit_main())

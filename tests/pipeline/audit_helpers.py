@@ -1,0 +1,185 @@
+"""Helpers for the audit tests: a schema registry process, an audited producer on a fake clock,
+and a reader of topics.
+
+``registry_url`` (session) runs ``python -m schemas.cli registry start`` on a free port, as
+``tests/schemas/conftest.py`` does (import it into a test module with ``registry_url =
+audit_helpers.registry_url``). ``produce_audited`` sends messages whose timestamps fall in
+chosen windows through :class:`~pipeline.audit_producer.AuditingProducer`, then closes it (so
+every count is reported). ``read_topic`` returns every record of a topic, for checking what
+landed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.audit_producer import AuditingProducer
+from tests.net import free_port, signal_and_wait
+from tests.pipeline.broker_fixture import in_ci
+
+START_TIMEOUT = 20.0
+
+
+@pytest.fixture(scope="session")
+def registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    base = tmp_path_factory.mktemp("audit-registry")
+    url = f"http://127.0.0.1:{free_port()}"
+    args = [sys.executable, "-m", "schemas.cli", "registry", "start"]
+    for key, value in {
+        "listeners": url,
+        "schema.registry.data.dir": str(base / "data"),
+        "log.level": "warning",
+    }.items():
+        args += ["--override", f"{key}={value}"]
+    log_path = base / "registry.log"
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + START_TIMEOUT
+    ready = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/", timeout=1):
+                ready = True
+                break
+        except urllib.error.HTTPError as e:
+            e.close()
+            ready = True
+            break
+        except OSError:
+            time.sleep(0.05)
+    if not ready:
+        signal_and_wait(proc, 15, 15)
+        message = f"the registry did not start: {log_path.read_text(errors='replace')[-2000:]}"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    try:
+        yield url
+    finally:
+        status = signal_and_wait(proc, 15, 15)
+        assert status == 0, f"registry exited with {status}: {log_path.read_text()[-2000:]}"
+
+
+class FakeClock:
+    """A settable clock in ms for ``AuditingProducer(clock_ms=...)``."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def produce_audited(
+    bootstrap: str,
+    registry: str,
+    topic: str,
+    per_window: Mapping[int, int],
+    *,
+    audit_topic: str,
+    window_ms: int,
+    server: str = "fe-test",
+    partitions: int = 1,
+) -> None:
+    """For each ``window_start_ms: n`` send ``n`` messages stamped inside that window (spread
+    over ``partitions``), then close the producer: every count is reported."""
+    first = min(per_window)
+    clock = FakeClock(first)
+    producer = AuditingProducer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": False},
+        registry_url=registry,
+        server=server,
+        audit_topic=audit_topic,
+        window_ms=window_ms,
+        clock_ms=clock,
+    )
+    i = 0
+    for start in sorted(per_window):
+        for j in range(per_window[start]):
+            clock.now_ms = start + (j * 7) % window_ms
+            producer.produce(
+                topic, value=f"m-{i}".encode(), key=f"k{i}".encode(), partition=i % partitions
+            )
+            i += 1
+        producer.poll(0)
+    clock.now_ms = max(per_window) + window_ms  # every window finished
+    producer.close(30)
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_type: int
+    timestamp_ms: int
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 20.0) -> list[Record]:
+    """Every record of ``topic`` (from offset 0 to the end, in partition order)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"audit-test-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records: list[Record] = []
+    done: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: did not reach the end in {timeout}s"
+            msg: Any = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    done.add(msg.partition())
+                    continue
+                raise AssertionError(f"{topic}: {msg.error()}")
+            ts_type, ts = msg.timestamp()
+            records.append(
+                Record(
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    tuple(msg.headers() or ()),
+                    ts_type,
+                    ts,
+                )
+            )
+    finally:
+        consumer.close()
+    return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+def aligned_base(window_ms: int, windows_ago: int) -> int:
+    """The start of the window ``windows_ago`` windows before the current one."""
+    now = time.time_ns() // 1_000_000
+    return (now // window_ms - windows_ago) * window_ms
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
