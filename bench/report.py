@@ -345,7 +345,11 @@ def assignors_section(ctx: Context) -> list[str]:
            "leave, the return and the end). Partitions moved are counted from the group's "
            "assignment before and after each change and set against what "
            "`pipeline/assignors.py` predicts for the same membership; librdkafka's sticky "
-           "assignor is the cooperative one, which revokes only what moves."]  # fmt: skip
+           "assignor is the cooperative one, which revokes only what moves. Its rebalance "
+           "time on C0's return includes one `heartbeat.interval.ms` (1 s here): the members "
+           "that revoked partitions rejoin at once, but C0 learns of that second rebalance "
+           "only from its next heartbeat (the classic group protocol has no push; Kafka's "
+           "coordinator behaves the same, traced in `broker/groups/coordinator.py`)."]  # fmt: skip
     strategies = list(dict.fromkeys(r.system for r in rows))
     sentences = []
     for what in ("partitions moved", "predicted moves", "partitions revoked"):
