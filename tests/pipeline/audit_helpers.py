@@ -2,8 +2,8 @@
 and a reader of topics.
 
 ``registry_url`` (session) runs ``python -m schemas.cli registry start`` on a free port, as
-``tests/schemas/conftest.py`` does (import it into a test module with ``registry_url =
-audit_helpers.registry_url``). ``produce_audited`` sends messages whose timestamps fall in
+``tests/schemas/conftest.py`` does; ``tests/pipeline/conftest.py`` imports it, so one registry
+serves the session. ``produce_audited`` sends messages whose timestamps fall in
 chosen windows through :class:`~pipeline.audit_producer.AuditingProducer`, then closes it (so
 every count is reported). ``read_topic`` returns every record of a topic, for checking what
 landed.

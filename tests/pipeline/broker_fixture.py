@@ -6,8 +6,8 @@ retention check every 200 ms (so the retention test sees segments go within a se
 go through confluent-kafka, the way users fill a broker; ``produce`` returns every delivered
 record with the offset the broker gave it, the model the tests compare Spark's output with.
 
-Import the fixtures into a test module with ``from tests.pipeline.broker_fixture import
-kafka_broker, topic_name  # noqa: F401``. Under ``CI=true`` a broker that will not start fails
+``tests/pipeline/conftest.py`` imports the fixtures, so every module shares the one session
+broker (importing them into a test module would start a second one). Under ``CI=true`` a broker that will not start fails
 the tests; elsewhere they are skipped with the reason.
 """
 

@@ -14,6 +14,11 @@ from typing import Any
 
 import pytest
 
+# Session fixtures shared by every module here: defined once, so one broker and one registry
+# serve the whole session (a fixture imported into several modules would start one each).
+from tests.pipeline.audit_helpers import registry_url  # noqa: F401
+from tests.pipeline.broker_fixture import kafka_broker, topic_name  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

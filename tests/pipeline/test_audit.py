@@ -45,7 +45,6 @@ from pipeline.audit_report import (
 )
 from pipeline.lineage import LINEAGE_HEADER, Lineage
 from pipeline.nightly_load import LoadConfig, run_load
-from tests.pipeline import audit_helpers, broker_fixture
 from tests.pipeline.audit_helpers import (
     aligned_base,
     produce_audited,
@@ -55,8 +54,6 @@ from tests.pipeline.audit_helpers import (
 from tests.pipeline.broker_fixture import SluiceBroker, create_topic, produce
 
 pytestmark = pytest.mark.broker
-kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
-registry_url = audit_helpers.registry_url
 
 REPO = Path(__file__).resolve().parents[2]
 W = 1000  # window.ms

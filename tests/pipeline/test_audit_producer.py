@@ -19,14 +19,10 @@ from pipeline.audit_producer import (
 from schemas import schema_path
 from schemas.client import RegistryClient
 from schemas.serde import AvroDeserializer, decode_header
-from tests.pipeline import audit_helpers, broker_fixture
 from tests.pipeline.audit_helpers import FakeClock, read_topic
 from tests.pipeline.broker_fixture import create_topic
 
 pytestmark = pytest.mark.broker
-kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
-topic_name = broker_fixture.topic_name
-registry_url = audit_helpers.registry_url
 
 W = 1000  # window.ms in these tests
 

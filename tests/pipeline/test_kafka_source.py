@@ -24,7 +24,6 @@ from pipeline.kafka_reader import (
 )
 from pipeline.kafka_source import SluiceBatchReader, register
 from pipeline.offset_ranges import OffsetOutOfRangeError
-from tests.pipeline import broker_fixture
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,
@@ -33,8 +32,6 @@ from tests.pipeline.broker_fixture import (
 )
 
 pytestmark = pytest.mark.broker
-kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
-topic_name = broker_fixture.topic_name
 
 
 def _read(spark: Any, **options: str) -> Any:

@@ -23,7 +23,6 @@ import pytest
 from pipeline.cli import main as cli_main
 from pipeline.nightly_load import LoadConfig, LoadError, run_load
 from pipeline.table_commit import latest_manifest, published_runs
-from tests.pipeline import broker_fixture
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,
@@ -32,8 +31,6 @@ from tests.pipeline.broker_fixture import (
 )
 
 pytestmark = pytest.mark.broker
-kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
-topic_name = broker_fixture.topic_name
 
 REPO = Path(__file__).resolve().parents[2]
 DAY_MS = 86_400_000

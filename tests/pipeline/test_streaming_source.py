@@ -14,7 +14,6 @@ import pytest
 
 from pipeline.assignors import TopicPartition
 from pipeline.kafka_source import _rate_limit, register
-from tests.pipeline import broker_fixture
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,
@@ -23,8 +22,6 @@ from tests.pipeline.broker_fixture import (
 )
 
 pytestmark = pytest.mark.broker
-kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
-topic_name = broker_fixture.topic_name
 
 
 def _run_available_now(spark: Any, options: dict[str, str], out: Path, checkpoint: Path) -> Any:

@@ -31,13 +31,10 @@ from pipeline.table_commit import latest_manifest, published_runs
 from schemas import schema_path
 from schemas.client import RegistryClient
 from schemas.serde import AvroSerializer, encode_header
-from tests.pipeline import broker_fixture
 from tests.pipeline.broker_fixture import Produced, create_topic, produce
 from tests.schemas.conftest import RegistryProcess
 
 pytestmark = pytest.mark.broker
-kafka_broker = broker_fixture.kafka_broker  # fixtures, shared with the other modules
-topic_name = broker_fixture.topic_name
 
 PAGE_VIEW = json.loads(schema_path("page_view").read_text())
 UTC = dt.UTC
