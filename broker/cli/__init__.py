@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     from schemas.cli import add_registry_parser
 
     add_registry_parser(sub)
+    from pipeline.mirror_cli import add_mirror_parser
+
+    add_mirror_parser(sub)
     return parser
 
 

@@ -7,8 +7,8 @@ go through confluent-kafka, the way users fill a broker; ``produce`` returns eve
 record with the offset the broker gave it, the model the tests compare Spark's output with.
 
 ``tests/pipeline/conftest.py`` imports the fixtures, so every module shares the one session
-broker (importing them into a test module would start a second one). Under ``CI=true`` a broker that will not start fails
-the tests; elsewhere they are skipped with the reason.
+broker (importing them into a test module would start a second one). Under ``CI=true`` a
+broker that will not start fails the tests; elsewhere they are skipped with the reason.
 """
 
 from __future__ import annotations
