@@ -3,7 +3,15 @@
 sluice broker start --config conf/standalone.properties [--override key=value ...]
 sluice topics create|list|describe|delete ...       (kafka-topics.sh)
 sluice produce / sluice consume ...                 (kafka-console-producer/consumer.sh)
+sluice groups list|describe|reset-offsets ...        (kafka-consumer-groups.sh)
+sluice zookeeper start --config conf/zookeeper.properties
 sluice registry start|register|list ...             (the schema registry)
+sluice load --config conf/nightly_load.properties   (the nightly load)
+sluice mirror [run|lag] --config conf/mirror.properties
+sluice audit --config conf/audit.properties [--until T]
+
+The client-side commands (registry, load, mirror, audit) are imported when the parser is
+built, each from its own package.
 """
 
 from __future__ import annotations
@@ -25,9 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     from schemas.cli import add_registry_parser
 
     add_registry_parser(sub)
+    from pipeline.audit_cli import add_audit_parser
+    from pipeline.cli import add_load_parser
     from pipeline.mirror_cli import add_mirror_parser
 
+    add_load_parser(sub)
     add_mirror_parser(sub)
+    add_audit_parser(sub)
     return parser
 
 
