@@ -31,7 +31,7 @@ For every topic and window seen at any tier, and every tier:
      "sources": {...}, "summary": {"windows": 12, "closed": 10, "open": 2, "differing": 1},
      "windows": [{"topic": "page_view", "window_start": "2026-11-22T02:31:00Z",
                   "window_start_ms": ..., "window_end_ms": ..., "closed": true,
-                  "verdict": "differs", "producers": 3,
+                  "verdict": "differs", "reporting_producers": 3,
                   "tiers": {"producers": {"count": 100, "distinct": 100, "duplicates": 0,
                                           "expected": 100, "missing": 0, "extra": 0,
                                           "state": "ok"},
@@ -159,7 +159,7 @@ class WindowResult:
     window_start_ms: int
     window_end_ms: int
     closed: bool
-    producers: int
+    reporters: int  # how many producers reported counts for it (their count: tiers["producers"])
     tiers: Mapping[str, TierResult]
 
     @property
@@ -187,7 +187,7 @@ class WindowResult:
             "window_end_ms": self.window_end_ms,
             "closed": self.closed,
             "verdict": self.verdict,
-            "producers": self.producers,
+            "reporting_producers": self.reporters,
             "tiers": {name: t.to_json() for name, t in self.tiers.items()},
         }
 

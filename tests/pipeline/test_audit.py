@@ -220,7 +220,7 @@ def test_all_tiers_agree_and_mirror_duplicates_are_not_loss(spark: Any, scenario
     ]
     assert sum(scenario.duplicates.values()) == DOUBLED
     for window, expected in zip(result.windows, PER_WINDOW, strict=True):
-        assert window.closed and window.verdict == "ok" and window.producers == 1
+        assert window.closed and window.verdict == "ok" and window.reporters == 1
         dups = scenario.duplicates.get(window.window_start_ms, 0)
         found = {
             name: (t.count, t.distinct, t.duplicates, t.state) for name, t in window.tiers.items()
