@@ -49,9 +49,17 @@ test-fast: install ## The suite without the slow fault-injection tests
 demo: install system-deps ## A standalone broker + registry, Avro events, the nightly load via spark-submit, then stop
 	$(BIN)/python -m jobs.demo
 
+.PHONY: demo-datacenter
+demo-datacenter: install system-deps ## The paper's deployment: live + offline clusters, mirror, nightly load, audit
+	$(BIN)/python -m jobs.demo_datacenter
+
 .PHONY: bench
 bench: install ## Quick benchmarks (under 10 minutes); results in build/bench/
 	$(BIN)/python -m bench.run --quick
+
+.PHONY: bench-scale
+bench-scale: install ## Throughput as the log grows (1 GB; FULL=1 for 5 GB)
+	$(BIN)/python -m bench.run --only scale $(if $(FULL),--full,--quick)
 
 .PHONY: bench-peers
 bench-peers: install ## Sluice vs Tansu, RabbitMQ, ActiveMQ (installs them when missing)
