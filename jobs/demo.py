@@ -215,7 +215,9 @@ def produce_corrupt(bootstrap: str) -> None:
           f"{msg.offset()}", flush=True)  # fmt: skip
 
 
-def run_load(config: Path) -> None:
+def spark_submit(job: str, config: Path) -> int:
+    """``spark-submit jobs/<job> --config <config>`` in ``local[2]``, its output shown without
+    Spark's log noise; returns the exit status."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     args = [
         str(Path(sys.executable).parent / "spark-submit"),
@@ -223,10 +225,10 @@ def run_load(config: Path) -> None:
         "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.log.level=ERROR",
-        str(REPO / "jobs" / "nightly_load.py"),
+        str(REPO / "jobs" / job),
         "--config", str(config),
     ]  # fmt: skip
-    print("    $ spark-submit --master local[2] jobs/nightly_load.py --config "
+    print(f"    $ spark-submit --master local[2] jobs/{job} --config "
           f"{config.relative_to(REPO)}", flush=True)  # fmt: skip
     proc = subprocess.Popen(
         args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -236,8 +238,13 @@ def run_load(config: Path) -> None:
         if not line.strip() or line.startswith(SPARK_NOISE) or SPARK_LOG_LINE.match(line):
             continue
         print(f"    {line.rstrip()}", flush=True)
-    if proc.wait() != 0:
-        raise SystemExit(f"the nightly load failed with exit status {proc.returncode}")
+    return proc.wait()
+
+
+def run_load(config: Path) -> None:
+    code = spark_submit("nightly_load.py", config)
+    if code != 0:
+        raise SystemExit(f"the nightly load failed with exit status {code}")
 
 
 def show_table() -> None:

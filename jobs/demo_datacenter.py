@@ -34,7 +34,6 @@ Each run starts from scratch (deletes ``data/datacenter`` and ``warehouse/datace
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -46,7 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.demo import SPARK_LOG_LINE, SPARK_NOISE, free_port, step
+from jobs.demo import free_port, spark_submit, step
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "datacenter"
@@ -237,30 +236,6 @@ def front_end(
         print(f"    {server}: {sent} page views produced and audited", flush=True)
     except Exception as exc:  # reported by the main thread
         errors.append(f"{server}: {exc!r}")
-
-
-def spark_submit(job: str, config: Path) -> int:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    args = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.log.level=ERROR",
-        str(REPO / "jobs" / job),
-        "--config", str(config),
-    ]  # fmt: skip
-    print(f"    $ spark-submit --master local[2] jobs/{job} --config "
-          f"{config.relative_to(REPO)}", flush=True)  # fmt: skip
-    proc = subprocess.Popen(
-        args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if not line.strip() or line.startswith(SPARK_NOISE) or SPARK_LOG_LINE.match(line):
-            continue
-        print(f"    {line.rstrip()}", flush=True)
-    return proc.wait()
 
 
 def mirror_caught_up(config: Path) -> bool:

@@ -56,11 +56,12 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         server.stop()
 
 
-@pytest.fixture
-def zk_chroot(zookeeper: ZooKeeperServer) -> str:
-    if not zookeeper.running:  # an earlier test killed it and did not restart it
+def new_chroot(zookeeper: ZooKeeperServer, prefix: str = "sluice-test") -> str:
+    """Create and return a fresh znode path ``/<prefix>-<random>`` (starting ZooKeeper again if
+    an earlier test killed it and did not restart it)."""
+    if not zookeeper.running:
         zookeeper.start()
-    chroot = f"/sluice-test-{uuid.uuid4().hex[:12]}"
+    chroot = f"/{prefix}-{uuid.uuid4().hex[:12]}"
     client = kazoo_client(zookeeper.connect_string)
     try:
         client.create(chroot)
@@ -68,6 +69,11 @@ def zk_chroot(zookeeper: ZooKeeperServer) -> str:
         client.stop()
         client.close()
     return chroot
+
+
+@pytest.fixture
+def zk_chroot(zookeeper: ZooKeeperServer) -> str:
+    return new_chroot(zookeeper)
 
 
 @pytest.fixture

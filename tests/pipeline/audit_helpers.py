@@ -1,12 +1,11 @@
-"""Helpers for the audit tests: a schema registry process, an audited producer on a fake clock,
-and a reader of topics.
+"""Helpers for the audit tests: a schema registry process and an audited producer on a fake
+clock (topics are read back with ``tests.pipeline.topic_reader.read_all``).
 
 ``registry_url`` (session) runs ``python -m schemas.cli registry start`` on a free port, as
 ``tests/schemas/conftest.py`` does; ``tests/pipeline/conftest.py`` imports it, so one registry
 serves the session. ``produce_audited`` sends messages whose timestamps fall in
 chosen windows through :class:`~pipeline.audit_producer.AuditingProducer`, then closes it (so
-every count is reported). ``read_topic`` returns every record of a topic, for checking what
-landed.
+every count is reported).
 """
 
 from __future__ import annotations
@@ -16,11 +15,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -115,63 +111,6 @@ def produce_audited(
         producer.poll(0)
     clock.now_ms = max(per_window) + window_ms  # every window finished
     producer.close(30)
-
-
-@dataclass(frozen=True)
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp_type: int
-    timestamp_ms: int
-
-
-def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 20.0) -> list[Record]:
-    """Every record of ``topic`` (from offset 0 to the end, in partition order)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"audit-test-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records: list[Record] = []
-    done: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(done) < partitions:
-            assert time.monotonic() < deadline, f"{topic}: did not reach the end in {timeout}s"
-            msg: Any = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    done.add(msg.partition())
-                    continue
-                raise AssertionError(f"{topic}: {msg.error()}")
-            ts_type, ts = msg.timestamp()
-            records.append(
-                Record(
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    tuple(msg.headers() or ()),
-                    ts_type,
-                    ts,
-                )
-            )
-    finally:
-        consumer.close()
-    return sorted(records, key=lambda r: (r.partition, r.offset))
 
 
 def aligned_base(window_ms: int, windows_ago: int) -> int:

@@ -7,6 +7,7 @@ reason. Workers run this interpreter (``PYSPARK_PYTHON``), so they see the venv'
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -51,3 +52,6 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+        # py4j closes leftover gateway connections from __del__ at interpreter exit, logging at
+        # INFO after pytest has closed the streams ("--- Logging error ---"): not worth a line.
+        logging.getLogger("py4j").setLevel(logging.WARNING)

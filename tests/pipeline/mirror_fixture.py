@@ -7,8 +7,8 @@
   with SIGTERM (or kills it with SIGKILL).
 * :class:`Traffic` produces to a source topic from a thread (acks=all, idempotent) and
   records every acknowledged ``(topic, partition, offset)``.
-* :func:`read_all` reads a whole topic back (``assign`` from the start up to the high
-  watermarks); :func:`origins` turns target records into their lineage origins.
+* :func:`read_all` (from ``topic_reader``) reads a whole topic back; :func:`origins` turns
+  target records into their lineage origins.
 * :func:`scrape` reads a Prometheus endpoint into ``{(name, labels): value}``.
 """
 
@@ -22,17 +22,16 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.lineage import LINEAGE_HEADER, Lineage
 from tests.broker.cluster.cluster_fixture import QUIET
 from tests.conftest import kazoo_client
 from tests.net import free_port, signal_and_wait, wait_for_port
+from tests.pipeline.topic_reader import Record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,77 +162,6 @@ def samples_named(
     """The samples called ``name`` whose labels include ``labels``."""
     want = set(labels.items())
     return {lbl: v for (n, lbl), v in samples.items() if n == name and want <= lbl}
-
-
-@dataclass(frozen=True)
-class Record:
-    """One record read back from a topic."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp: int
-
-    @property
-    def lineage(self) -> Lineage | None:
-        for k, v in self.headers:
-            if k == LINEAGE_HEADER and v is not None:
-                return Lineage.decode(v)
-        return None
-
-
-def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Record]:
-    """Every record of ``topic`` now (up to each partition's high watermark), in partition and
-    offset order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "mirror-test-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            **QUIET,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        assert metadata.error is None, f"{topic}: {metadata.error}"
-        ends: dict[int, int] = {}
-        starts = []
-        for p in sorted(metadata.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > low:
-                ends[p] = high
-                starts.append(TopicPartition(topic, p, low))
-        records: list[Record] = []
-        if not starts:
-            return records
-        consumer.assign(starts)
-        deadline = time.monotonic() + timeout
-        positions = {tp.partition: tp.offset for tp in starts}
-        while any(positions[p] < ends[p] for p in ends):
-            assert time.monotonic() < deadline, f"{topic}: read {positions}, expected {ends}"
-            batch: list[Any] = consumer.consume(1000, 0.5)
-            for msg in batch:
-                if msg.error() is not None or msg.offset() >= ends[msg.partition()]:
-                    continue
-                positions[msg.partition()] = msg.offset() + 1
-                records.append(
-                    Record(
-                        msg.topic(),
-                        msg.partition(),
-                        msg.offset(),
-                        msg.key(),
-                        msg.value(),
-                        tuple(msg.headers() or ()),
-                        msg.timestamp()[1],
-                    )
-                )
-        return sorted(records, key=lambda r: (r.partition, r.offset))
-    finally:
-        consumer.close()
 
 
 def origins(records: Iterable[Record]) -> list[tuple[str, str, int, int]]:

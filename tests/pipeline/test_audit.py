@@ -48,10 +48,10 @@ from pipeline.nightly_load import LoadConfig, run_load
 from tests.pipeline.audit_helpers import (
     aligned_base,
     produce_audited,
-    read_topic,
     write_properties,
 )
 from tests.pipeline.broker_fixture import SluiceBroker, create_topic, produce
+from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker
 
@@ -109,7 +109,7 @@ def _mirror(live: str, offline: str, topic: str, partitions: int) -> dict[int, i
     ``DOUBLED`` audited records twice; returns the extra copies per window start."""
     copies, extra = [], {}
     audited = 0
-    for r in read_topic(live, topic, partitions):
+    for r in read_all(live, topic):
         lineage = Lineage("live-a", topic, r.partition, r.offset).encode()
         record = {
             "topic": topic,
@@ -117,13 +117,13 @@ def _mirror(live: str, offline: str, topic: str, partitions: int) -> dict[int, i
             "key": r.key,
             "value": r.value,
             "headers": [*r.headers, (LINEAGE_HEADER, lineage)],
-            "timestamp": r.timestamp_ms,
+            "timestamp": r.timestamp,
         }
         copies.append(record)
         if any(k == SERVER_HEADER for k, _ in r.headers) and audited < DOUBLED:
             audited += 1
             copies.append(record)  # an at-least-once retry: the same origin twice
-            start = r.timestamp_ms // W * W
+            start = r.timestamp // W * W
             extra[start] = extra.get(start, 0) + 1
     produce(offline, copies)
     return extra
@@ -314,14 +314,14 @@ def test_a_typed_table_is_counted_by_the_record_timestamp(
     """A typed load (``valueFormat=avro``) of a value with its own ``timestamp`` field names
     the record's ``kafka_timestamp``: the audit must window by that one. The table is written
     by hand in the load's layout, the value's ``timestamp`` set a day off."""
-    records = read_topic(scenario.live, scenario.topic, 2)
+    records = read_all(scenario.live, scenario.topic)
     rows = [
         {
-            "timestamp": r.timestamp_ms * 1000 - 86_400_000_000,  # the value's own field
+            "timestamp": r.timestamp * 1000 - 86_400_000_000,  # the value's own field
             "key": r.key,
             "partition": r.partition,
             "offset": r.offset,
-            "kafka_timestamp": r.timestamp_ms * 1000,
+            "kafka_timestamp": r.timestamp * 1000,
             "timestampType": r.timestamp_type,
             "headers": [{"key": k, "value": v} for k, v in r.headers] or None,
         }

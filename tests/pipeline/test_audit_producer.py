@@ -19,8 +19,9 @@ from pipeline.audit_producer import (
 from schemas import schema_path
 from schemas.client import RegistryClient
 from schemas.serde import AvroDeserializer, decode_header
-from tests.pipeline.audit_helpers import FakeClock, read_topic
+from tests.pipeline.audit_helpers import FakeClock
 from tests.pipeline.broker_fixture import create_topic
+from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker
 
@@ -54,9 +55,9 @@ def test_every_message_carries_its_timestamp_and_one_server_header(
     producer.produce(topic_name, b"dict", headers={SERVER_HEADER: b"forged", "x": b"y"})
     producer.close()
 
-    records = read_topic(kafka_broker.bootstrap, topic_name, 1)
+    records = read_all(kafka_broker.bootstrap, topic_name)
     assert [r.value for r in records] == [b"plain", b"own headers", b"dict"]
-    assert [(r.timestamp_type, r.timestamp_ms) for r in records] == [
+    assert [(r.timestamp_type, r.timestamp) for r in records] == [
         (TIMESTAMP_CREATE_TIME, 1_700_000_000_123),
         (TIMESTAMP_CREATE_TIME, 1_700_000_000_128),
         (TIMESTAMP_CREATE_TIME, 1_700_000_000_133),
@@ -121,7 +122,7 @@ def _audit_events(bootstrap: str, registry: str, audit_topic: str) -> list[dict[
     events = []
     with SchemaRegistryClient({"url": registry}) as confluent:
         theirs = ConfluentDeserializer(confluent)
-        for record in read_topic(bootstrap, audit_topic, 1):
+        for record in read_all(bootstrap, audit_topic):
             assert record.value is not None
             schema_id, _ = decode_header(record.value)
             assert schema_id == subject_id

@@ -27,9 +27,9 @@ from tests.pipeline.mirror_fixture import (
     MirrorProcess,
     mirror_properties,
     origins,
-    read_all,
     wait_until,
 )
+from tests.pipeline.topic_reader import read_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

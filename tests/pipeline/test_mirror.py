@@ -21,23 +21,22 @@ from pipeline.lineage import LINEAGE_HEADER
 from pipeline.mirror import DeliveryError, Mirror, mirror_lag
 from pipeline.mirror_config import MirrorConfig
 from tests.broker.cluster.cluster_fixture import QUIET, BrokerCluster
-from tests.conftest import kazoo_client
+from tests.conftest import new_chroot
 from tests.net import free_port
 from tests.pipeline.mirror_fixture import (
     CLUSTER_SETTINGS,
     MirrorProcess,
-    Record,
     Traffic,
     make_chroots,
     mirror_properties,
     origins,
     produce,
-    read_all,
     samples_named,
     scrape,
     wait_until,
     write_properties,
 )
+from tests.pipeline.topic_reader import Record, read_all
 from tests.zookeeper_server import ZooKeeperServer
 
 with warnings.catch_warnings():
@@ -53,16 +52,7 @@ ONE_BROKER = {**CLUSTER_SETTINGS, "default.replication.factor": "1"}
 @pytest.fixture(scope="module")
 def zk_module_connect(zookeeper: ZooKeeperServer) -> str:
     """A chroot of this module's own (the clusters below outlive one test)."""
-    if not zookeeper.running:
-        zookeeper.start()
-    chroot = f"/sluice-mirror-{uuid.uuid4().hex[:12]}"
-    client = kazoo_client(zookeeper.connect_string)
-    try:
-        client.create(chroot)
-    finally:
-        client.stop()
-        client.close()
-    return zookeeper.connect_string + chroot
+    return zookeeper.connect_string + new_chroot(zookeeper, "sluice-mirror")
 
 
 @pytest.fixture(scope="module")
