@@ -296,7 +296,31 @@ def fetch_section(ctx: Context) -> list[str]:
     out = [f"**The fetch path**: Fetch v11 responses of 1 MiB sent with `sendfile` from the "
            f"segment file ({count} messages of 200 bytes), read by a minimal client that "
            "discards them, against a raw loopback `sendfile` of the same segment."]  # fmt: skip
-    return [*out, "", *table(rows)]
+    return [*out, "", *table(rows), *limits_sentence(ctx)]
+
+
+def limits_sentence(ctx: Context) -> list[str]:
+    """Sluice end to end (the peers experiment: broker + confluent-kafka client) as fractions
+    of the machine's limits measured in the same run: sequential write (``os.write`` of 1 MiB
+    batches) and loopback ``sendfile``."""
+    disk = ctx.value("log_append", "os.write", "1024 KiB batches")
+    wire = ctx.value("fetch_path", "raw os.sendfile", "loopback")
+    produce = ctx.value("produce", "sluice", "default batching, MB/s")
+    consume = ctx.value("consume", "sluice", "from default batching writes, msg/s")
+    size = (ctx.sidecars.get("peers") or {}).get("message_bytes")
+    parts = []
+    if disk and produce is not None and _finite(disk) and _finite(produce):
+        parts.append(f"producing with librdkafka's default batching moves "
+                     f"{fmt(produce, 'MB/s')} of payload, {fmt(produce / disk, 'ratio')} the "
+                     "disk's sequential write bandwidth")  # fmt: skip
+    if wire and consume is not None and size and _finite(wire) and _finite(consume):
+        mb = consume * size / 1e6
+        parts.append(f"consuming that topic moves {fmt(mb, 'MB/s')}, "
+                     f"{fmt(mb / wire, 'ratio')} a raw loopback `sendfile`")  # fmt: skip
+    if not parts:
+        return []
+    return ["", _sentence("End to end, through the broker and the Python client: "
+                          + "; ".join(parts))]  # fmt: skip
 
 
 def scale_section(ctx: Context) -> list[str]:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
+
+from pipeline.cli import add_config_arguments, progress_printer
 
 __all__ = [
     "EXIT_BAD_CONFIG",
@@ -33,8 +34,7 @@ __all__ = [
 EXIT_OK, EXIT_DIFFERS, EXIT_BAD_CONFIG, EXIT_FAILED = 0, 1, 2, 3
 
 
-def _progress(message: str) -> None:
-    print(f"[sluice audit {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+_progress = progress_printer("audit")
 
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,21 +50,12 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="a .properties file (conf/audit.properties)"
-    )
+    add_config_arguments(parser, "conf/audit.properties")
     parser.add_argument(
         "--until",
         metavar="TIME",
         help="the cutoff: windows ending (plus the grace) after it are not judged; ISO-8601 "
         "(2026-11-22T03:00:00Z, no zone = UTC) or ms since the epoch (default: now)",
-    )
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a config key over the file (repeatable)",
     )
 
 

@@ -14,14 +14,30 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["add_load_parser", "load_main", "main", "run_load_command"]
+__all__ = [
+    "add_config_arguments",
+    "add_load_parser",
+    "load_main",
+    "main",
+    "progress_printer",
+    "run_load_command",
+]
 
 
-def _progress(message: str) -> None:
-    print(f"[sluice load {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+def progress_printer(command: str) -> Callable[[str], None]:
+    """A progress callback printing ``[sluice <command> HH:MM:SS] message`` lines to stderr."""
+
+    def progress(message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[sluice {command} {stamp}] {message}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+_progress = progress_printer("load")
 
 
 def add_load_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -31,15 +47,15 @@ def add_load_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="load Kafka topics into a Parquet table with their offsets (the nightly job)",
         description=__doc__.split("\n")[0],
     )
-    _add_arguments(parser)
+    add_config_arguments(parser, "conf/nightly_load.properties")
     parser.set_defaults(func=run_load_command)
     return parser
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="a .properties file (conf/nightly_load.properties)"
-    )
+def add_config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--config <file>`` (required) and repeatable ``--override key=value``, as every
+    client-side command takes them (``example`` names the shipped file in the help)."""
+    parser.add_argument("--config", required=True, help=f"a .properties file ({example})")
     parser.add_argument(
         "--override",
         action="append",
@@ -84,7 +100,7 @@ def _active_spark() -> Any:
 def load_main(argv: Sequence[str] | None = None) -> int:
     """``sluice load`` as a program of its own (``jobs/nightly_load.py`` calls this)."""
     parser = argparse.ArgumentParser(prog="nightly_load", description=__doc__.split("\n")[0])
-    _add_arguments(parser)
+    add_config_arguments(parser, "conf/nightly_load.properties")
     return run_load_command(parser.parse_args(argv))
 
 

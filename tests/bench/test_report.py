@@ -255,3 +255,17 @@ def test_best_bolds_every_system_tied_for_it_and_nothing_when_all_tie() -> None:
     lines = report.table(tied, transpose=True, best="min")
     assert lines[2] == "| lost | **0 messages** | **0 messages** | 5 messages |"
     assert lines[3] == "| dup | 1 messages | 1 messages |  |"
+
+
+def test_end_to_end_rates_as_fractions_of_the_machine_limits() -> None:
+    limits = rows(
+        ("log_append", "os.write", "1024 KiB batches", 2000.0, "MB/s"),
+        ("fetch_path", "raw os.sendfile", "loopback", 3000.0, "MB/s"),
+        ("produce", "sluice", "default batching, MB/s", 80.0, "MB/s"),
+        ("consume", "sluice", "from default batching writes, msg/s", 600_000.0, "msg/s"),
+    )
+    text = rendered(limits, MACHINE, sidecars={"peers": {"message_bytes": 200}})
+    assert "moves 80 MB/s of payload, 0.04× the disk's sequential write bandwidth" in text
+    assert "consuming that topic moves 120 MB/s, 0.04× a raw loopback `sendfile`" in text
+    # without the limits in the same results, no fraction is made up
+    assert "End to end" not in rendered(limits[2:], MACHINE)
