@@ -397,7 +397,7 @@ def load_section(ctx: Context) -> list[str]:
     rows = ctx.rows["nightly_load"]
     out = ["**The nightly load** (`local[2]`): rows/s of the load through the `sluice` source "
            "(fetch, Parquet by topic and date, atomic publish), against the same Spark session "
-           "writing the same rows from an in-memory DataFrame, and the load's time by phase. "
+           "writing the same rows generated in the JVM (`spark.range`: no source, nothing crossing from Python), and the load's time by phase. "
            "Fetch time is summed over the splits and divided by the two task slots; the rest "
            "of read+write is the Python data source handing Arrow batches to the JVM and the "
            "Parquet write; verify counts the staged rows; commit is the publish (one rename)."
