@@ -397,7 +397,8 @@ def load_section(ctx: Context) -> list[str]:
     rows = ctx.rows["nightly_load"]
     out = ["**The nightly load** (`local[2]`): rows/s of the load through the `sluice` source "
            "(fetch, Parquet by topic and date, atomic publish), against the same Spark session "
-           "writing the same rows generated in the JVM (`spark.range`: no source, nothing crossing from Python), and the load's time by phase. "
+           "writing the same rows generated in the JVM (`spark.range`: no source, nothing "
+           "crossing from Python), and the load's time by phase. "
            "Fetch time is summed over the splits and divided by the two task slots; the rest "
            "of read+write is the Python data source handing Arrow batches to the JVM and the "
            "Parquet write; verify counts the staged rows; commit is the publish (one rename)."
@@ -407,7 +408,7 @@ def load_section(ctx: Context) -> list[str]:
     ratio = next((r for r in rows if r.unit == "ratio"), None)
     if load and spark and ratio:
         out += ["", f"{load.metric}: {fmt(load.value, load.unit)}, {fmt(ratio.value, 'ratio')} "
-                f"Spark writing the same rows from memory ({fmt(spark.value, spark.unit)})."
+                f"Spark writing the same rows with no source ({fmt(spark.value, spark.unit)})."
                 ]  # fmt: skip
     lines = ["| system | metric | value |", "|---|---|---:|"]
     lines += [f"| {_cell(r.system)} | {_cell(r.metric)} | {fmt(r.value, r.unit)} |" for r in rows]
