@@ -208,21 +208,33 @@ class Traffic(threading.Thread):
     ``(partition, offset)`` of every acknowledged record."""
 
     def __init__(
-        self, bootstrap: str, topic: str, partitions: int, rate_per_s: float = 400.0
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate_per_s: float = 400.0,
+        producer: Any = None,
     ) -> None:
+        """``producer``: any object with confluent-kafka's ``produce``/``poll``/``flush``
+        (default: a new idempotent acks=all ``Producer`` on ``bootstrap``)."""
         super().__init__(daemon=True, name=f"traffic-{topic}")
         self.topic = topic
         self.partitions = partitions
         self.interval = 1.0 / rate_per_s
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 120000,
-                **QUIET,
-            }
+        # ``is None``, not ``or``: a producer with nothing queued has len() 0, so is falsy.
+        self.producer = (
+            producer
+            if producer is not None
+            else Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "message.timeout.ms": 120000,
+                    **QUIET,
+                }
+            )
         )
         self.acked: set[tuple[int, int]] = set()
         self.errors: list[str] = []
@@ -239,13 +251,7 @@ class Traffic(threading.Thread):
         n = 0
         while not self._stop_event.is_set():
             try:
-                self.producer.produce(
-                    self.topic,
-                    key=f"k{n % 17}".encode(),
-                    value=f"value-{n}".encode(),
-                    partition=n % self.partitions,
-                    on_delivery=self._report,
-                )
+                self._send(n)
                 n += 1
             except BufferError:
                 pass
@@ -256,6 +262,18 @@ class Traffic(threading.Thread):
         """Stop producing, wait for every delivery report; the acknowledged positions."""
         self._stop_event.set()
         self.join(10)
+        self._drain(timeout)
+        return self.acked
+
+    def _send(self, n: int) -> None:
+        self.producer.produce(
+            self.topic,
+            key=f"k{n % 17}".encode(),
+            value=f"value-{n}".encode(),
+            partition=n % self.partitions,
+            on_delivery=self._report,
+        )
+
+    def _drain(self, timeout: float) -> None:
         remaining = self.producer.flush(timeout)
         assert remaining == 0, f"{remaining} records never got a delivery report"
-        return self.acked

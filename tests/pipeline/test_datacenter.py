@@ -8,7 +8,6 @@ record by record, its lineage origins against the live cluster's acknowledged po
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections import Counter
@@ -25,6 +24,7 @@ from pipeline.mirror_config import MirrorConfig
 from tests.pipeline.broker_fixture import SluiceBroker, create_topic
 from tests.pipeline.mirror_fixture import (
     MirrorProcess,
+    Traffic,
     mirror_properties,
     origins,
     wait_until,
@@ -39,42 +39,26 @@ BATCH = 150  # the mirror's batch.max.messages: the bound on duplicates per deat
 QUICK_GROUPS = {"group.initial.rebalance.delay.ms": "100"}
 
 
-class AuditedTraffic(threading.Thread):
-    """One front-end server: audited messages at ``rate`` per second until :meth:`finish`."""
+class AuditedTraffic(Traffic):
+    """One front-end server: :class:`Traffic` through an :class:`AuditingProducer` (keys
+    spread by the partitioner), closed at :meth:`finish` so every window is reported."""
 
     def __init__(self, bootstrap: str, registry: str, topic: str, audit_topic: str) -> None:
-        super().__init__(daemon=True, name="audited-traffic")
-        self.topic = topic
-        self.producer = AuditingProducer(
+        producer = AuditingProducer(
             {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
              "linger.ms": 5, "log_level": 0},
             registry_url=registry, server="fe-test", audit_topic=audit_topic, window_ms=WINDOW_MS,
         )  # fmt: skip
-        self.acked: set[tuple[int, int]] = set()
-        self.errors: list[str] = []
-        self._finished = threading.Event()
+        super().__init__(bootstrap, topic, PARTITIONS, rate_per_s=500.0, producer=producer)
 
-    def _report(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked.add((msg.partition(), msg.offset()))
+    def _send(self, n: int) -> None:
+        self.producer.produce(
+            self.topic, f"view-{n}".encode(), key=f"user-{n % 31}".encode(),
+            on_delivery=self._report,
+        )  # fmt: skip
 
-    def run(self) -> None:
-        n = 0
-        while not self._finished.is_set():
-            self.producer.produce(
-                self.topic, f"view-{n}".encode(), key=f"user-{n % 31}".encode(),
-                on_delivery=self._report,
-            )  # fmt: skip
-            n += 1
-            self.producer.poll(0.002)
-
-    def finish(self) -> set[tuple[int, int]]:
-        self._finished.set()
-        self.join(10)
-        self.producer.close()  # flushes, and reports every window, the last partial one too
-        return self.acked
+    def _drain(self, timeout: float) -> None:
+        self.producer.close(timeout)  # flushes, and reports every window, the last partial one
 
 
 @pytest.mark.timeout(300)
