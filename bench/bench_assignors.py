@@ -44,8 +44,8 @@ from confluent_kafka import Consumer, Producer
 
 from bench.bench_broker import BrokerProcess
 from bench.results import OUT_DIR, Results
-from pipeline.assignors import (
-    TopicPartition,
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.consumer.assignors import (
     assign_range,
     assign_round_robin,
     assign_sticky,

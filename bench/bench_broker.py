@@ -19,9 +19,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from bench.results import Results
-from broker.protocol.apis import request_type
-from broker.protocol.build import build
-from broker.protocol.codec import encode_request
+from sluice.broker.protocol.apis import request_type
+from sluice.broker.protocol.build import build
+from sluice.broker.protocol.codec import encode_request
 
 MESSAGE = 200
 
@@ -37,7 +37,7 @@ class BrokerProcess:
         self.port = free_port()
         self.log_dir = work / "broker"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", "broker", "start",
+            [sys.executable, "-m", "sluice", "broker", "start",
              "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
              "--override", f"log.dirs={self.log_dir}",
              "--override", "offsets.topic.num.partitions=1",

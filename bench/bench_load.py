@@ -18,7 +18,7 @@ PARTITIONS = 8
 
 
 def run(results: Results, quick: bool) -> None:
-    from pipeline.nightly_load import LoadConfig, build_spark, run_load
+    from sluice.pipeline.load.run import LoadConfig, build_spark, run_load
 
     count = 1_000_000 if quick else 10_000_000
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-load-", dir=".")).resolve()

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 from bench.results import Results
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.record_batch import parse_header
-from broker.log.records import encode_batch
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.record_batch import parse_header
+from sluice.broker.log.records import encode_batch
 
 
 def _batch(size: int) -> bytes:

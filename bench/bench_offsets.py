@@ -174,7 +174,7 @@ def run_sluice(bootstrap: str, topic: str, work: Path) -> tuple[Counter[tuple[in
     for attempt in range(KILLS + 2):
         env = {**base, "SLUICE_CRASH_AT": "read"} if attempt == 0 else base
         proc = subprocess.run(
-            [sys.executable, "-m", "jobs.nightly_load", "--config", str(config)],
+            [sys.executable, "-m", "sluice.jobs.nightly_load", "--config", str(config)],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             timeout=600, start_new_session=True,
         )  # fmt: skip

@@ -27,14 +27,14 @@ from kio.schema.fetch.v11 import response as fetch_resp  # noqa: E402
 from kio.schema.metadata.v8 import response as meta  # noqa: E402
 from kio.schema.produce.v8 import request as produce  # noqa: E402
 
-from broker.protocol.bounds import check_bounds  # noqa: E402
-from broker.protocol.codec import decode_request, encode_request, encode_response  # noqa: E402
-from broker.protocol.fetch_response import (  # noqa: E402
+from sluice.broker.protocol.bounds import check_bounds  # noqa: E402
+from sluice.broker.protocol.codec import decode_request, encode_request, encode_response  # noqa: E402
+from sluice.broker.protocol.fetch_response import (  # noqa: E402
     FetchPartition,
     FetchTopic,
     encode_fetch_response,
 )
-from broker.protocol.headers import RequestHeader, parse_request_header  # noqa: E402
+from sluice.broker.protocol.headers import RequestHeader, parse_request_header  # noqa: E402
 
 
 @dataclass

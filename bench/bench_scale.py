@@ -55,7 +55,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from bench.bench_broker import MESSAGE, BrokerProcess
 from bench.peers.kafka import FETCH
 from bench.results import OUT_DIR, Results
-from broker.log.log_config import LogConfig
+from sluice.broker.log.log_config import LogConfig
 
 EXPERIMENT = "scale"
 SYSTEM = "sluice"

@@ -29,7 +29,7 @@ log.flush.scheduler.interval.ms            1000                       flusher wa
 log.retention.check.interval.ms            300000
 log.flush.offset.checkpoint.interval.ms    60000
 metrics.listener (Sluice)                  (unset: off)               http://host:port
-log.*, message.max.bytes                   see ``broker.log.log_config``
+log.*, message.max.bytes                   see ``sluice.broker.log.log_config``
 =========================================  =========================  =====================
 """
 
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from broker.log.log_config import LogConfig
+from sluice.broker.log.log_config import LogConfig
 
 
 class ConfigError(ValueError):

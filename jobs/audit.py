@@ -1,7 +1,7 @@
-"""The audit as a Spark application (logic: ``pipeline.audit``).
+"""The audit as a Spark application (logic: ``sluice.pipeline.audit.audit``).
 
     spark-submit --master local[2] jobs/audit.py --config conf/audit.properties [--until T]
-    python -m jobs.audit --config conf/audit.properties [--override key=value]
+    python -m sluice.jobs.audit --config conf/audit.properties [--override key=value]
 
 Exit status: 0 every closed window agrees, 1 some closed window differs, 2 bad configuration,
 3 the audit could not run. As for ``jobs/nightly_load.py``: set ``PYSPARK_PYTHON`` to the
@@ -19,7 +19,7 @@ import sys
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.audit_cli import audit_main  # noqa: E402
+from sluice.cli.audit_command import audit_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(audit_main())

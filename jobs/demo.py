@@ -1,6 +1,6 @@
 """``make demo``: a broker, a schema registry, Avro page views, two typed nightly loads.
 
-1. start ``python -m broker broker start`` and ``python -m schemas.cli registry start`` on free
+1. start ``python -m sluice broker start`` and ``python -m sluice registry start`` on free
    ports, data in ``./data/demo``;
 2. create ``page_views`` (4 partitions); produce ~20k Avro page views (``schemas/page_view.avsc``
    registered as ``page_views-value`` version 1, Confluent wire format through Sluice's
@@ -66,7 +66,7 @@ def free_port() -> int:
 def start_broker(port: int) -> subprocess.Popen[bytes]:
     from confluent_kafka.admin import AdminClient
 
-    args = [sys.executable, "-m", "broker", "broker", "start", "--log-level", "warning"]
+    args = [sys.executable, "-m", "sluice", "broker", "start", "--log-level", "warning"]
     for key, value in {
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "log.dirs": str(DATA / "broker"),
@@ -99,7 +99,7 @@ def create_topic(bootstrap: str) -> None:
 
 def start_registry(port: int) -> subprocess.Popen[bytes]:
     url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "schemas.cli", "registry", "start"]
+    args = [sys.executable, "-m", "sluice", "registry", "start"]
     for key, value in {
         "listeners": url,
         "schema.registry.data.dir": str(DATA / "registry"),
@@ -126,7 +126,7 @@ def start_registry(port: int) -> subprocess.Popen[bytes]:
 
 def page_view_v2() -> dict[str, Any]:
     """``page_view.avsc`` with two fields added with defaults (BACKWARD compatible)."""
-    from schemas import schema_path
+    from sluice.schemas import schema_path
 
     schema: dict[str, Any] = json.loads(schema_path("page_view").read_text())
     schema["fields"] += [
@@ -141,9 +141,9 @@ def produce_views(
 ) -> None:
     from confluent_kafka import Producer
 
-    from schemas import schema_path
-    from schemas.client import RegistryClient
-    from schemas.serde import AvroSerializer
+    from sluice.schemas import schema_path
+    from sluice.schemas.client import RegistryClient
+    from sluice.schemas.serde import AvroSerializer
 
     schema = schema_path("page_view").read_text() if version == 1 else json.dumps(page_view_v2())
     serialize = AvroSerializer(RegistryClient(registry), schema, f"{TOPIC}-value")
@@ -250,8 +250,8 @@ def run_load(config: Path) -> None:
 def show_table() -> None:
     import duckdb
 
-    from pipeline.load_report import render_table
-    from pipeline.table_commit import latest_manifest
+    from sluice.common.text_table import render_table
+    from sluice.pipeline.table.commit import latest_manifest
 
     table = WAREHOUSE / "events"
     files = [str(f) for f in sorted(table.glob("load=*/topic=*/date=*/*.parquet"))]

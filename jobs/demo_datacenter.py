@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.demo import free_port, spark_submit, step
+from sluice.jobs.demo import free_port, spark_submit, step
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "datacenter"
@@ -157,7 +157,7 @@ class Process:
 
 
 def sluice(*args: str) -> list[str]:
-    return [sys.executable, "-m", "broker", *args]
+    return [sys.executable, "-m", "sluice", *args]
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float) -> None:
@@ -196,10 +196,10 @@ def front_end(
     import random
     import uuid
 
-    from pipeline.audit_producer import AuditingProducer
-    from schemas import schema_path
-    from schemas.client import RegistryClient
-    from schemas.serde import AvroSerializer
+    from sluice.pipeline.audit.producer import AuditingProducer
+    from sluice.schemas import schema_path
+    from sluice.schemas.client import RegistryClient
+    from sluice.schemas.serde import AvroSerializer
 
     try:
         serialize = AvroSerializer(
@@ -240,9 +240,9 @@ def front_end(
 
 def mirror_caught_up(config: Path) -> bool:
     """Every source partition's committed offset has reached its end (``sluice mirror lag``)."""
-    from broker.properties import load_properties
-    from pipeline.mirror import MirrorError, mirror_lag
-    from pipeline.mirror_config import MirrorConfig
+    from sluice.common.properties import load_properties
+    from sluice.pipeline.mirror.config import MirrorConfig
+    from sluice.pipeline.mirror.mirror import MirrorError, mirror_lag
 
     try:
         lags = mirror_lag(MirrorConfig.from_properties(load_properties(str(config), [])))

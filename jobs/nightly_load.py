@@ -1,7 +1,7 @@
-"""The nightly load as a Spark application (logic: ``pipeline.nightly_load``).
+"""The nightly load as a Spark application (logic: ``sluice.pipeline.load.run``).
 
     spark-submit --master local[2] jobs/nightly_load.py --config conf/nightly_load.properties
-    python -m jobs.nightly_load --config conf/nightly_load.properties [--override key=value]
+    python -m sluice.jobs.nightly_load --config conf/nightly_load.properties [--override key=value]
 
 On this machine the project is pip-installed (editable) into the venv whose ``python`` runs the
 driver and the workers (set ``PYSPARK_PYTHON`` to it when calling spark-submit). On a cluster
@@ -26,7 +26,7 @@ import sys
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline.cli import load_main  # noqa: E402
+from sluice.cli.load_command import load_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(load_main())

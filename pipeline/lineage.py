@@ -1,6 +1,7 @@
 """Where a record came from: the lineage header the mirror writes and the audit reads.
 
-The mirror (``pipeline.mirror``) copies records from live clusters into the offline cluster. Each
+The mirror (``sluice.pipeline.mirror.mirror``) copies records from live clusters into the offline
+cluster. Each
 copy carries one header naming the record's **origin** — the cluster, topic, partition and offset
 it was first written at::
 

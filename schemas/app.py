@@ -1,8 +1,11 @@
-"""HTTP routes of the registry: Confluent's REST API over a :class:`~schemas.registry.Registry`.
+"""HTTP routes of the registry: Confluent's REST API over a
+:class:`~sluice.schemas.registry.Registry`.
 
 Requests and responses use ``application/vnd.schemaregistry.v1+json`` (plain JSON is accepted
-too). Errors are ``{"error_code": int, "message": str}`` with the HTTP status of the code (see
-:mod:`schemas.errors`). Boolean query parameters accept ``true``/``True`` (confluent-kafka-python
+too). Errors are ``{"error_code": int, "message": str}`` with the HTTP status of the code
+(see
+:mod:`sluice.schemas.errors`). Boolean query parameters accept ``true``/``True``
+(confluent-kafka-python
 sends Python's ``str(True)``).
 
 ==========================================================  ===================================
@@ -44,9 +47,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from schemas.avro_schema import AVRO
-from schemas.errors import BadRequestError, InvalidSchemaError, RegistryError, SchemaNotFoundError
-from schemas.registry import Registry, VersionInfo
+from sluice.schemas.avro_schema import AVRO
+from sluice.schemas.errors import (
+    BadRequestError,
+    InvalidSchemaError,
+    RegistryError,
+    SchemaNotFoundError,
+)
+from sluice.schemas.registry import Registry, VersionInfo
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 

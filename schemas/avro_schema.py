@@ -26,7 +26,7 @@ from typing import Any
 import avro.errors
 import avro.schema
 
-from schemas.errors import InvalidSchemaError
+from sluice.schemas.errors import InvalidSchemaError
 
 AVRO = "AVRO"
 

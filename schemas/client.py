@@ -2,10 +2,11 @@
 
 Standard library only (``urllib``), so the serde works wherever Sluice's client side runs
 (Spark executors included) without extra packages. Failed calls raise the typed error of the
-Confluent ``error_code`` in the response (see :mod:`schemas.errors`); an unreachable registry
-raises :class:`~schemas.errors.RegistryConnectionError`.
+Confluent ``error_code`` in the response (see :mod:`sluice.schemas.errors`); an unreachable registry
+raises :class:`~sluice.schemas.errors.RegistryConnectionError`.
 
-The client does not cache; :mod:`schemas.serde` caches what it needs. ``requests_sent`` counts
+The client does not cache; :mod:`sluice.schemas.serde` caches what it needs. ``requests_sent``
+counts
 HTTP requests made, so callers (and tests) can check how often the registry is asked.
 Thread-safe: each call opens its own connection.
 """
@@ -19,7 +20,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from schemas.errors import RegistryConnectionError, UnexpectedResponseError, error_for_code
+from sluice.schemas.errors import RegistryConnectionError, UnexpectedResponseError, error_for_code
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 

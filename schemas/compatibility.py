@@ -30,7 +30,7 @@ from avro.compatibility import (
     SchemaCompatibilityType,
 )
 
-from schemas.errors import InvalidCompatibilityLevelError
+from sluice.schemas.errors import InvalidCompatibilityLevelError
 
 
 class CompatibilityLevel(enum.StrEnum):

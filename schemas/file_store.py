@@ -22,7 +22,8 @@ Commit = write the new document to ``registry.json.tmp``, ``fsync`` it, ``os.rep
 document, never a mix. A registry writes rarely (a few schemas per topic), so rewriting the
 whole document is cheaper to reason about than a log, and keeps the file human-readable.
 
-Not thread-safe (see :class:`~schemas.store.SchemaStore`); one process per directory, enforced
+Not thread-safe (see :class:`~sluice.schemas.store.SchemaStore`); one process per directory,
+enforced
 by the lock file.
 """
 
@@ -37,8 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from schemas.errors import StoreError
-from schemas.store import SchemaStore, StoredSchema, SubjectVersion
+from sluice.schemas.errors import StoreError
+from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
 
 FORMAT = 1
 STATE_FILE = "registry.json"

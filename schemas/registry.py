@@ -6,7 +6,8 @@ or not at all, and concurrent requests see each other whole.
 
 Rules kept from Confluent's registry:
 
-* The same schema (see :mod:`schemas.avro_schema` for "same") registered again under a subject
+* The same schema (see :mod:`sluice.schemas.avro_schema` for "same") registered again under a
+  subject
   where it is live returns its id without a compatibility check; under another subject it gets
   a new version that shares the id.
 * Versions count up from 1 per subject and are not reused while any record of the subject is
@@ -23,14 +24,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from schemas.avro_schema import AVRO, ParsedSchema, parse_schema
-from schemas.compatibility import (
+from sluice.schemas.avro_schema import AVRO, ParsedSchema, parse_schema
+from sluice.schemas.compatibility import (
     DEFAULT_LEVEL,
     CompatibilityLevel,
     ExistingSchema,
     check_compatibility,
 )
-from schemas.errors import (
+from sluice.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSchemaError,
     InvalidVersionError,
@@ -43,7 +44,7 @@ from schemas.errors import (
     VersionNotSoftDeletedError,
     VersionSoftDeletedError,
 )
-from schemas.store import SchemaStore, StoredSchema, SubjectVersion
+from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
 
 LATEST = "latest"
 MAX_VERSION = 2**31 - 1

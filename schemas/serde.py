@@ -27,8 +27,8 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from schemas.client import RegistryClient
-from schemas.errors import (
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.errors import (
     SchemaNotFoundError,
     TruncatedPayloadError,
     UndecodableAvroError,

@@ -9,7 +9,7 @@ Configuration (Confluent's key names where Confluent has one)::
     log.level=info
 
 With ``schema.registry.zookeeper.connect`` set (``host:port[,host:port...][/chroot]``) the
-registry keeps its state in ZooKeeper (:mod:`schemas.zk_store`) and any number of registry
+registry keeps its state in ZooKeeper (:mod:`sluice.schemas.zk_store`) and any number of registry
 processes may share it; unset, it is standalone and ``schema.registry.data.dir`` is used.
 
 Shutdown: uvicorn handles SIGINT/SIGTERM (stops accepting, finishes in-flight requests), then
@@ -28,12 +28,12 @@ from pathlib import Path
 
 import uvicorn
 
-from schemas.app import create_app
-from schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
-from schemas.file_store import FileSchemaStore
-from schemas.registry import Registry
-from schemas.store import SchemaStore
-from schemas.zk_store import ZooKeeperSchemaStore
+from sluice.schemas.app import create_app
+from sluice.schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
+from sluice.schemas.file_store import FileSchemaStore
+from sluice.schemas.registry import Registry
+from sluice.schemas.store import SchemaStore
+from sluice.schemas.zk_store import ZooKeeperSchemaStore
 
 DEFAULT_LISTENER = "http://127.0.0.1:8081"
 DEFAULT_DATA_DIR = "./data/registry"

@@ -16,13 +16,13 @@ inside ``with store.transaction():`` become durable together when the outermost 
 or not at all if it raises; a mutation outside any block is its own transaction. Reads inside
 a transaction see its own writes.
 
-Thread safety: stores are **not** thread-safe; the :class:`~schemas.registry.Registry` holds
+Thread safety: stores are **not** thread-safe; the :class:`~sluice.schemas.registry.Registry` holds
 one lock around every call. A store shared between processes (the ZooKeeper store)
 must make each transaction atomic on its own backend (e.g. a kazoo transaction conditional on
 znode versions, ids from a sequence node).
 
-Implementations: :class:`schemas.file_store.FileSchemaStore` (standalone mode) and
-:class:`schemas.zk_store.ZooKeeperSchemaStore` (cluster mode).
+Implementations: :class:`sluice.schemas.file_store.FileSchemaStore` (standalone mode) and
+:class:`sluice.schemas.zk_store.ZooKeeperSchemaStore` (cluster mode).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class SchemaStore(abc.ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """A block whose mutations are persisted together on exit, or rolled back on error.
 
-        Blocks nest; only the outermost one persists. Raises :class:`~schemas.errors.StoreError`
+        Blocks nest; only the outermost one persists. Raises
+        :class:`~sluice.schemas.errors.StoreError`
         if persisting fails, after restoring the state from before the block.
         """
 

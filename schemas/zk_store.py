@@ -49,7 +49,8 @@ Reads outside a transaction go straight to ZooKeeper (no cache: every process se
 committed write at once); each read is of one znode, so a listing made of several reads is not
 a snapshot, but every record it shows was committed whole.
 
-Not thread-safe (see :class:`~schemas.store.SchemaStore`): the registry's lock serializes calls.
+Not thread-safe (see :class:`~sluice.schemas.store.SchemaStore`): the registry's lock serializes
+calls.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ from kazoo.exceptions import KazooException, LockTimeout, NoNodeError, RolledBac
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
-from schemas.errors import StoreError
-from schemas.store import SchemaStore, StoredSchema, SubjectVersion
+from sluice.schemas.errors import StoreError
+from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
 
 BASE_PATH = "/sluice/schema_registry"
 PAYLOAD_VERSION = 1

@@ -48,7 +48,7 @@ FETCH = 200 * 1024  # bytes per Fetch, about 1,000 messages of 200 bytes
 
 
 class SluiceServer:
-    """``bench.bench_broker.BrokerProcess`` (``python -m broker broker start`` with
+    """``bench.bench_broker.BrokerProcess`` (``python -m sluice broker start`` with
     ``num.partitions=1``, default asynchronous flushing) behind the peers' start/stop."""
 
     name = "sluice"

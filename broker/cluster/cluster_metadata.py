@@ -1,6 +1,6 @@
 """``ClusterMetadata``: one broker's view of a ZooKeeper-coordinated cluster.
 
-It is the cluster-mode :class:`~broker.cluster.topic_metadata.MetadataStore` plus what
+It is the cluster-mode :class:`~sluice.broker.cluster.topic_metadata.MetadataStore` plus what
 replication needs (live brokers, replicas, partition states, the leader's conditional ISR write).
 
 What it does with ZooKeeper (layout in ``zk_data``):
@@ -37,15 +37,15 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.cluster.controller import Controller, assign_replicas_to_brokers
-from broker.cluster.topic_metadata import (
+from sluice.broker.cluster.controller import Controller, assign_replicas_to_brokers
+from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
     TopicExistsError,
     TopicInfo,
     UnknownTopicError,
 )
-from broker.cluster.zk_data import (
+from sluice.broker.cluster.zk_data import (
     NO_LEADER,
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -61,7 +61,7 @@ from broker.cluster.zk_data import (
     TopicZNode,
     ZkDataError,
 )
-from broker.log.topic_partition import validate_topic
+from sluice.common.topic_partition import validate_topic
 
 __all__ = [
     "NO_LEADER",

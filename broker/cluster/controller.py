@@ -61,8 +61,11 @@ from kazoo.exceptions import (
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.cluster.topic_metadata import InvalidPartitionsError, InvalidReplicationFactorError
-from broker.cluster.zk_data import (
+from sluice.broker.cluster.topic_metadata import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+)
+from sluice.broker.cluster.zk_data import (
     NO_LEADER,
     BrokerIdsZNode,
     ControllerEpochZNode,

@@ -22,16 +22,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from broker.cluster.topic_metadata import (
+from sluice.broker.cluster.topic_metadata import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicExistsError,
     TopicInfo,
     UnknownTopicError,
 )
-from broker.log.checkpoint import fsync_dir
-from broker.log.topic_partition import validate_topic
-from broker.properties import parse_properties
+from sluice.broker.log.checkpoint import fsync_dir
+from sluice.common.properties import parse_properties
+from sluice.common.topic_partition import validate_topic
 
 TOPICS_FILE = "sluice-topics.json"
 META_FILE = "meta.properties"

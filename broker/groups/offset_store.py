@@ -30,11 +30,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from broker.cluster.topic_metadata import MetadataStore
-from broker.log.log import Log
-from broker.log.log_manager import LogManager
-from broker.log.record_batch import iter_batches
-from broker.log.records import decode_batch, encode_batch
+from sluice.broker.cluster.topic_metadata import MetadataStore
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_manager import LogManager
+from sluice.broker.log.record_batch import iter_batches
+from sluice.broker.log.records import decode_batch, encode_batch
 
 TOPIC = "__consumer_offsets"
 COMPACT_SLACK = 10_000

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from broker.log.errors import StorageError
+from sluice.broker.log.errors import StorageError
 
 VERSION = 0
 

@@ -2,14 +2,15 @@
 
 Every message says what was expected and what was found. The broker maps these to Kafka
 error codes (``CorruptRecordError`` → CORRUPT_MESSAGE, ``OffsetOutOfRangeError`` →
-OFFSET_OUT_OF_RANGE, ``InvalidTopicError`` → INVALID_TOPIC_EXCEPTION, ...).
+OFFSET_OUT_OF_RANGE, ...; a bad topic name is
+:class:`sluice.common.topic_partition.InvalidTopicError`).
 """
 
 from __future__ import annotations
 
 
 class StorageError(Exception):
-    """Base class of every error raised by ``broker.log``."""
+    """Base class of every error raised by ``sluice.broker.log``."""
 
 
 class CorruptRecordError(StorageError):
@@ -44,10 +45,6 @@ class SegmentOffsetOverflowError(StorageError):
 
 class CorruptIndexError(StorageError):
     """An ``.index`` or ``.timeindex`` file failed its sanity check; it is rebuilt."""
-
-
-class InvalidTopicError(StorageError):
-    """A topic name breaks Kafka's naming rules (and could escape a log dir)."""
 
 
 class LogDirectoryError(StorageError):

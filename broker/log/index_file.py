@@ -20,7 +20,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError
+from sluice.broker.log.errors import CorruptIndexError
 
 
 class IndexFile:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from broker.log.checkpoint import fsync_dir
-from broker.log.errors import StorageError
+from sluice.broker.log.checkpoint import fsync_dir
+from sluice.broker.log.errors import StorageError
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED = -1

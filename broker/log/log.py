@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from broker.log.errors import (
+from sluice.broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
     NonMonotonicOffsetError,
@@ -51,9 +51,9 @@ from broker.log.errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
-from broker.log.leader_epoch_cache import LeaderEpochCache
-from broker.log.log_config import LogConfig
-from broker.log.log_segment import (
+from sluice.broker.log.leader_epoch_cache import LeaderEpochCache
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -62,8 +62,8 @@ from broker.log.log_segment import (
     LogSegment,
     parse_base_offset,
 )
-from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.log.record_batch import (
+from sluice.broker.log.producer_state import BatchMetadata, ProducerStateManager
+from sluice.broker.log.record_batch import (
     CONTROL_BIT,
     CRC_START,
     TIMESTAMP_TYPE_BIT,

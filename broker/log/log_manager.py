@@ -35,11 +35,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint, fsync_dir
-from broker.log.errors import InvalidTopicError, LogDirectoryError
-from broker.log.log import Log, now_ms
-from broker.log.log_config import LogConfig
-from broker.log.topic_partition import TopicPartition, validate_topic
+from sluice.broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint, fsync_dir
+from sluice.broker.log.errors import LogDirectoryError
+from sluice.broker.log.log import Log, now_ms
+from sluice.broker.log.log_config import LogConfig
+from sluice.common.topic_partition import InvalidTopicError, TopicPartition, validate_topic
 
 log = logging.getLogger(__name__)
 

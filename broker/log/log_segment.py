@@ -26,11 +26,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
-from broker.log.offset_index import OffsetIndex
-from broker.log.record_batch import HEADER_SIZE, BatchHeader, parse_header, validate_batch
-from broker.log.records import decode_batch
-from broker.log.time_index import TimeIndex
+from sluice.broker.log.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    SegmentOffsetOverflowError,
+)
+from sluice.broker.log.offset_index import OffsetIndex
+from sluice.broker.log.record_batch import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+from sluice.broker.log.records import decode_batch
+from sluice.broker.log.time_index import TimeIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

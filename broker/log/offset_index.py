@@ -18,8 +18,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError, NonMonotonicOffsetError
-from broker.log.index_file import IndexFile
+from sluice.broker.log.errors import CorruptIndexError, NonMonotonicOffsetError
+from sluice.broker.log.index_file import IndexFile
 
 ENTRY_SIZE = 8
 

@@ -37,12 +37,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.errors import (
+from sluice.broker.log.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     UnknownProducerIdError,
 )
-from broker.log.record_batch import BatchHeader
+from sluice.broker.log.record_batch import BatchHeader
 
 SNAPSHOT_SUFFIX = ".snapshot"
 MAX_BATCHES_PER_PRODUCER = 5

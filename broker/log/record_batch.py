@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from broker.log.errors import CorruptRecordError
+from sluice.broker.log.errors import CorruptRecordError
 
 MAGIC_V2 = 2
 LOG_OVERHEAD = 12  # BaseOffset + Length

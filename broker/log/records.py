@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import cramjam
 from crc32c import crc32c
 
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import (
+from sluice.broker.log.errors import CorruptRecordError
+from sluice.broker.log.record_batch import (
     CONTROL_BIT,
     CRC_START,
     HEADER_SIZE,

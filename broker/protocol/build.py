@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.errors import LocalProtocolError
+from sluice.broker.protocol.errors import LocalProtocolError
 
 T = TypeVar("T")
 

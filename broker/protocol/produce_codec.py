@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from broker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sluice.broker.protocol.errors import LocalProtocolError, RemoteProtocolError
 
 VERSIONS: Final = range(3, 9)
 _H: Final = struct.Struct(">h")

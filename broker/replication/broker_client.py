@@ -14,7 +14,7 @@ import itertools
 import struct
 from typing import Any
 
-from broker.protocol import decode_response, encode_request
+from sluice.broker.protocol import decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
 

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from broker.log.log import Log
-from broker.log.topic_partition import TopicPartition
+from sluice.broker.log.log import Log
+from sluice.common.topic_partition import TopicPartition
 
 
 class Role(Enum):

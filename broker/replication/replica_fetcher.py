@@ -22,13 +22,13 @@ import contextlib
 import logging
 from typing import Any
 
-from broker.log.errors import StorageError
-from broker.log.topic_partition import TopicPartition
-from broker.protocol import ProtocolError
-from broker.protocol.apis import request_type
-from broker.protocol.build import build
-from broker.replication.broker_client import BrokerClient
-from broker.replication.partition import Partition, Role
+from sluice.broker.log.errors import StorageError
+from sluice.broker.protocol import ProtocolError
+from sluice.broker.protocol.apis import request_type
+from sluice.broker.protocol.build import build
+from sluice.broker.replication.broker_client import BrokerClient
+from sluice.broker.replication.partition import Partition, Role
+from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from broker.log.log import AppendInfo, Log
-from broker.log.topic_partition import TopicPartition
-from broker.replication.partition import Partition, Role
-from broker.replication.replica_fetcher import ReplicaFetcher
+from sluice.broker.log.log import AppendInfo, Log
+from sluice.broker.replication.partition import Partition, Role
+from sluice.broker.replication.replica_fetcher import ReplicaFetcher
+from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 class ClusterView(Protocol):
-    """What the manager needs of ``broker.cluster.cluster_metadata.ClusterMetadata``."""
+    """What the manager needs of ``sluice.broker.cluster.cluster_metadata.ClusterMetadata``."""
 
     def brokers(self) -> dict[int, Any]: ...
     def topics(self) -> dict[str, Any]: ...

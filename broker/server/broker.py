@@ -26,26 +26,25 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from prometheus_client import start_http_server
 
-from broker.cluster.cluster_metadata import ClusterMetadata
-from broker.cluster.local_metadata import LocalMetadataStore
-from broker.cluster.topic_metadata import (
+from sluice.broker.cluster.cluster_metadata import ClusterMetadata
+from sluice.broker.cluster.local_metadata import LocalMetadataStore
+from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
     MetadataStore,
     MetadataUnavailableError,
     TopicInfo,
 )
-from broker.config import BrokerConfig
-from broker.groups.coordinator import GroupCoordinator
-from broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
-from broker.groups.offset_store import OffsetCommitFailedError, OffsetStore
-from broker.log.errors import StorageError
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.log_manager import LogManager
-from broker.log.log_segment import FileSlice
-from broker.log.topic_partition import TopicPartition
-from broker.protocol import (
+from sluice.broker.config import BrokerConfig
+from sluice.broker.groups.coordinator import GroupCoordinator
+from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
+from sluice.broker.groups.offset_store import OffsetCommitFailedError, OffsetStore
+from sluice.broker.log.errors import StorageError
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_manager import LogManager
+from sluice.broker.log.log_segment import FileSlice
+from sluice.broker.protocol import (
     NEED_DATA,
     ApiKey,
     EncodedFetchResponse,
@@ -55,10 +54,11 @@ from broker.protocol import (
     decode_request,
     encode_unsupported_version,
 )
-from broker.replication.partition import Role
-from broker.replication.replica_manager import ReplicaManager
-from broker.server.metrics import BrokerMetrics
-from broker.server.purgatory import FetchPurgatory
+from sluice.broker.replication.partition import Role
+from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.server.metrics import BrokerMetrics
+from sluice.broker.server.purgatory import FetchPurgatory
+from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
         self.port = config.listener.port
-        from broker.server.handlers import HANDLERS  # handlers import this module
+        from sluice.broker.server.handlers import HANDLERS  # handlers import this module
 
         self.handlers: dict[int, Handler] = HANDLERS
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from broker.cluster import topic_metadata as tm
-from broker.log import errors as le
+from sluice.broker.cluster import topic_metadata as tm
+from sluice.broker.log import errors as le
+from sluice.common.topic_partition import InvalidTopicError
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -41,7 +42,7 @@ _TABLE: list[tuple[type[BaseException], int]] = [
     (le.OutOfOrderSequenceError, OUT_OF_ORDER_SEQUENCE_NUMBER),
     (le.InvalidProducerEpochError, INVALID_PRODUCER_EPOCH),
     (le.UnknownProducerIdError, UNKNOWN_PRODUCER_ID),
-    (le.InvalidTopicError, INVALID_TOPIC_EXCEPTION),
+    (InvalidTopicError, INVALID_TOPIC_EXCEPTION),
     (le.StorageError, KAFKA_STORAGE_ERROR),
     (tm.TopicExistsError, TOPIC_ALREADY_EXISTS),
     (tm.UnknownTopicError, UNKNOWN_TOPIC_OR_PARTITION),

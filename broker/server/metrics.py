@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.log.log import Log
-from broker.log.topic_partition import TopicPartition
+from sluice.broker.log.log import Log
+from sluice.common.topic_partition import TopicPartition
 
 
 class _LogCollector(Collector):

@@ -13,7 +13,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
-from broker.log.topic_partition import TopicPartition
+from sluice.common.topic_partition import TopicPartition
 
 
 class FetchPurgatory:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.protocol import Request, encode_response
-from broker.protocol.apis import response_type
-from broker.protocol.build import build
+from sluice.broker.protocol import Request, encode_response
+from sluice.broker.protocol.apis import response_type
+from sluice.broker.protocol.build import build
 
 
 def respond(request: Request, values: Mapping[str, Any]) -> bytes:

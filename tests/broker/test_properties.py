@@ -1,6 +1,6 @@
 import pytest
 
-from broker.properties import PropertiesError, load_properties, parse_properties
+from sluice.common.properties import PropertiesError, load_properties, parse_properties
 
 
 def test_kafka_style_properties():

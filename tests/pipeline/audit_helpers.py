@@ -1,10 +1,10 @@
 """Helpers for the audit tests: a schema registry process and an audited producer on a fake
 clock (topics are read back with ``tests.pipeline.topic_reader.read_all``).
 
-``registry_url`` (session) runs ``python -m schemas.cli registry start`` on a free port, as
+``registry_url`` (session) runs ``python -m sluice registry start`` on a free port, as
 ``tests/schemas/conftest.py`` does; ``tests/pipeline/conftest.py`` imports it, so one registry
 serves the session. ``produce_audited`` sends messages whose timestamps fall in
-chosen windows through :class:`~pipeline.audit_producer.AuditingProducer`, then closes it (so
+chosen windows through :class:`~sluice.pipeline.audit.producer.AuditingProducer`, then closes it (so
 every count is reported).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit_producer import AuditingProducer
+from sluice.pipeline.audit.producer import AuditingProducer
 from tests.net import free_port, signal_and_wait
 from tests.pipeline.broker_fixture import in_ci
 
@@ -31,7 +31,7 @@ START_TIMEOUT = 20.0
 def registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base = tmp_path_factory.mktemp("audit-registry")
     url = f"http://127.0.0.1:{free_port()}"
-    args = [sys.executable, "-m", "schemas.cli", "registry", "start"]
+    args = [sys.executable, "-m", "sluice", "registry", "start"]
     for key, value in {
         "listeners": url,
         "schema.registry.data.dir": str(base / "data"),

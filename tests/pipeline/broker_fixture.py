@@ -1,6 +1,6 @@
 """A real Sluice broker subprocess for the pipeline tests, and helpers to fill it.
 
-``kafka_broker`` (session) starts ``python -m broker broker start`` on a free port with a
+``kafka_broker`` (session) starts ``python -m sluice broker start`` on a free port with a
 retention check every 200 ms (so the retention test sees segments go within a second);
 ``topic_name`` (function) gives a fresh topic name per test. ``create_topic`` and ``produce``
 go through confluent-kafka, the way users fill a broker; ``produce`` returns every delivered
@@ -67,7 +67,7 @@ class SluiceBroker:
             "auto.create.topics.enable": "false",
             **self.overrides,
         }
-        args = [sys.executable, "-m", "broker", "broker", "start", "--log-level", "warning"]
+        args = [sys.executable, "-m", "sluice", "broker", "start", "--log-level", "warning"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         with open(self.base_dir / "broker.out", "ab") as out:

@@ -3,7 +3,8 @@
 * :func:`make_chroots` makes ZooKeeper chroots (``/live``, ``/offline``…) under a test's own
   chroot, so a live and an offline :class:`BrokerCluster` are separate clusters on one
   ZooKeeper, as in ``conf/datacenter/``.
-* :class:`MirrorProcess` runs ``python -m pipeline.mirror_cli run --config <file>`` and stops it
+* :class:`MirrorProcess` runs ``python -m sluice.cli.mirror_command run --config <file>`` and stops
+  it
   with SIGTERM (or kills it with SIGKILL).
 * :class:`Traffic` produces to a source topic from a thread (acks=all, idempotent) and
   records every acknowledged ``(topic, partition, offset)``.
@@ -109,7 +110,7 @@ class MirrorProcess:
         env.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(REPO / ".hypothesis"))
         with open(self.output_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.mirror_cli", "run", "--config", str(self.config)],
+                [sys.executable, "-m", "sluice", "mirror", "run", "--config", str(self.config)],
                 cwd=REPO,
                 env=env,
                 stdin=subprocess.DEVNULL,

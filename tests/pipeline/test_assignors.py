@@ -1,4 +1,5 @@
-"""Tests for pipeline.assignors: the worked examples of the assignment article, then properties.
+"""Tests for sluice.pipeline.consumer.assignors: the worked examples of the assignment article,
+then properties.
 
 Member ids are C0, C1, ...; topics T0, T1, ...; ``"T1P2"`` is partition 2 of T1 and a bare
 ``"P2"`` is partition 2 of T0 (the article's single-topic notation).
@@ -14,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.assignors import (
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.consumer.assignors import (
     ASSIGNORS,
     Assignor,
-    TopicPartition,
     UnknownAssignorError,
     assign_range,
     assign_round_robin,

@@ -32,10 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.audit import AuditConfig, AuditConfigError, AuditError, run_audit
-from pipeline.audit_cli import main as audit_cli
-from pipeline.audit_producer import SERVER_HEADER
-from pipeline.audit_report import (
+from sluice.cli.audit_command import main as audit_cli
+from sluice.pipeline.audit.audit import AuditConfig, AuditConfigError, AuditError, run_audit
+from sluice.pipeline.audit.producer import SERVER_HEADER
+from sluice.pipeline.audit.report import (
     Mismatch,
     ProducerCount,
     TierCount,
@@ -43,8 +43,8 @@ from pipeline.audit_report import (
     format_ms,
     render_text,
 )
-from pipeline.lineage import LINEAGE_HEADER, Lineage
-from pipeline.nightly_load import LoadConfig, run_load
+from sluice.pipeline.lineage import LINEAGE_HEADER, Lineage
+from sluice.pipeline.load.run import LoadConfig, run_load
 from tests.pipeline.audit_helpers import (
     aligned_base,
     produce_audited,

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from pipeline.audit_producer import (
+from sluice.pipeline.audit.producer import (
     SERVER_HEADER,
     AuditingProducer,
     AuditReportError,
     audit_subject,
 )
-from schemas import schema_path
-from schemas.client import RegistryClient
-from schemas.serde import AvroDeserializer, decode_header
+from sluice.schemas import schema_path
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.serde import AvroDeserializer, decode_header
 from tests.pipeline.audit_helpers import FakeClock
 from tests.pipeline.broker_fixture import create_topic
 from tests.pipeline.topic_reader import read_all

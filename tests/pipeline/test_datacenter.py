@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from broker.properties import load_properties
-from pipeline.audit import AuditConfig, run_audit
-from pipeline.audit_producer import AuditingProducer
-from pipeline.mirror import mirror_lag
-from pipeline.mirror_config import MirrorConfig
+from sluice.common.properties import load_properties
+from sluice.pipeline.audit.audit import AuditConfig, run_audit
+from sluice.pipeline.audit.producer import AuditingProducer
+from sluice.pipeline.mirror.config import MirrorConfig
+from sluice.pipeline.mirror.mirror import mirror_lag
 from tests.pipeline.broker_fixture import SluiceBroker, create_topic
 from tests.pipeline.mirror_fixture import (
     MirrorProcess,

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.kafka_reader import (
+from sluice.pipeline.source.data_source import SluiceBatchReader, register
+from sluice.pipeline.source.ranges import OffsetOutOfRangeError
+from sluice.pipeline.source.split_reader import (
     ARROW_SCHEMA,
     ARROW_SCHEMA_NO_HEADERS,
     DataLossError,
@@ -22,8 +24,6 @@ from pipeline.kafka_reader import (
     consumer_config,
     read_split,
 )
-from pipeline.kafka_source import SluiceBatchReader, register
-from pipeline.offset_ranges import OffsetOutOfRangeError
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,
@@ -61,7 +61,7 @@ def _as_model(row: Any) -> Produced:
 def test_arrow_schema_is_what_spark_expects(spark: Any) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from pipeline.kafka_source import SluiceDataSource
+    from sluice.pipeline.source.data_source import SluiceDataSource
 
     for include, arrow in (("true", ARROW_SCHEMA), ("false", ARROW_SCHEMA_NO_HEADERS)):
         ddl = SluiceDataSource({"includeheaders": include}).schema()

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.lineage import LINEAGE_HEADER, Lineage, LineageError, check_cluster_alias, origin
+from sluice.pipeline.lineage import (
+    LINEAGE_HEADER,
+    Lineage,
+    LineageError,
+    check_cluster_alias,
+    origin,
+)
 
 names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
 

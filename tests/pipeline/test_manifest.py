@@ -1,4 +1,4 @@
-"""Tests for pipeline.manifest: round trip, and one validation failure per rule."""
+"""Tests for sluice.pipeline.table.manifest: round trip, and one validation failure per rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.manifest import (
+from sluice.pipeline.source.ranges import DataLoss, OffsetRange, offsets_to_json
+from sluice.pipeline.table.manifest import (
     DataFile,
     InvalidManifestError,
     Manifest,
@@ -18,7 +19,6 @@ from pipeline.manifest import (
     merge_offsets,
     valid_run_id,
 )
-from pipeline.offset_ranges import DataLoss, OffsetRange, offsets_to_json
 
 
 def sample() -> Manifest:

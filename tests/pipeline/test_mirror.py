@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from broker.cli import main as sluice_main
-from pipeline.lineage import LINEAGE_HEADER
-from pipeline.mirror import DeliveryError, Mirror, mirror_lag
-from pipeline.mirror_config import MirrorConfig
+from sluice.cli import main as sluice_main
+from sluice.pipeline.lineage import LINEAGE_HEADER
+from sluice.pipeline.mirror.config import MirrorConfig
+from sluice.pipeline.mirror.mirror import DeliveryError, Mirror, mirror_lag
 from tests.broker.cluster.cluster_fixture import QUIET, BrokerCluster
 from tests.conftest import new_chroot
 from tests.net import free_port

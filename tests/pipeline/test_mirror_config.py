@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.properties import load_properties
-from pipeline.mirror_cli import main as mirror_main
-from pipeline.mirror_config import MirrorConfig, MirrorConfigError
+from sluice.cli.mirror_command import main as mirror_main
+from sluice.common.properties import load_properties
+from sluice.pipeline.mirror.config import MirrorConfig, MirrorConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,9 +20,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipeline.cli import main as cli_main
-from pipeline.nightly_load import LoadConfig, LoadError, run_load
-from pipeline.table_commit import latest_manifest, published_runs
+from sluice.cli.load_command import main as cli_main
+from sluice.pipeline.load.run import LoadConfig, LoadError, run_load
+from sluice.pipeline.table.commit import latest_manifest, published_runs
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,
@@ -198,7 +198,7 @@ def _job(
             "--config", str(config),
         ]  # fmt: skip
     else:
-        args = [sys.executable, "-m", "jobs.nightly_load", "--config", str(config),
+        args = [sys.executable, "-m", "sluice.jobs.nightly_load", "--config", str(config),
                 "--override", f"spark.driver.extraJavaOptions={java}"]  # fmt: skip
     proc = subprocess.Popen(
         args,

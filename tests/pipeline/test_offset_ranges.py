@@ -1,4 +1,5 @@
-"""Tests for pipeline.offset_ranges: option parsing, resolution against the log, splitting."""
+"""Tests for sluice.pipeline.source.ranges: option parsing, resolution against the log,
+splitting."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.assignors import TopicPartition
-from pipeline.offset_ranges import (
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.ranges import (
     Assign,
     ConsumerStrategyError,
     DataLoss,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.assignors import TopicPartition
-from pipeline.kafka_source import _rate_limit, register
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.data_source import _rate_limit, register
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,

@@ -1,4 +1,4 @@
-"""Tests for pipeline.table_commit (and pipeline.hadoop_fs) on file://.
+"""Tests for sluice.pipeline.table.commit (and sluice.pipeline.table.filesystem) on file://.
 
 Readers are the real ones: Spark (local[2]), pyarrow.dataset and duckdb. Crashes are real too: a
 child process loads the table and SIGKILLs itself at a chosen step, then a retry runs.
@@ -21,10 +21,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.hadoop_fs import HadoopRenamer, LocalRenamer, TableFileSystem, TargetExistsError
-from pipeline.manifest import DataFile, RangeRecord, RowCount
-from pipeline.offset_ranges import OffsetRange
-from pipeline.table_commit import (
+from sluice.pipeline.source.ranges import OffsetRange
+from sluice.pipeline.table.commit import (
     MANIFEST_NAME,
     CommitConflictError,
     CorruptTableError,
@@ -38,6 +36,13 @@ from pipeline.table_commit import (
     latest_manifest,
     published_runs,
 )
+from sluice.pipeline.table.filesystem import (
+    HadoopRenamer,
+    LocalRenamer,
+    TableFileSystem,
+    TargetExistsError,
+)
+from sluice.pipeline.table.manifest import DataFile, RangeRecord, RowCount
 
 # --------------------------------------------------------------------------------------------
 # Helpers: a run written with pyarrow (fast) and the three readers
@@ -400,10 +405,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.assignors import TopicPartition
-from pipeline.manifest import RangeRecord
-from pipeline.offset_ranges import LogBounds, complete_offsets, resolve_ranges
-from pipeline.table_commit import TableWriter
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.table.manifest import RangeRecord
+from sluice.pipeline.source.ranges import LogBounds, complete_offsets, resolve_ranges
+from sluice.pipeline.table.commit import TableWriter
 
 table, run_id, log_end = sys.argv[1], sys.argv[2], int(sys.argv[3])
 crash = os.environ.get("SLUICE_CRASH_AT", "")

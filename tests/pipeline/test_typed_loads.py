@@ -19,18 +19,18 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.avro_columns import (
+from sluice.pipeline.load.run import LoadConfig, LoadError, run_load
+from sluice.pipeline.source.avro_columns import (
     ReaderSchema,
     UnsupportedAvroSchemaError,
     avro_to_spark,
     output_schema,
 )
-from pipeline.kafka_source import register
-from pipeline.nightly_load import LoadConfig, LoadError, run_load
-from pipeline.table_commit import latest_manifest, published_runs
-from schemas import schema_path
-from schemas.client import RegistryClient
-from schemas.serde import AvroSerializer, encode_header
+from sluice.pipeline.source.data_source import register
+from sluice.pipeline.table.commit import latest_manifest, published_runs
+from sluice.schemas import schema_path
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.serde import AvroSerializer, encode_header
 from tests.pipeline.broker_fixture import Produced, create_topic, produce
 from tests.schemas.conftest import RegistryProcess
 
@@ -190,8 +190,12 @@ def test_decoder_fetches_each_writer_schema_once(registry_url: str, topic_name: 
     a null value and a writer that does not resolve to the reader are error rows."""
     import pyarrow as pa
 
-    from pipeline.avro_columns import ERROR_ARROW_SCHEMA, AvroBatchDecoder, _deserializer
-    from pipeline.kafka_reader import ARROW_SCHEMA_NO_HEADERS
+    from sluice.pipeline.source.avro_columns import (
+        ERROR_ARROW_SCHEMA,
+        AvroBatchDecoder,
+        _deserializer,
+    )
+    from sluice.pipeline.source.split_reader import ARROW_SCHEMA_NO_HEADERS
 
     client = RegistryClient(registry_url)
     subject = f"{topic_name}-value"

@@ -1,4 +1,5 @@
-"""Tests for pipeline.zk_consumer: the paper's ZooKeeper-coordinated consumer group (Alg. 1).
+"""Tests for sluice.pipeline.consumer.connector: the paper's ZooKeeper-coordinated consumer group
+(Alg. 1).
 
 Everything runs against a real ZooKeeper (the ``zk_connect`` chroot fixtures) and a real
 Sluice broker subprocess (one per module, a topic per test). Consumers run as threads of this
@@ -21,15 +22,15 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from pipeline.assignors import TopicPartition
-from pipeline.zk_consumer import (
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.consumer.connector import (
     ConsumerConfig,
     ConsumerConfigError,
     ConsumerTimeoutError,
     ZookeeperConsumerConnector,
     create_java_consumer_connector,
 )
-from pipeline.zk_registry import (
+from sluice.pipeline.consumer.registry import (
     ConsumerIdZNode,
     ConsumerRegistration,
     CorruptZnodeError,

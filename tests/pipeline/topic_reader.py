@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from pipeline.lineage import LINEAGE_HEADER, Lineage
+from sluice.pipeline.lineage import LINEAGE_HEADER, Lineage
 from tests.broker.cluster.cluster_fixture import QUIET
 
 

@@ -1,6 +1,6 @@
 """Helpers for the ZooKeeper-consumer tests: a broker subprocess, a collector, a child consumer.
 
-* :class:`Broker` runs ``python -m broker broker start`` on a free port of 127.0.0.1 (ready when
+* :class:`Broker` runs ``python -m sluice broker start`` on a free port of 127.0.0.1 (ready when
   the port accepts connections and Metadata answers) and stops it with SIGTERM.
 * :class:`Collector` reads every stream of a connector on its own thread and records
   ``(topic, partition, offset, value)`` of each message, until the connector shuts down.
@@ -28,7 +28,11 @@ from types import TracebackType
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pipeline.zk_consumer import KafkaStream, MessageAndMetadata, ZookeeperConsumerConnector
+from sluice.pipeline.consumer.connector import (
+    KafkaStream,
+    MessageAndMetadata,
+    ZookeeperConsumerConnector,
+)
 from tests.net import free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +52,7 @@ class Broker:
 
     def start(self, timeout: float = 30.0) -> Broker:
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "broker", "broker", "start"]
+        args = [sys.executable, "-m", "sluice", "broker", "start"]
         for setting in (
             f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             f"log.dirs={self.base_dir / 'data'}",

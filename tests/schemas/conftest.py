@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.client import RegistryClient
+from sluice.schemas.client import RegistryClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 class RegistryProcess:
-    """``python -m schemas.cli registry start`` as a child process, logging to a file."""
+    """``python -m sluice registry start`` as a child process, logging to a file."""
 
     def __init__(self, data_dir: Path, log_path: Path, port: int | None = None) -> None:
         self.data_dir = data_dir
@@ -46,7 +46,7 @@ class RegistryProcess:
         return [
             sys.executable,
             "-m",
-            "schemas.cli",
+            "sluice.cli.registry_command",
             "registry",
             "start",
             "--config",

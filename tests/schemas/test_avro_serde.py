@@ -14,16 +14,16 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer as ConfluentDe
 from confluent_kafka.schema_registry.avro import AvroSerializer as ConfluentSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from schemas import schema_path
-from schemas.client import RegistryClient
-from schemas.errors import (
+from sluice.schemas import schema_path
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.errors import (
     TruncatedPayloadError,
     UndecodableAvroError,
     UnencodableRecordError,
     UnknownSchemaIdError,
     WrongMagicByteError,
 )
-from schemas.serde import AvroDeserializer, AvroSerializer, decode_header, encode_header
+from sluice.schemas.serde import AvroDeserializer, AvroSerializer, decode_header, encode_header
 
 PAGE_VIEW = schema_path("page_view").read_text()
 AUDIT = schema_path("audit_count").read_text()

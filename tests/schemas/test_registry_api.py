@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from schemas import schema_path
-from schemas.client import RegistryClient
+from sluice.schemas import schema_path
+from sluice.schemas.client import RegistryClient
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 PAGE_VIEW = schema_path("page_view").read_text()

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from schemas import schema_path
-from schemas.cli import add_registry_parser, main
+from sluice.cli.registry_command import add_registry_parser, main
+from sluice.schemas import schema_path
 
 
 def test_register_and_list(registry_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from schemas.avro_schema import parse_schema
-from schemas.client import RegistryClient
-from schemas.compatibility import CompatibilityLevel, ExistingSchema, check_compatibility
-from schemas.errors import IncompatibleSchemaError
+from sluice.schemas.avro_schema import parse_schema
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.compatibility import CompatibilityLevel, ExistingSchema, check_compatibility
+from sluice.schemas.errors import IncompatibleSchemaError
 
 
 def record(*fields: dict[str, Any]) -> str:

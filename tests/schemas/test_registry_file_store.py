@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from schemas.errors import StoreError
-from schemas.file_store import FileSchemaStore
-from schemas.store import StoredSchema, SubjectVersion
+from sluice.schemas.errors import StoreError
+from sluice.schemas.file_store import FileSchemaStore
+from sluice.schemas.store import StoredSchema, SubjectVersion
 
 
 def test_state_survives_reopen(tmp_path: Path) -> None:

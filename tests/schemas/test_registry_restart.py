@@ -6,8 +6,8 @@ import json
 import signal
 from typing import Any
 
-from schemas import schema_path
-from schemas.client import RegistryClient
+from sluice.schemas import schema_path
+from sluice.schemas.client import RegistryClient
 
 AUDIT = json.loads(schema_path("audit_count").read_text())
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from schemas import schema_path
-from schemas.client import RegistryClient
-from schemas.errors import StoreError
-from schemas.server import RegistryConfig
-from schemas.store import StoredSchema, SubjectVersion
-from schemas.zk_store import BASE_PATH, ZooKeeperSchemaStore
+from sluice.schemas import schema_path
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.errors import StoreError
+from sluice.schemas.server import RegistryConfig
+from sluice.schemas.store import StoredSchema, SubjectVersion
+from sluice.schemas.zk_store import BASE_PATH, ZooKeeperSchemaStore
 from tests.net import free_port
 from tests.schemas.conftest import RegistryProcess
 from tests.zookeeper_server import ZooKeeperServer

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.protocol import ApiKey
-from broker.server.handlers import (
+from sluice.broker.protocol import ApiKey
+from sluice.broker.server.handlers import (
     epochs,
     fetch,
     groups,
@@ -21,7 +21,7 @@ from broker.server.handlers import (
 )
 
 if TYPE_CHECKING:
-    from broker.server.broker import Handler
+    from sluice.broker.server.broker import Handler
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: metadata.handle_api_versions,

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol import Request
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.protocol import Request
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 
 async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> bytes:

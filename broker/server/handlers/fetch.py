@@ -18,16 +18,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from broker.log.errors import OffsetOutOfRangeError
-from broker.log.log_segment import FileSlice
-from broker.log.topic_partition import TopicPartition
-from broker.protocol import EncodedFetchResponse, FetchPartition, FetchTopic, Request
-from broker.protocol.build import ms
-from broker.protocol.fetch_response import encode_fetch_response
-from broker.server import error_codes as ec
+from sluice.broker.log.errors import OffsetOutOfRangeError
+from sluice.broker.log.log_segment import FileSlice
+from sluice.broker.protocol import EncodedFetchResponse, FetchPartition, FetchTopic, Request
+from sluice.broker.protocol.build import ms
+from sluice.broker.protocol.fetch_response import encode_fetch_response
+from sluice.broker.server import error_codes as ec
+from sluice.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 
 def _read_all(

@@ -1,5 +1,5 @@
 """JoinGroup (v0–5), SyncGroup (v0–3), Heartbeat (v0–3), LeaveGroup (v0–3), ListGroups
-(v0–2), DescribeGroups (v0–2): thin adapters onto ``broker.groups.coordinator``.
+(v0–2), DescribeGroups (v0–2): thin adapters onto ``sluice.broker.groups.coordinator``.
 
 JoinGroup v0 has no rebalance timeout: the session timeout stands in, as in Kafka. Before
 v4 a member may join without an id and gets one at once; from v4 it is asked to rejoin
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.groups.coordinator import GroupState
-from broker.protocol import Request
-from broker.protocol.build import ms
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.groups.coordinator import GroupState
+from sluice.broker.protocol import Request
+from sluice.broker.protocol.build import ms
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
-from broker.server.broker import CURRENT_PEER  # noqa: E402  (the broker imports handlers lazily)
+from sluice.broker.server.broker import CURRENT_PEER  # noqa: E402  (the broker imports handlers lazily)
 
 
 def _client(request: Request) -> str:

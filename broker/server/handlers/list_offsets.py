@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol import Request
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.protocol import Request
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 LATEST = -1
 EARLIEST = -2

@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster.topic_metadata import TopicError, TopicInfo
-from broker.log.errors import InvalidTopicError, StorageError
-from broker.log.topic_partition import validate_topic
-from broker.protocol import APIS, Request
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.cluster.topic_metadata import TopicError, TopicInfo
+from sluice.broker.log.errors import StorageError
+from sluice.broker.protocol import APIS, Request
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
+from sluice.common.topic_partition import InvalidTopicError, validate_topic
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """FindCoordinator (v0–2), OffsetCommit (v2–7), OffsetFetch (v1–5).
 
 A standalone broker is every group's coordinator. Commits are stored durably in
-``__consumer_offsets`` (see ``broker.groups.offset_store``) before they are acknowledged.
+``__consumer_offsets`` (see ``sluice.broker.groups.offset_store``) before they are acknowledged.
 Commits are checked against the group coordinator's generations (Kafka's rules: a member
 commits for its current generation; ``assign()`` consumers commit with generation -1 while
 the group has no members).
@@ -13,15 +13,15 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
-from broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
-from broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
-from broker.protocol import Request
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
+from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
+from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
+from sluice.broker.protocol import Request
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 OFFSET_METADATA_TOO_LARGE = 12
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes

@@ -14,19 +14,19 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from broker.cluster.topic_metadata import MetadataUnavailableError
-from broker.log.errors import InvalidRecordError, StorageError
-from broker.log.log import AppendInfo, Log
-from broker.log.record_batch import peek_size
-from broker.log.topic_partition import TopicPartition
-from broker.protocol import Request
-from broker.protocol.build import ms
-from broker.protocol.produce_codec import PartitionResult, encode_produce_response
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.cluster.topic_metadata import MetadataUnavailableError
+from sluice.broker.log.errors import InvalidRecordError, StorageError
+from sluice.broker.log.log import AppendInfo, Log
+from sluice.broker.log.record_batch import peek_size
+from sluice.broker.protocol import Request
+from sluice.broker.protocol.build import ms
+from sluice.broker.protocol.produce_codec import PartitionResult, encode_produce_response
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
+from sluice.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 

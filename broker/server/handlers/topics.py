@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.cluster.topic_metadata import TopicError
-from broker.log.errors import StorageError
-from broker.protocol import Request
-from broker.server import error_codes as ec
-from broker.server.responses import respond
+from sluice.broker.cluster.topic_metadata import TopicError
+from sluice.broker.log.errors import StorageError
+from sluice.broker.protocol import Request
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.responses import respond
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from sluice.broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from broker.cli import build_parser, main
+from sluice.cli import build_parser, main
 
 COMMANDS = [
     "broker", "topics", "produce", "consume", "groups", "zookeeper", "registry", "load",
@@ -32,7 +32,7 @@ def test_help_of_each_subcommand(command: str, capsys: pytest.CaptureFixture[str
 def test_a_missing_config_file_is_a_clear_configuration_error(command: str) -> None:
     """Through the installed entry point, as a user runs it: exit 2, the path named."""
     proc = subprocess.run(
-        [sys.executable, "-m", "broker", command, "--config", "/nonexistent/x.properties"],
+        [sys.executable, "-m", "sluice", command, "--config", "/nonexistent/x.properties"],
         capture_output=True,
         text=True,
         timeout=60,

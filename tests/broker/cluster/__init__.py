@@ -18,7 +18,7 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
-from broker.cluster.cluster_metadata import ClusterMetadata
+from sluice.broker.cluster.cluster_metadata import ClusterMetadata
 from tests.conftest import kazoo_client
 
 

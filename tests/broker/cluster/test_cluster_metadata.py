@@ -8,15 +8,15 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
-from broker.cluster.cluster_metadata import (
+from sluice.broker.cluster.cluster_metadata import (
     BrokerInfo,
     BrokerRegistrationError,
     ClusterMetadata,
     PartitionState,
 )
-from broker.cluster.topic_metadata import InvalidConfigError, InvalidPartitionsError
-from broker.cluster.zk_data import BrokerIdZNode, ClusterIdZNode
-from broker.log.errors import InvalidTopicError
+from sluice.broker.cluster.topic_metadata import InvalidConfigError, InvalidPartitionsError
+from sluice.broker.cluster.zk_data import BrokerIdZNode, ClusterIdZNode
+from sluice.common.topic_partition import InvalidTopicError
 from tests.broker.cluster import SimCluster, wait_until
 from tests.conftest import kazoo_client
 from tests.zookeeper_server import ZooKeeperServer

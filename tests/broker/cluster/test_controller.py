@@ -11,20 +11,20 @@ from collections import Counter
 import pytest
 from kazoo.client import KazooClient
 
-from broker.cluster.controller import (
+from sluice.broker.cluster.controller import (
     Controller,
     ControllerMovedError,
     assign_replicas_to_brokers,
     elect_leader,
     write_partition_state,
 )
-from broker.cluster.topic_metadata import (
+from sluice.broker.cluster.topic_metadata import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicExistsError,
     UnknownTopicError,
 )
-from broker.cluster.zk_data import (
+from sluice.broker.cluster.zk_data import (
     NO_LEADER,
     ControllerEpochZNode,
     ControllerZNode,
@@ -366,7 +366,7 @@ def test_topic_created_while_the_controller_dies_gets_all_states(
         expire_session(zombie_client, zk_connect)  # its session dies while it hangs
         states = wait_until(lambda: all_states(zk_client, "t", 8), message="all 8 states")
         wait_until(lambda: zombie_client.connected, message="the zombie's new session")
-        with caplog.at_level(logging.INFO, logger="broker.cluster.controller"):
+        with caplog.at_level(logging.INFO, logger="sluice.broker.cluster.controller"):
             release.set()  # the zombie wakes up and writes on: fenced, it changes nothing
             wait_until(lambda: "controller 9: fenced" in caplog.text, message="the fence")
         wait_until(lambda: not zombie.is_active, message="the zombie resigns")

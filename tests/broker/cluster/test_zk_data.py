@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from broker.cluster.zk_data import (
+from sluice.broker.cluster.zk_data import (
     BrokerIdZNode,
     BrokerInfo,
     ClusterIdZNode,

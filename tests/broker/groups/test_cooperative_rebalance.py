@@ -10,7 +10,7 @@ coordinator's: the join completes the moment C0 rejoins.
 
 import asyncio
 
-from broker.groups.coordinator import NONE, REBALANCE_IN_PROGRESS, GroupState
+from sluice.broker.groups.coordinator import NONE, REBALANCE_IN_PROGRESS, GroupState
 from tests.broker.groups.test_coordinator import coordinator, join, run
 
 REBALANCE_MS = 5_000  # far longer than any wait below: a timer would show

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from broker.groups.coordinator import (
+from sluice.broker.groups.coordinator import (
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_SESSION_TIMEOUT,

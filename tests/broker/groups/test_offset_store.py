@@ -3,10 +3,10 @@ Kafka (Java's String.hashCode)."""
 
 import asyncio
 
-from broker.cluster.local_metadata import LocalMetadataStore
-from broker.groups import offset_store
-from broker.groups.offset_store import CommittedOffset, OffsetStore, java_string_hash
-from broker.log.log_manager import LogManager
+from sluice.broker.cluster.local_metadata import LocalMetadataStore
+from sluice.broker.groups import offset_store
+from sluice.broker.groups.offset_store import CommittedOffset, OffsetStore, java_string_hash
+from sluice.broker.log.log_manager import LogManager
 
 
 def test_java_string_hash_matches_java():

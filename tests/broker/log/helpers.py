@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.log.records import NONE, encode_batch
+from sluice.broker.log.records import NONE, encode_batch
 
 
 def batch(

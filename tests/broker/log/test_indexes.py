@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.log.errors import CorruptIndexError, NonMonotonicOffsetError
-from broker.log.offset_index import OffsetIndex
-from broker.log.time_index import TimeIndex
+from sluice.broker.log.errors import CorruptIndexError, NonMonotonicOffsetError
+from sluice.broker.log.offset_index import OffsetIndex
+from sluice.broker.log.time_index import TimeIndex
 
 
 @given(

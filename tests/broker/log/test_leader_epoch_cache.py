@@ -1,7 +1,7 @@
 import pytest
 
-from broker.log.errors import StorageError
-from broker.log.leader_epoch_cache import LeaderEpochCache
+from sluice.broker.log.errors import StorageError
+from sluice.broker.log.leader_epoch_cache import LeaderEpochCache
 
 
 def test_assign_persist_and_answer(tmp_path):

@@ -4,17 +4,17 @@ import struct
 
 import pytest
 
-from broker.log.errors import (
+from sluice.broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
     NonMonotonicOffsetError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.record_batch import iter_batches, validate_batch
-from broker.log.records import decode_batch, encode_batch
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.record_batch import iter_batches, validate_batch
+from sluice.broker.log.records import decode_batch, encode_batch
 
 from .helpers import batch
 
@@ -145,7 +145,7 @@ def test_validation_rejects_bad_batches_and_writes_nothing(tmp_path, clock):
         log.append(control)
     lying = bytearray(batch(3))
     struct.pack_into(">i", lying, 57, 2)  # RecordCount 2 but LastOffsetDelta 2
-    from broker.log.record_batch import compute_crc
+    from sluice.broker.log.record_batch import compute_crc
 
     struct.pack_into(">I", lying, 17, compute_crc(lying))
     with pytest.raises(CorruptRecordError, match="RecordCount = LastOffsetDelta"):

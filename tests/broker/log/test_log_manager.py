@@ -2,11 +2,10 @@ import time
 
 import pytest
 
-from broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint
-from broker.log.errors import InvalidTopicError
-from broker.log.log_config import LogConfig
-from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from broker.log.topic_partition import TopicPartition, validate_topic
+from sluice.broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from sluice.common.topic_partition import InvalidTopicError, TopicPartition, validate_topic
 
 from .helpers import batch
 

@@ -17,11 +17,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from broker.log.errors import OffsetOutOfRangeError
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.record_batch import iter_batches
-from broker.log.records import CODEC_NAMES, Record, decode_batch, encode_batch
+from sluice.broker.log.errors import OffsetOutOfRangeError
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.record_batch import iter_batches
+from sluice.broker.log.records import CODEC_NAMES, Record, decode_batch, encode_batch
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120, file_delete_delay_ms=0)
 

@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from broker.log.log_segment import LogSegment, file_name, parse_base_offset
-from broker.log.record_batch import assign_offsets, validate_batch
-from broker.log.records import decode_batch
+from sluice.broker.log.log_segment import LogSegment, file_name, parse_base_offset
+from sluice.broker.log.record_batch import assign_offsets, validate_batch
+from sluice.broker.log.records import decode_batch
 
 from .helpers import batch
 
@@ -121,7 +121,7 @@ def test_missing_index_is_rebuilt_on_open(tmp_path):
 def test_failed_segment_open_leaks_no_file_descriptor(tmp_path, monkeypatch):
     """Found by the broker's robustness tests: out of descriptors (EMFILE) while opening an
     index must not leak the descriptors already opened."""
-    from broker.log import log_segment
+    from sluice.broker.log import log_segment
 
     def fail(*args, **kwargs):
         raise OSError(24, "Too many open files")

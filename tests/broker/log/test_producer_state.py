@@ -3,15 +3,15 @@ state kept across clean and unclean restarts and truncation."""
 
 import pytest
 
-from broker.log.errors import (
+from sluice.broker.log.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
     UnknownProducerIdError,
 )
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.records import encode_batch
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.records import encode_batch
 
 CONFIG = LogConfig(segment_bytes=400)
 

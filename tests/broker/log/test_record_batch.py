@@ -2,8 +2,8 @@ import struct
 
 import pytest
 
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import (
+from sluice.broker.log.errors import CorruptRecordError
+from sluice.broker.log.record_batch import (
     HEADER_SIZE,
     assign_offsets,
     compute_crc,
@@ -13,7 +13,7 @@ from broker.log.record_batch import (
     valid_prefix,
     validate_batch,
 )
-from broker.log.records import GZIP, encode_batch
+from sluice.broker.log.records import GZIP, encode_batch
 
 from .helpers import batch
 

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.log.errors import CorruptRecordError
-from broker.log.records import (
+from sluice.broker.log.errors import CorruptRecordError
+from sluice.broker.log.records import (
     CODEC_NAMES,
     SNAPPY,
     Record,

@@ -4,11 +4,11 @@ import os
 
 import pytest
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.log_segment import file_name
-from broker.log.record_batch import iter_batches
-from broker.log.records import decode_batch
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_segment import file_name
+from sluice.broker.log.record_batch import iter_batches
+from sluice.broker.log.records import decode_batch
 
 from .helpers import batch
 

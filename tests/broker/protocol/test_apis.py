@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.protocol import apis
-from broker.protocol.apis import APIS, ApiKey
+from sluice.broker.protocol import apis
+from sluice.broker.protocol.apis import APIS, ApiKey
 
 # (implemented, advertised) per shared/protocol.md, plus ListGroups and DescribeGroups.
 EXPECTED = {

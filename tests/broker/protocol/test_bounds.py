@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol.codec import decode_request
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import RequestHeader, encode_request_header
+from sluice.broker.protocol.codec import decode_request
+from sluice.broker.protocol.errors import RemoteProtocolError
+from sluice.broker.protocol.headers import RequestHeader, encode_request_header
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -63,8 +63,8 @@ def test_guard_holds_under_a_memory_limit() -> None:
         f"""
         import resource, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from broker.protocol.codec import decode_request
-        from broker.protocol.errors import RemoteProtocolError
+        from sluice.broker.protocol.codec import decode_request
+        from sluice.broker.protocol.errors import RemoteProtocolError
         frames = {list(ABSURD.values())!r}
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         for frame in frames:
@@ -89,7 +89,7 @@ def test_null_for_a_non_nullable_array_is_a_remote_protocol_error() -> None:
     forbids null, and a handler iterating the field then raised TypeError."""
     import struct
 
-    from broker.protocol import RemoteProtocolError, decode_request
+    from sluice.broker.protocol import RemoteProtocolError, decode_request
 
     header = struct.pack(">hhih", 1, 11, 1, 1) + b"c"
     # Fetch v11: replica, max wait, min bytes, max bytes, isolation, session id, epoch,

@@ -11,17 +11,21 @@ from hypothesis import strategies as st
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode
 
-from broker.protocol import apis
-from broker.protocol.apis import APIS, ApiKey
-from broker.protocol.codec import (
+from sluice.broker.protocol import apis
+from sluice.broker.protocol.apis import APIS, ApiKey
+from sluice.broker.protocol.codec import (
     decode_request,
     decode_response,
     encode_request,
     encode_response,
     encode_unsupported_version,
 )
-from broker.protocol.errors import LocalProtocolError, RemoteProtocolError, UnsupportedVersion
-from broker.protocol.headers import RequestHeader, encode_request_header
+from sluice.broker.protocol.errors import (
+    LocalProtocolError,
+    RemoteProtocolError,
+    UnsupportedVersion,
+)
+from sluice.broker.protocol.headers import RequestHeader, encode_request_header
 
 PAIRS = [(key, v) for key, spec in sorted(APIS.items()) for v in spec.versions]
 ROUNDTRIP = settings(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.protocol import errors
-from broker.protocol.errors import (
+from sluice.broker.protocol import errors
+from sluice.broker.protocol.errors import (
     BrokerResponseError,
     LocalProtocolError,
     RemoteProtocolError,

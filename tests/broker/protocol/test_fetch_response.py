@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.codec import decode_response, encode_response
-from broker.protocol.errors import LocalProtocolError
-from broker.protocol.fetch_response import (
+from sluice.broker.protocol.codec import decode_response, encode_response
+from sluice.broker.protocol.errors import LocalProtocolError
+from sluice.broker.protocol.fetch_response import (
     EncodedFetchResponse,
     FetchPartition,
     FetchTopic,
     encode_fetch_response,
 )
-from broker.protocol.headers import RequestHeader
+from sluice.broker.protocol.headers import RequestHeader
 
 
 @dataclass

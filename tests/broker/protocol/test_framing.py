@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.protocol.errors import LocalProtocolError, RemoteProtocolError
-from broker.protocol.framing import DEFAULT_MAX_REQUEST_BYTES, NEED_DATA, FrameDecoder
+from sluice.broker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sluice.broker.protocol.framing import DEFAULT_MAX_REQUEST_BYTES, NEED_DATA, FrameDecoder
 
 
 def frame(payload: bytes) -> bytes:

@@ -8,10 +8,10 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import apis
-from broker.protocol.apis import APIS
-from broker.protocol.codec import decode_request, encode_request
-from broker.protocol.errors import RemoteProtocolError, UnsupportedVersion
+from sluice.broker.protocol import apis
+from sluice.broker.protocol.apis import APIS
+from sluice.broker.protocol.codec import decode_request, encode_request
+from sluice.broker.protocol.errors import RemoteProtocolError, UnsupportedVersion
 
 FUZZ = settings(
     max_examples=400,

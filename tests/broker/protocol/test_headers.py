@@ -11,8 +11,8 @@ from kio.schema.request_header.v1.header import RequestHeader as KioHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as KioHeaderV2
 from kio.serial import entity_writer
 
-from broker.protocol.errors import LocalProtocolError, RemoteProtocolError
-from broker.protocol.headers import (
+from sluice.broker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sluice.broker.protocol.headers import (
     RequestHeader,
     encode_request_header,
     encode_response_header,

@@ -39,14 +39,14 @@ def test_module_imports_no_io(path: Path) -> None:
 def test_importing_the_package_loads_no_io_module_of_its_own() -> None:
     # kio itself imports asyncio (and so socket) for a type alias in kio.serial.writers
     # (``Writable = asyncio.StreamWriter | IO[bytes]``); that is kio's, not ours. Load kio first,
-    # then check that importing broker.protocol brings in no I/O module on top.
+    # then check that importing sluice.broker.protocol brings in no I/O module on top.
     script = textwrap.dedent(
         f"""
         import sys
         sys.path.insert(0, {str(PACKAGE.parents[1])!r})
         import kio.index, kio.serial, kio.schema.errors
         before = set(sys.modules)
-        import broker.protocol
+        import sluice.broker.protocol
         added = set(sys.modules) - before
         print(sorted(m for m in added if not m.startswith(("broker", "kio."))))
         """

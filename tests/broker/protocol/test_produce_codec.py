@@ -6,11 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.protocol import RemoteProtocolError, decode_request, encode_request, encode_response
-from broker.protocol.apis import request_type, response_type
-from broker.protocol.build import build
-from broker.protocol.headers import RequestHeader
-from broker.protocol.produce_codec import (
+from sluice.broker.protocol import (
+    RemoteProtocolError,
+    decode_request,
+    encode_request,
+    encode_response,
+)
+from sluice.broker.protocol.apis import request_type, response_type
+from sluice.broker.protocol.build import build
+from sluice.broker.protocol.headers import RequestHeader
+from sluice.broker.protocol.produce_codec import (
     PartitionResult,
     decode_produce_body,
     encode_produce_response,

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.protocol import apis
-from broker.protocol.codec import (
+from sluice.broker.protocol import apis
+from sluice.broker.protocol.codec import (
     Request,
     decode_request,
     encode_response,
     encode_unsupported_version,
 )
-from broker.protocol.errors import UnsupportedVersion
-from broker.protocol.framing import NEED_DATA, FrameDecoder
+from sluice.broker.protocol.errors import UnsupportedVersion
+from sluice.broker.protocol.framing import NEED_DATA, FrameDecoder
 
 with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with a deprecated importlib.resources call.

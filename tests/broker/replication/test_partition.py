@@ -1,10 +1,10 @@
 """The leader's HW and ISR rules (Partition), with a fake clock and a real Log."""
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.records import encode_batch
-from broker.log.topic_partition import TopicPartition
-from broker.replication.partition import Partition, Role
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.records import encode_batch
+from sluice.broker.replication.partition import Partition, Role
+from sluice.common.topic_partition import TopicPartition
 
 
 class Clock:

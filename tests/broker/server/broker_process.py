@@ -1,4 +1,4 @@
-"""``BrokerProcess``: a real Sluice broker (``python -m broker broker start``) as a subprocess.
+"""``BrokerProcess``: a real Sluice broker (``python -m sluice broker start``) as a subprocess.
 
 The tests talk to it the way users do — over TCP on 127.0.0.1 with real clients — and stop it
 the way operators do: SIGTERM for a clean shutdown (exit code 0, the clean-shutdown marker
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
+from sluice.broker.log.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.broker.server.wire import WireClient
 from tests.net import free_port, signal_and_wait
 
@@ -78,7 +78,7 @@ class BrokerProcess:
             "offsets.topic.num.partitions": "1",
             **self.overrides,
         }
-        args = [sys.executable, "-m", "broker", "broker", "start"]
+        args = [sys.executable, "-m", "sluice", "broker", "start"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         if self.max_open_files is not None:

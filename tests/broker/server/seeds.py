@@ -1,7 +1,7 @@
 """Seed requests for the fuzz test: one well-formed request of every API at every version the
 broker implements, plus requests encoded by another implementation (kafka-python's encoders).
 
-Each API is described once by a superset of its fields' values; ``broker.protocol.build``
+Each API is described once by a superset of its fields' values; ``sluice.broker.protocol.build``
 keeps the fields each version has. Produce carries real record batches (uncompressed, gzip,
 zstd, idempotent). Every seed names only ``FUZZ_TOPIC`` (or topics made up for it), never a
 topic another test reads, so what a surviving mutation writes or deletes harms nothing.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from broker.log.records import GZIP, NONE, ZSTD, encode_batch
-from broker.protocol import APIS, ApiKey
+from sluice.broker.log.records import GZIP, NONE, ZSTD, encode_batch
+from sluice.broker.protocol import APIS, ApiKey
 from tests.broker.server.wire import frame_of, request
 
 FUZZ_TOPIC = "fuzz-target"

@@ -224,7 +224,7 @@ def test_two_groups_each_receive_the_whole_stream(broker: BrokerProcess) -> None
 
 def sluice(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "sluice", *args], capture_output=True, text=True, timeout=60
     )
 
 

@@ -1,7 +1,7 @@
 """Idempotent produce on the wire: the exact bytes a producer would resend after a lost
 response, and the sequence errors it must get for a gap or an old epoch.
 
-The batches are built with ``broker.log.records.encode_batch`` (producer id, epoch and base
+The batches are built with ``sluice.broker.log.records.encode_batch`` (producer id, epoch and base
 sequence in the header, as librdkafka writes them) and sent in hand-built Produce v8 requests,
 so each resend is byte-for-byte the same request.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.record_batch import iter_batches
-from broker.log.records import decode_batch, encode_batch
-from broker.server import error_codes as ec
+from sluice.broker.log.record_batch import iter_batches
+from sluice.broker.log.records import decode_batch, encode_batch
+from sluice.broker.server import error_codes as ec
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import create_topic, unique
 from tests.broker.server.wire import WireClient

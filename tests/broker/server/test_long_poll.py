@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_END, Producer, TopicPartition
 
-from broker.server import error_codes as ec
+from sluice.broker.server import error_codes as ec
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import Msg, consumer, create_topic, poll_messages, produce, unique
 from tests.broker.server.wire import WireClient

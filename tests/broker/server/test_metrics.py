@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.log.records import encode_batch
+from sluice.broker.log.records import encode_batch
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import Msg, consume, create_topic, produce, unique
 from tests.broker.server.wire import WireClient

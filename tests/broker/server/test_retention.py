@@ -16,7 +16,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from broker.server import error_codes as ec
+from sluice.broker.server import error_codes as ec
 from tests.broker.server.broker_process import BrokerProcess, StartBroker
 from tests.broker.server.clients import Msg, consumer, create_topic, poll_messages, produce, unique
 from tests.broker.server.wire import WireClient

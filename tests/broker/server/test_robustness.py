@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from broker.protocol import APIS, ApiKey
-from broker.server import error_codes as ec
-from broker.server.handlers import HANDLERS
+from sluice.broker.protocol import APIS, ApiKey
+from sluice.broker.server import error_codes as ec
+from sluice.broker.server.handlers import HANDLERS
 from tests.broker.server.broker_process import BrokerProcess, StartBroker
 from tests.broker.server.clients import ContinuousProducer, consumer, create_topic, unique
 from tests.broker.server.seeds import FUZZ_TOPIC, all_seeds

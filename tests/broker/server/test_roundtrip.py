@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
-from broker.log.record_batch import iter_batches
+from sluice.broker.log.record_batch import iter_batches
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import (
     Msg,

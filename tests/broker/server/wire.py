@@ -1,8 +1,9 @@
 """``WireClient``: Kafka requests by hand over a blocking socket, for what real clients never
 send — a resent batch, a sequence gap, garbage, half a frame.
 
-Requests are kio dataclasses built from plain dicts (``broker.protocol.build``) and encoded by
-``broker.protocol.codec.encode_request``; responses come back decoded by ``decode_response``.
+Requests are kio dataclasses built from plain dicts (``sluice.broker.protocol.build``) and encoded
+by
+``sluice.broker.protocol.codec.encode_request``; responses come back decoded by ``decode_response``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from broker.protocol import ApiKey, decode_response, encode_request
-from broker.protocol.apis import request_type
-from broker.protocol.build import build
+from sluice.broker.protocol import ApiKey, decode_response, encode_request
+from sluice.broker.protocol.apis import request_type
+from sluice.broker.protocol.build import build
 
 _SIZE = struct.Struct(">i")
 

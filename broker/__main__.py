@@ -1,7 +1,0 @@
-"""``python -m broker ...`` is ``sluice ...``."""
-
-import sys
-
-from broker.cli import main
-
-sys.exit(main())

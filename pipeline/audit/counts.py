@@ -1,0 +1,369 @@
+"""The audit's counts with Spark: messages per ``(topic, window)`` at each tier of the data path.
+
+* **producers** — the ``AuditCount`` events (``schemas/audit_count.avsc``) in the audit topic of
+  every live cluster, read with ``spark.read.format("sluice")`` as typed Avro
+  (``valueFormat=avro``, reader schema: the latest version of ``<audit topic>-value``) and
+  summed. A producer's window must lie inside one audit window (the audit's ``window.ms`` a
+  multiple of the producers'), or :class:`AuditCountError` says which report does not fit.
+* **Kafka tiers** (``live``: every live cluster together; ``offline``) — the audited topics of
+  each cluster, read from earliest to latest with the ``sluice`` source.
+* **warehouse** — the published runs (``load=<N>``) of the nightly load's Parquet table(s).
+  The load keeps the source's ``headers`` column (``kafka_headers`` when a typed value has a
+  field named ``headers``) and the record timestamp (``timestamp``, or ``kafka_timestamp`` when
+  the value has its own ``timestamp``, as ``page_view.avsc`` does).
+
+At every data tier only messages with the ``sluice-audit-server`` header count; the window is
+``floor(record timestamp ms / window.ms)``, so the mirror must keep the producers' CreateTime
+timestamps (it copies records as they are). The **origin** of a message (for ``distinct``) is
+its ``sluice-lineage`` header value when it has one, else ``<alias>/<topic>/<partition>/
+<offset>`` of the record itself (``sluice.pipeline.lineage``; the warehouse uses the offline alias,
+the cluster it is loaded from). Lineage values are compared as strings, not parsed.
+
+All data tiers are counted by one Spark job (a union with a ``tier`` column, then one
+``groupBy``); the producers' reports by another. Functions here run on the driver and return
+plain dicts of :class:`~sluice.pipeline.audit.report.TierCount` / ``ProducerCount``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import posixpath
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.pipeline.audit.producer import SERVER_HEADER, audit_subject
+from sluice.pipeline.audit.report import ProducerCount, TierCount
+from sluice.pipeline.lineage import LINEAGE_HEADER
+
+__all__ = [
+    "AuditCountError",
+    "KafkaCluster",
+    "count_tiers",
+    "kafka_frame",
+    "producer_counts",
+    "warehouse_coverage",
+    "warehouse_frame",
+]
+
+Key = tuple[str, int]
+
+
+class AuditCountError(RuntimeError):
+    """A tier could not be counted as configured; the message says what was found."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaCluster:
+    """One cluster of a tier: its alias (as in lineage headers) and its bootstrap servers."""
+
+    alias: str
+    bootstrap_servers: str
+
+
+def _options(cluster: KafkaCluster, kafka: Mapping[str, str]) -> dict[str, str]:
+    return {
+        **kafka,
+        "kafka.bootstrap.servers": cluster.bootstrap_servers,
+        "startingOffsets": "earliest",
+        "endingOffsets": "latest",
+        # Retention may delete a segment while the audit reads it: count what is left.
+        "failOnDataLoss": "false",
+    }
+
+
+def _window(ms: Any, window_ms: int) -> Any:
+    """``floor(ms / window_ms)`` in integer arithmetic (also right below the epoch)."""
+    from pyspark.sql import functions as F
+
+    return ((ms - F.pmod(ms, F.lit(window_ms))) / F.lit(window_ms)).cast("long")
+
+
+def _has_records(cluster: KafkaCluster, topic: str, kafka: Mapping[str, str]) -> bool:
+    from sluice.common.topic_partition import TopicPartition
+    from sluice.pipeline.source.metadata import KafkaMetadata
+    from sluice.pipeline.source.split_reader import consumer_config
+
+    options = {**kafka, "kafka.bootstrap.servers": cluster.bootstrap_servers}
+    with KafkaMetadata(consumer_config(options)) as metadata:
+        partitions = metadata.partitions_per_topic().get(topic, 0)
+        bounds = metadata.bounds(TopicPartition(topic, p) for p in range(partitions))
+    return any(b.log_end > b.log_start for b in bounds.values())
+
+
+def _check_subject(registry_url: str, audit_topic: str) -> None:
+    """Fail early, with a short message, when the reports' schema cannot be had."""
+    from sluice.schemas.client import RegistryClient
+    from sluice.schemas.errors import SchemasError
+
+    subject = audit_subject(audit_topic)
+    try:
+        RegistryClient(registry_url).get_version(subject, "latest")
+    except SchemasError as exc:
+        raise AuditCountError(
+            f"audit topic {audit_topic!r}: expected its reports' schema under subject "
+            f"{subject!r} in the registry, found: {exc}"
+        ) from None
+
+
+def producer_counts(
+    spark: Any,
+    clusters: Sequence[KafkaCluster],
+    *,
+    audit_topic: str,
+    registry_url: str,
+    window_ms: int,
+    kafka: Mapping[str, str] | None = None,
+    topics: Sequence[str] = (),
+    since_window: int | None = None,
+) -> dict[Key, ProducerCount]:
+    """``{(topic, window): ProducerCount}``: the producers' reports, summed per audit window.
+
+    Clusters whose audit topic is missing or empty contribute nothing. ``topics`` (if given)
+    and ``since_window`` filter the result.
+    """
+    from pyspark.sql import functions as F
+
+    from sluice.pipeline.source.data_source import register
+
+    register(spark)
+    kafka = dict(kafka or {})
+    frames = []
+    for cluster in clusters:
+        if not _has_records(cluster, audit_topic, kafka):
+            continue
+        _check_subject(registry_url, audit_topic)
+        options = {
+            **_options(cluster, kafka),
+            "subscribe": audit_topic,
+            "includeHeaders": "false",
+            "valueFormat": "avro",
+            "valueColumns": "struct",
+            "schema.registry.url": registry_url,
+            "valueSchemaSubject": audit_subject(audit_topic),
+            "onDecodeError": "fail",
+        }
+        df = spark.read.format("sluice").options(**options).load()
+        frames.append(
+            df.select(
+                F.col("value.producer").alias("producer"),
+                F.col("value.topic").alias("topic"),
+                F.unix_millis("value.window_start").alias("start_ms"),
+                F.unix_millis("value.window_end").alias("end_ms"),
+                F.col("value.count").alias("count"),
+            )
+        )
+    if not frames:
+        return {}
+    reports = frames[0]
+    for frame in frames[1:]:
+        reports = reports.unionByName(frame)
+    reports = reports.withColumn("window", _window(F.col("start_ms"), window_ms)).withColumn(
+        "last_window", _window(F.col("end_ms") - F.lit(1), window_ms)
+    )
+    if topics:
+        reports = reports.where(F.col("topic").isin(list(topics)))
+    if since_window is not None:
+        reports = reports.where(F.col("window") >= F.lit(since_window))
+    rows = (
+        reports.groupBy("topic", "window")
+        .agg(
+            F.sum("count").alias("count"),
+            F.countDistinct("producer").alias("producers"),
+            F.max(F.col("last_window") != F.col("window")).alias("spans"),
+            F.first(
+                F.when(F.col("last_window") != F.col("window"), F.col("producer")), ignorenulls=True
+            ).alias("bad_producer"),
+            F.first(
+                F.when(
+                    F.col("last_window") != F.col("window"), F.col("end_ms") - F.col("start_ms")
+                ),
+                ignorenulls=True,
+            ).alias("bad_length"),
+        )  # fmt: skip
+        .collect()
+    )
+    for r in rows:
+        if r["spans"]:
+            raise AuditCountError(
+                f"producer {r['bad_producer']!r} reported {r['topic']!r} in windows of "
+                f"{r['bad_length']} ms, which cross the audit's {window_ms} ms windows: expected "
+                "window.ms to be a multiple of the producers' window"
+            )
+    return {
+        (str(r["topic"]), int(r["window"])): ProducerCount(int(r["count"]), int(r["producers"]))
+        for r in rows
+    }
+
+
+def _audited(df: Any, *, alias: str, timestamp: str, headers: str, window_ms: int) -> Any:
+    """``(topic, window, origin)`` of the rows of ``df`` that carry the audit server header."""
+    from pyspark.sql import functions as F
+
+    stamped = df.where(F.exists(F.col(headers), lambda h: h["key"] == F.lit(SERVER_HEADER)))
+    lineage = F.filter(
+        F.col(headers), lambda h: (h["key"] == F.lit(LINEAGE_HEADER)) & h["value"].isNotNull()
+    )
+    own = F.concat_ws(
+        "/",
+        F.lit(alias),
+        F.col("topic"),
+        F.col("partition").cast("string"),
+        F.col("offset").cast("string"),
+    )
+    first = F.try_element_at(lineage, F.lit(1))
+    origin = F.coalesce(first.getField("value").cast("string"), own)
+    return stamped.select(
+        F.col("topic").cast("string").alias("topic"),
+        _window(F.unix_millis(F.col(timestamp)), window_ms).alias("window"),
+        origin.alias("origin"),
+    )
+
+
+def kafka_frame(
+    spark: Any,
+    clusters: Sequence[KafkaCluster],
+    topics: Sequence[str],
+    *,
+    window_ms: int,
+    kafka: Mapping[str, str] | None = None,
+) -> Any:
+    """``(topic, window, origin)`` of the audited messages of ``topics`` in ``clusters``
+    (a topic a cluster does not have is skipped); ``None`` when there is nothing to read."""
+    from sluice.pipeline.source.data_source import register
+
+    if not topics or not clusters:
+        return None
+    register(spark)
+    frame = None
+    for cluster in clusters:
+        options = {**_options(cluster, dict(kafka or {})), "subscribe": ",".join(topics)}
+        df = spark.read.format("sluice").options(**options).load()
+        part = _audited(
+            df, alias=cluster.alias, timestamp="timestamp", headers="headers", window_ms=window_ms
+        )
+        frame = part if frame is None else frame.unionByName(part)
+    return frame
+
+
+@contextmanager
+def _partition_values_as_strings(spark: Any) -> Iterator[None]:
+    """Hive partition values stay strings (a topic named ``007`` stays ``007``)."""
+    key = "spark.sql.sources.partitionColumnTypeInference.enabled"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def _kafka_column(columns: Sequence[str], name: str) -> str | None:
+    """Kafka's column ``name`` in a table: ``kafka_<name>`` when a value field took it."""
+    for candidate in (f"kafka_{name}", name):
+        if candidate in columns:
+            return candidate
+    return None
+
+
+def warehouse_frame(
+    spark: Any,
+    tables: Sequence[str],
+    topics: Sequence[str],
+    *,
+    alias: str,
+    window_ms: int,
+) -> Any:
+    """``(topic, window, origin)`` of the audited rows of ``topics`` in the published runs of
+    ``tables`` (URIs); tables without published runs add nothing. ``None`` if nothing."""
+    from pyspark.sql import functions as F
+
+    from sluice.pipeline.table.commit import published_runs
+
+    if not topics:
+        return None
+    frame = None
+    for table in tables:
+        if not published_runs(table):
+            continue
+        with _partition_values_as_strings(spark):
+            df = spark.read.parquet(table)
+        columns = df.columns
+        timestamp = _kafka_column(columns, "timestamp")
+        headers = _kafka_column(columns, "headers")
+        missing = [n for n, c in (("timestamp", timestamp), ("headers", headers)) if c is None]
+        missing += [n for n in ("topic", "partition", "offset") if n not in columns]
+        if missing:
+            raise AuditCountError(
+                f"warehouse table {table}: expected the Kafka columns topic, partition, offset, "
+                f"timestamp and headers, found no {', '.join(missing)} (columns: {columns})"
+            )
+        assert timestamp is not None and headers is not None
+        df = df.where(F.col("topic").isin(list(topics)))
+        part = _audited(df, alias=alias, timestamp=timestamp, headers=headers, window_ms=window_ms)
+        frame = part if frame is None else frame.unionByName(part)
+    return frame
+
+
+def count_tiers(
+    frames: Mapping[str, Any], *, since_window: int | None = None
+) -> dict[str, dict[Key, TierCount]]:
+    """``{tier: {(topic, window): TierCount}}`` of ``(topic, window, origin)`` frames, in one
+    Spark job. A tier whose frame is ``None`` gets no counts (but keeps its key)."""
+    from pyspark.sql import functions as F
+
+    result: dict[str, dict[Key, TierCount]] = {tier: {} for tier in frames}
+    union = None
+    for tier, frame in frames.items():
+        if frame is None:
+            continue
+        tagged = frame.withColumn("tier", F.lit(tier))
+        union = tagged if union is None else union.unionByName(tagged)
+    if union is None:
+        return result
+    if since_window is not None:
+        union = union.where(F.col("window") >= F.lit(since_window))
+    rows = (
+        union.groupBy("tier", "topic", "window")
+        .agg(F.count(F.lit(1)).alias("count"), F.countDistinct("origin").alias("distinct"))
+        .collect()
+    )
+    for r in rows:
+        result[str(r["tier"])][str(r["topic"]), int(r["window"])] = TierCount(
+            int(r["count"]), int(r["distinct"])
+        )
+    return result
+
+
+def _iso_ms(text: str) -> int:
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def warehouse_coverage(table: str) -> int | None:
+    """Until when (ms) the table holds what the offline cluster had: the start of the newest
+    published load (``started`` in its run report ``<table's parent>/_reports/<run id>.json``,
+    where the load writes it unless ``reports.path`` moved it), else that load's manifest
+    ``created`` (its commit, a little later). ``None`` when nothing is published."""
+    from sluice.pipeline.table.commit import TableWriter
+
+    writer = TableWriter(table)
+    manifest = writer.latest_manifest()
+    if manifest is None:
+        return None
+    fs = writer.fs
+    report = posixpath.join(posixpath.dirname(writer.path), "_reports", f"{manifest.run_id}.json")
+    try:
+        started = json.loads(fs.read_bytes(report)).get("started")
+        if started:
+            return _iso_ms(str(started))
+    except (OSError, ValueError):
+        pass
+    return _iso_ms(manifest.created)

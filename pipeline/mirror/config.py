@@ -1,0 +1,362 @@
+"""``MirrorConfig``: the keys of ``conf/mirror.properties``, MirrorMaker 2's names where it has one.
+
+=================================  ================  ===============================================
+key                                default           meaning
+=================================  ================  ===============================================
+clusters                           (required)        source cluster aliases, comma-separated
+<alias>.bootstrap.servers          (required)        one per source alias
+<alias>.<librdkafka key>                             every client of that source cluster
+<alias>.consumer.<librdkafka key>                    that source cluster's consumer only
+consumer.<librdkafka key>                            every source consumer
+target.alias                       (required)        the target (offline) cluster's name
+target.bootstrap.servers           (required)
+target.replication.factor          -1                for created target topics; -1: broker default
+target.<librdkafka key>                              every client of the target cluster
+producer.<librdkafka key>                            the target producers
+group.id                           sluice-mirror     one group on every source cluster
+topics                             .*                comma-separated regexes, full match
+topics.exclude                     (none)            comma-separated regexes, full match
+refresh.topics.interval.ms         10000             how often the topic list is re-read
+batch.max.messages                 5000              records per consume → produce → commit cycle
+batch.max.wait.ms                  500               how long one consume waits for records
+commit.timeout.ms                  60000             retriable commit errors retried this long
+metrics.listener                   (unset: off)      http://host:port for Prometheus
+=================================  ================  ===============================================
+
+Aliases are ``[A-Za-z0-9._-]+`` (they go into the lineage header, ``sluice.pipeline.lineage``); a
+key
+under ``<alias>.`` belongs to the longest alias it starts with. Topic names beginning with
+``__`` (``__consumer_offsets``…) are never mirrored, whatever the regexes say. A regex cannot
+contain a comma (the list is split on commas first), as in MirrorMaker 2.
+
+Precedence, lowest first: the mirror's defaults, ``<alias>.<key>`` / ``target.<key>``, then
+``consumer.<key>`` / ``producer.<key>``, then ``<alias>.consumer.<key>``. Settings the delivery
+guarantee rests on are fixed and may not be overridden with another value: consumers have
+``enable.auto.commit=false`` and ``enable.auto.offset.store=false`` (the mirror commits
+explicit offsets itself), producers ``acks=all`` and ``enable.idempotence=true``;
+``group.id`` and ``bootstrap.servers`` have their own keys. Consumer defaults:
+``auto.offset.reset=earliest`` (a topic the mirror has never seen is copied from its start),
+``partition.assignment.strategy=roundrobin``; producer default: ``partitioner=murmur2_random``
+(Java Kafka's key hash, used when source and target partition counts differ).
+
+Every malformed key raises :class:`MirrorConfigError` naming the key, what was expected and
+what was found. librdkafka keys are checked by librdkafka when the clients are built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from sluice.pipeline.lineage import LineageError, check_cluster_alias
+
+__all__ = ["MirrorConfig", "MirrorConfigError", "SourceCluster"]
+
+
+class MirrorConfigError(ValueError):
+    """A mirror configuration key is missing or malformed; the message names the key."""
+
+
+_TOP_LEVEL = frozenset(
+    {
+        "clusters",
+        "group.id",
+        "topics",
+        "topics.exclude",
+        "refresh.topics.interval.ms",
+        "batch.max.messages",
+        "batch.max.wait.ms",
+        "commit.timeout.ms",
+        "metrics.listener",
+        "target.alias",
+        "target.bootstrap.servers",
+        "target.replication.factor",
+    }
+)
+# Aliases that would make a key's owner ambiguous (``consumer.x`` is a global consumer key).
+_RESERVED_ALIASES = frozenset({"target", "consumer", "producer"})
+
+# key → the only value it may have (after lower-casing); the mirror sets it itself.
+_FIXED_CONSUMER = {"enable.auto.commit": "false", "enable.auto.offset.store": "false"}
+_FIXED_PRODUCER = {"acks": ("all", "-1"), "enable.idempotence": ("true",)}
+_OWN_KEYS = {"group.id": "group.id", "bootstrap.servers": "<alias>.bootstrap.servers"}
+
+_CONSUMER_DEFAULTS = {
+    "auto.offset.reset": "earliest",
+    "partition.assignment.strategy": "roundrobin",
+}
+_PRODUCER_DEFAULTS = {"partitioner": "murmur2_random", "linger.ms": "5"}
+
+
+@dataclass(frozen=True)
+class SourceCluster:
+    """One live cluster the mirror pulls from."""
+
+    alias: str
+    bootstrap_servers: str
+    client: dict[str, str] = field(default_factory=dict)  # <alias>.<key>: all its clients
+    consumer: dict[str, str] = field(default_factory=dict)  # <alias>.consumer.<key>
+
+
+def _int(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    raw = (props.get(key) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise MirrorConfigError(f"{key}: expected an integer >= {minimum}, found {raw!r}")
+    return value
+
+
+def _regexes(props: Mapping[str, str], key: str, default: str) -> tuple[re.Pattern[str], ...]:
+    raw = props.get(key)
+    text = default if raw is None else raw
+    patterns = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        try:
+            patterns.append(re.compile(item))
+        except re.error as exc:
+            raise MirrorConfigError(
+                f"{key}: expected comma-separated regular expressions, found {item!r} ({exc})"
+            ) from None
+    return tuple(patterns)
+
+
+def _alias(value: str, key: str) -> str:
+    try:
+        return check_cluster_alias(value)
+    except LineageError as exc:
+        raise MirrorConfigError(f"{key}: {exc}") from None
+
+
+def _check_fixed(key: str, value: str, allowed: tuple[str, ...], why: str) -> None:
+    if value.strip().lower() not in allowed:
+        raise MirrorConfigError(f"{key}: {why}; expected {allowed[0]} or unset, found {value!r}")
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """A parsed ``mirror.properties``; :meth:`from_properties` builds it, the ``*_config``
+    methods give each client's complete librdkafka configuration."""
+
+    sources: tuple[SourceCluster, ...]
+    target_alias: str
+    target_bootstrap_servers: str
+    group_id: str = "sluice-mirror"
+    topics: tuple[re.Pattern[str], ...] = (re.compile(".*"),)
+    topics_exclude: tuple[re.Pattern[str], ...] = ()
+    refresh_topics_interval_ms: int = 10_000
+    batch_max_messages: int = 5000
+    batch_max_wait_ms: int = 500
+    commit_timeout_ms: int = 60_000
+    target_replication_factor: int = -1
+    metrics_host: str | None = None
+    metrics_port: int | None = None
+    consumer: dict[str, str] = field(default_factory=dict)  # consumer.<key>
+    producer: dict[str, str] = field(default_factory=dict)  # producer.<key>
+    target_client: dict[str, str] = field(default_factory=dict)  # target.<key>
+
+    # -- parsing -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> MirrorConfig:
+        def required(key: str) -> str:
+            value = (props.get(key) or "").strip()
+            if not value:
+                raise MirrorConfigError(f"{key}: expected a value, found none")
+            return value
+
+        aliases = [a.strip() for a in required("clusters").split(",") if a.strip()]
+        if not aliases:
+            raise MirrorConfigError(f"clusters: expected a comma list, found {props['clusters']!r}")
+        for alias in aliases:
+            _alias(alias, "clusters")
+            if alias in _RESERVED_ALIASES:
+                raise MirrorConfigError(
+                    f"clusters: expected aliases other than {sorted(_RESERVED_ALIASES)}, "
+                    f"found {alias!r}"
+                )
+        if len(set(aliases)) != len(aliases):
+            raise MirrorConfigError(f"clusters: expected distinct aliases, found {aliases}")
+        target_alias = _alias(required("target.alias"), "target.alias")
+        if target_alias in aliases:
+            raise MirrorConfigError(
+                f"target.alias: expected a name other than the source clusters {aliases}, "
+                f"found {target_alias!r}"
+            )
+
+        client: dict[str, dict[str, str]] = {a: {} for a in aliases}
+        source_consumer: dict[str, dict[str, str]] = {a: {} for a in aliases}
+        consumer: dict[str, str] = {}
+        producer: dict[str, str] = {}
+        target_client: dict[str, str] = {}
+        by_length = sorted(aliases, key=len, reverse=True)
+        for key, value in props.items():
+            if key in _TOP_LEVEL:
+                continue
+            if key.startswith("consumer."):
+                consumer[cls._client_key(key, "consumer.", "consumer")] = value
+                continue
+            if key.startswith("producer."):
+                producer[cls._client_key(key, "producer.", "producer")] = value
+                continue
+            if key.startswith("target."):
+                target_client[cls._client_key(key, "target.", "target")] = value
+                continue
+            owner = next((a for a in by_length if key.startswith(a + ".")), None)
+            if owner is None:
+                head = key.split(".", 1)[0]
+                raise MirrorConfigError(
+                    f"{key}: expected a mirror key, consumer.*, producer.*, target.* or "
+                    f"<alias>.* for an alias in clusters={','.join(aliases)}; found key "
+                    f"{key!r} (is {head!r} a cluster alias missing from clusters?)"
+                )
+            rest = key[len(owner) + 1 :]
+            if rest == "bootstrap.servers":
+                continue
+            if rest.startswith("consumer."):
+                source_consumer[owner][cls._client_key(key, f"{owner}.consumer.", "consumer")] = (
+                    value
+                )
+            else:
+                client[owner][cls._client_key(key, f"{owner}.", "source")] = value
+
+        sources = tuple(
+            SourceCluster(
+                alias=a,
+                bootstrap_servers=required(f"{a}.bootstrap.servers"),
+                client=client[a],
+                consumer=source_consumer[a],
+            )
+            for a in aliases
+        )
+        metrics_host = metrics_port = None
+        listener = (props.get("metrics.listener") or "").strip()
+        if listener:
+            url = urlsplit(listener)
+            try:
+                port = url.port
+            except ValueError:
+                port = None
+            if url.scheme != "http" or port is None:
+                raise MirrorConfigError(
+                    f"metrics.listener: expected http://host:port, found {listener!r}"
+                )
+            metrics_host, metrics_port = url.hostname or "127.0.0.1", port
+        replication = _int(props, "target.replication.factor", -1, -1)
+        if replication == 0:
+            raise MirrorConfigError(
+                "target.replication.factor: expected -1 (the broker's default) or >= 1, found '0'"
+            )
+        config = cls(
+            sources=sources,
+            target_alias=target_alias,
+            target_bootstrap_servers=required("target.bootstrap.servers"),
+            group_id=(props.get("group.id") or "sluice-mirror").strip(),
+            topics=_regexes(props, "topics", ".*"),
+            topics_exclude=_regexes(props, "topics.exclude", ""),
+            refresh_topics_interval_ms=_int(props, "refresh.topics.interval.ms", 10_000, 1),
+            batch_max_messages=_int(props, "batch.max.messages", 5000, 1),
+            batch_max_wait_ms=_int(props, "batch.max.wait.ms", 500, 0),
+            commit_timeout_ms=_int(props, "commit.timeout.ms", 60_000, 1),
+            target_replication_factor=replication,
+            metrics_host=metrics_host,
+            metrics_port=metrics_port,
+            consumer=consumer,
+            producer=producer,
+            target_client=target_client,
+        )
+        config._check_fixed_settings()
+        return config
+
+    @staticmethod
+    def _client_key(key: str, prefix: str, role: str) -> str:
+        name = key[len(prefix) :]
+        if not name:
+            raise MirrorConfigError(f"{key}: expected {prefix}<librdkafka key>, found no key")
+        if name in _OWN_KEYS and not (role == "target" and name == "bootstrap.servers"):
+            own = _OWN_KEYS[name] if role != "target" else "target.bootstrap.servers"
+            raise MirrorConfigError(f"{key}: expected the mirror's own key {own}, found {key}")
+        return name
+
+    def _check_fixed_settings(self) -> None:
+        consumer_layers = [("consumer.", self.consumer)] + [
+            (f"{s.alias}.", s.client) for s in self.sources
+        ]
+        consumer_layers += [(f"{s.alias}.consumer.", s.consumer) for s in self.sources]
+        for prefix, settings in consumer_layers:
+            for key, only in _FIXED_CONSUMER.items():
+                if key in settings:
+                    _check_fixed(
+                        prefix + key,
+                        settings[key],
+                        (only,),
+                        "the mirror commits explicit offsets after the target acknowledged",
+                    )
+        for prefix, settings in (("producer.", self.producer), ("target.", self.target_client)):
+            for key, allowed in _FIXED_PRODUCER.items():
+                if key in settings:
+                    _check_fixed(
+                        prefix + key,
+                        settings[key],
+                        allowed,
+                        "the target must acknowledge every record from all in-sync replicas",
+                    )
+
+    # -- questions the mirror asks -----------------------------------------------------------
+
+    def source(self, alias: str) -> SourceCluster:
+        for s in self.sources:
+            if s.alias == alias:
+                return s
+        raise KeyError(alias)
+
+    def mirrors_topic(self, name: str) -> bool:
+        """Whether topic ``name`` is mirrored: some ``topics`` regex matches all of it, no
+        ``topics.exclude`` regex does, and it does not start with ``__``."""
+        if name.startswith("__"):
+            return False
+        if not any(p.fullmatch(name) for p in self.topics):
+            return False
+        return not any(p.fullmatch(name) for p in self.topics_exclude)
+
+    def source_client_config(self, source: SourceCluster) -> dict[str, Any]:
+        """Settings every client of ``source`` gets (the lag tool's consumer, for one)."""
+        return {**source.client, "bootstrap.servers": source.bootstrap_servers}
+
+    def consumer_config(self, source: SourceCluster) -> dict[str, Any]:
+        """The group consumer of ``source``'s mirror loop."""
+        return {
+            "client.id": f"sluice-mirror-{source.alias}",
+            **_CONSUMER_DEFAULTS,
+            **source.client,
+            **self.consumer,
+            **source.consumer,
+            **_FIXED_CONSUMER,
+            "group.id": self.group_id,
+            "bootstrap.servers": source.bootstrap_servers,
+        }
+
+    def producer_config(self, source: SourceCluster) -> dict[str, Any]:
+        """The target producer of ``source``'s mirror loop."""
+        return {
+            "client.id": f"sluice-mirror-{source.alias}-to-{self.target_alias}",
+            **_PRODUCER_DEFAULTS,
+            **self.target_client,
+            **self.producer,
+            "acks": "all",
+            "enable.idempotence": True,
+            "bootstrap.servers": self.target_bootstrap_servers,
+        }
+
+    def admin_config(self) -> dict[str, Any]:
+        """The target admin client (topic creation, partition counts)."""
+        return {**self.target_client, "bootstrap.servers": self.target_bootstrap_servers}

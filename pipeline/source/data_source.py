@@ -1,0 +1,603 @@
+"""The ``sluice`` PySpark Data Source: Kafka topics as a DataFrame, batch and streaming.
+
+The paper's Hadoop input format (§4: "a special Kafka input format ... pulls from brokers and
+stores data and offsets together") as a Spark 4 Python Data Source, with the option names and
+columns of Spark's own Kafka source (``org.apache.spark.sql.kafka010``)::
+
+    spark.dataSource.register(SluiceDataSource)
+    df = (spark.read.format("sluice")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "page_views")          # or subscribePattern / assign
+          .option("startingOffsets", "earliest")      # or Spark's offsets JSON
+          .option("endingOffsets", "latest")
+          .load())
+
+Columns: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int, ``offset``
+bigint, ``timestamp`` timestamp, ``timestampType`` int, ``headers``
+array<struct<key:string,value:binary>>. Spark adds ``headers`` only with
+``includeHeaders=true``; Sluice includes it by default (the project's data carries headers)
+and drops it with ``includeHeaders=false``, which gives Spark's exact seven-column schema.
+
+Options (Spark arrives with them lower-cased; every name is matched case-insensitively):
+``kafka.*`` (consumer settings, ``kafka.bootstrap.servers`` required), ``subscribe``,
+``subscribePattern``, ``assign``, ``startingOffsets``, ``endingOffsets`` (batch only),
+``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
+``maxOffsetsPerTrigger`` (streaming), ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``
+(default 120000), and Sluice's ``metricsPath`` (a directory where every finished split writes
+``{rows, bytes, lost, seconds, errors, schema_ids}`` as JSON, for run reports).
+
+Typed Avro values (``valueFormat=avro``)
+========================================
+With ``valueFormat=avro`` (default ``binary``: Spark's columns above) each value is read as
+Confluent-framed Avro and decoded into typed columns (``sluice.pipeline.source.avro_columns`` has
+the type
+mapping)::
+
+    spark.read.format("sluice").option("kafka.bootstrap.servers", ...)
+        .option("subscribe", "page_views")
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", "http://127.0.0.1:8081")
+        .option("decodeErrorPath", "/warehouse/page_views_errors")   # or onDecodeError=fail
+        .load()
+
+``schema.registry.url`` (required) is the registry. The **reader schema** — the columns — is
+``valueSchemaId`` if given, else version ``valueSchemaVersion`` (default ``latest``) of
+``valueSchemaSubject`` (default ``<topic>-value``; every subscribed or assigned topic must then
+have the same one; with ``subscribePattern`` name the subject or id). It is chosen once, on the
+driver, when the DataFrame is created. Each record is decoded with its own writer schema (its
+id is in the value's header; fetched once per id per executor) and resolved to the reader
+schema, so records of several compatible versions land in the same columns.
+
+``valueColumns=flatten`` (default) puts the value's fields first, then ``key``, ``topic``,
+``partition``, ``offset``, ``timestamp``, ``timestampType`` (and ``headers``); a Kafka column
+whose name a value field takes is renamed ``kafka_<name>`` (``page_view.avsc`` has its own
+``timestamp``, so the record's is ``kafka_timestamp``). ``valueColumns=struct`` keeps Spark's
+Kafka columns with ``value`` a struct (what ``from_avro`` gives).
+
+An undecodable record (null value, wrong magic byte, truncated, unknown schema id, a body that
+does not decode or resolve) is never dropped: ``onDecodeError=errorTable`` (the default when
+``decodeErrorPath`` is set) writes it to Parquet under ``decodeErrorPath`` — one file per split,
+``part-<topic>-<partition>-<start>-<end>.parquet``, columns ``avro_columns.ERROR_ARROW_SCHEMA``
+(topic, partition, offset, timestamp, key, raw value, schema_id, error, reason); a retried task
+rewrites its own file. ``onDecodeError=fail`` (the default without ``decodeErrorPath``) fails
+the task, hence the job, with an ``AvroDecodeError`` naming topic, partition and offset.
+
+Lifecycle (``pyspark.sql.datasource``): on the driver ``partitions()`` lists the partitions,
+asks each for its log bounds, resolves the offset options against them
+(``sluice.pipeline.source.ranges``: data loss fails or is clamped) and returns a **list** of
+``SluicePartition`` splits, cut by ``minPartitions`` / ``maxRecordsPerPartition``. Spark pickles
+the reader to the executors, where ``read()`` opens its own
+consumer
+(``sluice.pipeline.source.split_reader.read_split``). The streaming reader's offsets are Spark's
+offsets
+JSON as dicts, ``{"topic": {"0": 42}}``: ``initialOffset`` resolves ``startingOffsets``,
+``latestOffset`` takes the high watermarks (capped by the read limit and, under
+``Trigger.AvailableNow``, by the target recorded in ``prepareForTriggerAvailableNow``), and
+partitions that appear between batches are read from their earliest offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.avro_columns import (
+    AvroBatchDecoder,
+    OutputLayout,
+    ReaderSchema,
+    output_schema,
+    resolve_reader_schema,
+    write_error_file,
+)
+from sluice.pipeline.source.metadata import KafkaMetadata
+from sluice.pipeline.source.ranges import (
+    EARLIEST,
+    Assign,
+    DataLoss,
+    LogBounds,
+    OffsetOutOfRangeError,
+    OffsetRange,
+    Resolution,
+    SourceOptions,
+    Subscribe,
+    parse_source_options,
+    resolve_ranges,
+    split_ranges,
+)
+from sluice.pipeline.source.split_reader import (
+    SPARK_SCHEMA_DDL,
+    SPARK_SCHEMA_DDL_NO_HEADERS,
+    KafkaSplit,
+    SplitResult,
+    consumer_config,
+    read_split,
+    write_split_metrics,
+)
+
+try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    _HAS_READ_LIMIT = True
+except ImportError:  # pragma: no cover - older pyspark: the option is applied directly
+    _HAS_READ_LIMIT = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in so the class statement below works on pyspark < 4.2."""
+
+
+__all__ = [
+    "AvroOptions",
+    "SluiceBatchReader",
+    "SluiceDataSource",
+    "SluicePartition",
+    "SluiceStreamReader",
+    "register",
+    "resolve_avro",
+]
+
+log = logging.getLogger("sluice.source")
+
+Offsets = dict[str, dict[str, int]]
+"""Streaming offsets as Spark journals them: ``{"topic": {"0": 42}}``."""
+
+
+class SluicePartition(InputPartition):
+    """One Spark input partition; ``split`` is the ``[start, end)`` of one Kafka partition."""
+
+    def __init__(self, split: KafkaSplit) -> None:
+        super().__init__(split.name())
+        self.split = split
+
+
+def register(spark: Any) -> None:
+    """Register the ``sluice`` format with ``spark`` (idempotent)."""
+    spark.dataSource.register(SluiceDataSource)
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    value = options.get(key)
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"option {key!r}: expected true or false, found {value!r}")
+    return text == "true"
+
+
+def _positive(options: Mapping[str, str], key: str) -> int | None:
+    value = options.get(key)
+    if value is None:
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise ValueError(f"option {key!r}: expected a positive integer, found {value!r}")
+    return int(text)
+
+
+ON_DECODE_ERROR = ("fail", "errorTable")
+
+
+@dataclass(frozen=True, slots=True)
+class AvroOptions:
+    """The ``valueFormat=avro`` options of a read (see the module doc). Picklable."""
+
+    registry_url: str
+    subject: str | None
+    version: str | None
+    schema_id: int | None
+    nested: bool
+    on_decode_error: str  # "fail" or "errorTable"
+    error_path: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> AvroOptions | None:
+        """``None`` for ``valueFormat=binary``; ``options`` lower-cased."""
+        value_format = (options.get("valueformat") or "binary").strip().lower()
+        if value_format == "binary":
+            return None
+        if value_format != "avro":
+            raise ValueError(
+                f"option 'valueFormat': expected binary or avro, found {value_format!r}"
+            )
+        url = (options.get("schema.registry.url") or "").strip()
+        if not url:
+            raise ValueError("option 'schema.registry.url': expected a URL, found none")
+        columns = (options.get("valuecolumns") or "flatten").strip().lower()
+        if columns not in ("flatten", "struct"):
+            raise ValueError(
+                f"option 'valueColumns': expected flatten or struct, found {columns!r}"
+            )
+        error_path = (options.get("decodeerrorpath") or "").strip() or None
+        default = "errorTable" if error_path else "fail"
+        on_error = (options.get("ondecodeerror") or default).strip()
+        matched = [m for m in ON_DECODE_ERROR if m.lower() == on_error.lower()]
+        if not matched:
+            raise ValueError(
+                f"option 'onDecodeError': expected fail or errorTable, found {on_error!r}"
+            )
+        if matched[0] == "errorTable" and not error_path:
+            raise ValueError(
+                "option 'decodeErrorPath': expected a directory for onDecodeError=errorTable, "
+                "found none"
+            )
+        return cls(
+            registry_url=url,
+            subject=(options.get("valueschemasubject") or "").strip() or None,
+            version=(options.get("valueschemaversion") or "").strip() or None,
+            schema_id=_positive(options, "valueschemaid"),
+            nested=columns == "struct",
+            on_decode_error=matched[0],
+            error_path=error_path,
+        )
+
+
+def _named_topics(source: SourceOptions) -> list[str] | None:
+    """The topics an ``assign`` or ``subscribe`` names; ``None`` for ``subscribePattern``."""
+    strategy = source.strategy
+    if isinstance(strategy, Subscribe):
+        return list(strategy.topics)
+    if isinstance(strategy, Assign):
+        return list(strategy.partitions)
+    return None
+
+
+def resolve_avro(
+    options: Mapping[str, str], *, streaming: bool = False
+) -> tuple[AvroOptions, ReaderSchema, OutputLayout] | None:
+    """Driver side: the Avro options, the reader schema and the columns (``None``: binary)."""
+    opts = _lower(options)
+    avro = AvroOptions.parse(opts)
+    if avro is None:
+        return None
+    source = parse_source_options(opts, streaming=streaming)
+    reader = resolve_reader_schema(
+        avro.registry_url,
+        _named_topics(source),
+        subject=avro.subject,
+        version=avro.version,
+        schema_id=avro.schema_id,
+    )
+    layout = output_schema(
+        reader, nested=avro.nested, include_headers=_bool(opts, "includeheaders", True)
+    )
+    return avro, reader, layout
+
+
+class _Common:
+    """Option handling and the executor-side ``read`` shared by batch and streaming readers."""
+
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        *,
+        streaming: bool,
+        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+    ) -> None:
+        opts = _lower(options)
+        self.source: SourceOptions = parse_source_options(opts, streaming=streaming)
+        self.config = consumer_config(opts)
+        self.include_headers = _bool(opts, "includeheaders", True)
+        self.poll_timeout_s = (_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000
+        self.batch_rows = _positive(opts, "arrowbatchrows") or 4096
+        self.metrics_path = opts.get("metricspath")
+        if avro is None and AvroOptions.parse(opts) is not None:
+            avro = resolve_avro(opts, streaming=streaming)
+        self.avro = avro
+
+    def _metadata(self) -> KafkaMetadata:
+        # The driver-side consumer needs no partition-EOF events or special offsets reset.
+        return KafkaMetadata(self.config)
+
+    def _assigned_bounds(self) -> tuple[list[TopicPartition], dict[TopicPartition, LogBounds]]:
+        """The partitions the strategy assigns, and the bounds of those that exist."""
+        with self._metadata() as metadata:
+            counts = metadata.partitions_per_topic()
+            assigned = self.source.strategy.assigned(counts)
+            existing = [tp for tp in assigned if tp.partition < counts.get(tp.topic, 0)]
+            return assigned, metadata.bounds(existing)
+
+    def _splits(self, ranges: list[OffsetRange]) -> list[SluicePartition]:
+        splits = split_ranges(
+            ranges,
+            min_partitions=self.source.min_partitions,
+            max_records_per_partition=self.source.max_records_per_partition,
+        )
+        return [SluicePartition(KafkaSplit(r.topic, r.partition, r.start, r.end)) for r in splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Executor side: the records of one split (see ``sluice.pipeline.source.split_reader``)."""
+        if not isinstance(partition, SluicePartition):
+            raise TypeError(f"expected a SluicePartition, found {type(partition).__name__}")
+        split = partition.split
+        result = SplitResult()
+        batches = read_split(
+            split,
+            self.config,
+            fail_on_data_loss=self.source.fail_on_data_loss,
+            include_headers=self.include_headers,
+            batch_rows=self.batch_rows,
+            poll_timeout_s=self.poll_timeout_s,
+            result=result,
+        )
+        if self.avro is None:
+            yield from batches
+        else:
+            yield from self._decode(split, batches, result)
+        if self.metrics_path and split.count > 0:
+            write_split_metrics(self.metrics_path, split, result)
+
+    def _decode(
+        self, split: KafkaSplit, batches: Iterator[pa.RecordBatch], result: SplitResult
+    ) -> Iterator[pa.RecordBatch]:
+        """Typed batches of one split; its undecodable records go to one error file."""
+        assert self.avro is not None
+        options, reader, layout = self.avro
+        decoder = AvroBatchDecoder(
+            options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
+        )
+        errors: list[pa.RecordBatch] = []
+        for raw in batches:
+            typed, bad = decoder.decode(raw)
+            if bad.num_rows:
+                errors.append(bad)
+            if typed.num_rows:
+                yield typed
+        if errors:
+            assert options.error_path is not None  # onDecodeError=fail raised already
+            name = f"part-{split.topic}-{split.partition}-{split.start}-{split.end}.parquet"
+            write_error_file(options.error_path, name, errors)
+        result.errors = decoder.stats.errors
+        result.schema_ids = sorted(decoder.stats.schema_ids)
+
+
+def _log_losses(losses: list[DataLoss]) -> None:
+    for loss in losses:
+        log.warning(
+            "data loss on %s-%s: %s offset %d not in the log [%d, %d), reading from %d "
+            "(%d offsets lost)",
+            loss.topic,
+            loss.partition,
+            loss.bound,
+            loss.requested,
+            loss.log_start,
+            loss.log_end,
+            loss.used,
+            loss.lost,
+        )
+
+
+class SluiceBatchReader(_Common, DataSourceReader):
+    """``spark.read.format("sluice")``: one split per (piece of a) partition range."""
+
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+    ) -> None:
+        super().__init__(options, streaming=False, avro=avro)
+        self.resolution: Resolution | None = None
+
+    def plan(self) -> Resolution:
+        """Resolve the offset options against the log now (driver side; no Spark needed)."""
+        assigned, bounds = self._assigned_bounds()
+        assert self.source.ending_offsets is not None
+        resolution = resolve_ranges(
+            bounds,
+            self.source.starting_offsets,
+            self.source.ending_offsets,
+            partitions=assigned,
+            fail_on_data_loss=self.source.fail_on_data_loss,
+        )
+        _log_losses(resolution.data_loss)
+        return resolution
+
+    def partitions(self) -> list[SluicePartition]:
+        self.resolution = self.plan()
+        splits = self._splits(self.resolution.ranges)
+        # An empty list is legal for streaming but not documented for batch reads; one empty
+        # split reads nothing and keeps every Spark version happy.
+        return splits or [SluicePartition(KafkaSplit("", 0, 0, 0))]
+
+
+def _to_tp_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): int(o) for t, ps in offsets.items() for p, o in ps.items()}
+
+
+def _to_json(offsets: Mapping[TopicPartition, int]) -> Offsets:
+    result: Offsets = {}
+    for tp in sorted(offsets):
+        result.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return result
+
+
+def _rate_limit(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], limit: int
+) -> dict[TopicPartition, int]:
+    """Spark's ``KafkaMicroBatchStream.rateLimit``: share ``limit`` offsets by backlog size."""
+    sizes = {tp: max(end[tp] - start[tp], 0) for tp in end}
+    total = sum(sizes.values())
+    if total <= limit:
+        return dict(end)
+    capped = {}
+    for tp, size in sizes.items():
+        prorate = limit * (size / total)
+        step = int(-(-prorate // 1)) if prorate < 1 else int(prorate)  # ceil below 1, else floor
+        capped[tp] = min(start[tp] + step, end[tp])
+    return capped
+
+
+class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("sluice")``; offsets are ``{"topic": {"0": 42}}`` dicts."""
+
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+    ) -> None:
+        super().__init__(options, streaming=True, avro=avro)
+        self.max_offsets_per_trigger = _positive(_lower(options), "maxoffsetspertrigger")
+        self._target: dict[TopicPartition, int] | None = None  # AvailableNow's end
+        self._last_end: Offsets | None = None
+        self._latest: Offsets | None = None
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def initialOffset(self) -> Offsets:
+        assigned, bounds = self._assigned_bounds()
+        resolution = resolve_ranges(
+            bounds,
+            self.source.starting_offsets,
+            "latest",
+            partitions=assigned,
+            fail_on_data_loss=self.source.fail_on_data_loss,
+        )
+        _log_losses(resolution.data_loss)
+        return _to_json({r.topic_partition: r.start for r in resolution.ranges})
+
+    def _log_ends(self) -> tuple[dict[TopicPartition, LogBounds], dict[TopicPartition, int]]:
+        _, bounds = self._assigned_bounds()
+        ends = {tp: b.log_end for tp, b in bounds.items()}
+        if self._target is not None:  # AvailableNow: nothing past the target, no new partition
+            ends = {tp: min(o, self._target[tp]) for tp, o in ends.items() if tp in self._target}
+        return bounds, ends
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {tp: b.log_end for tp, b in self._assigned_bounds()[1].items()}
+
+    def getDefaultReadLimit(self) -> Any:
+        if _HAS_READ_LIMIT and self.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.max_offsets_per_trigger)
+        return ReadAllAvailable() if _HAS_READ_LIMIT else None
+
+    def latestOffset(self, start: Offsets | None = None, limit: Any = None) -> Offsets:
+        """The end of the next micro-batch: high watermarks, capped by the read limit.
+
+        Called with ``(start, limit)`` by pyspark >= 4.2; older versions call it without
+        arguments, and the ``maxOffsetsPerTrigger`` option applies from the previous end.
+        """
+        if start is None:
+            start = self._last_end
+            max_rows = self.max_offsets_per_trigger
+        else:
+            max_rows = (
+                limit.max_rows if _HAS_READ_LIMIT and isinstance(limit, ReadMaxRows) else None
+            )
+        bounds, ends = self._log_ends()
+        self._latest = _to_json(ends)
+        begin = _to_tp_offsets(start or {})
+        # Partitions that are gone keep their offset; new ones start at their log start.
+        from_offsets = {tp: begin.get(tp, bounds[tp].log_start) for tp in ends}
+        target = {tp: max(o, from_offsets[tp]) for tp, o in ends.items()}
+        if max_rows is not None:
+            target = _rate_limit(from_offsets, target, max_rows)
+        merged = {**begin, **target}
+        self._last_end = _to_json(merged)
+        return self._last_end
+
+    def reportLatestOffset(self) -> Offsets | None:
+        return self._latest
+
+    def partitions(self, start: Offsets, end: Offsets) -> list[SluicePartition]:
+        begin, finish = _to_tp_offsets(start), _to_tp_offsets(end)
+        wanted = {tp: o for tp, o in finish.items() if begin.get(tp) != o}
+        if not wanted:
+            return []
+        with self._metadata() as metadata:
+            bounds = metadata.bounds(sorted(wanted))
+        ranges: list[OffsetRange] = []
+        for tp, stop in sorted(wanted.items()):
+            log_bounds = bounds[tp]
+            first = begin.get(tp)
+            if first is None:  # a partition added since the previous batch: from earliest
+                first = log_bounds.log_start
+                if first > 0:
+                    self._loss(tp, EARLIEST, first, f"added partition starts at {first}, not 0")
+            if stop < first:
+                self._loss(tp, first, stop, "its offset went backwards (topic recreated?)")
+                continue
+            if first < log_bounds.log_start:
+                self._loss(tp, first, log_bounds.log_start, "retention deleted offsets")
+                first = min(log_bounds.log_start, stop)
+            ranges.append(OffsetRange(tp.topic, tp.partition, first, stop))
+        return self._splits(ranges)
+
+    def _loss(self, tp: TopicPartition, requested: int, found: int, why: str) -> None:
+        message = (
+            f"{tp.topic}-{tp.partition}: expected offset {requested}, found {found}: {why}; "
+            "some data may have been lost; set failOnDataLoss=false to go on"
+        )
+        if self.source.fail_on_data_loss:
+            raise OffsetOutOfRangeError(message)
+        log.warning(message)
+
+    def commit(self, end: Offsets) -> None:
+        """Spark's Kafka source commits nothing to Kafka; the checkpoint holds the offsets."""
+
+    def stop(self) -> None:
+        """No driver-side resources outlive a call."""
+
+
+class SluiceDataSource(DataSource):
+    """``format("sluice")``: Spark's Kafka source options and columns over confluent-kafka."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sluice"
+
+    def _avro(self, streaming: bool = False) -> tuple[AvroOptions, ReaderSchema, OutputLayout]:
+        """The resolved Avro read, once per DataFrame: ``schema()`` runs before the instance
+        is pickled for the reader, so the reader gets the very schema the columns came from
+        (a newer latest version registered in between changes nothing)."""
+        cached: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = getattr(
+            self, "_resolved_avro", None
+        )
+        if cached is None:
+            cached = resolve_avro(self.options, streaming=streaming)
+            assert cached is not None
+            self._resolved_avro = cached
+        return cached
+
+    def _is_avro(self) -> bool:
+        return AvroOptions.parse(_lower(self.options)) is not None
+
+    def schema(self) -> Any:
+        if self._is_avro():
+            return self._avro()[2].schema
+        headers = _bool(_lower(self.options), "includeheaders", True)
+        return SPARK_SCHEMA_DDL if headers else SPARK_SCHEMA_DDL_NO_HEADERS
+
+    def _checked(self, schema: Any, streaming: bool) -> Any:
+        if not self._is_avro():
+            return None
+        avro = self._avro(streaming)
+        if schema is not None and hasattr(schema, "fields") and schema != avro[2].schema:
+            raise ValueError(
+                f"valueFormat=avro: expected the columns of reader schema {avro[1].describe()}, "
+                f"{avro[2].schema.simpleString()}, found the given schema {schema.simpleString()}"
+            )
+        return avro
+
+    def reader(self, schema: Any) -> SluiceBatchReader:
+        return SluiceBatchReader(self.options, self._checked(schema, False))
+
+    def streamReader(self, schema: Any) -> SluiceStreamReader:
+        return SluiceStreamReader(self.options, self._checked(schema, True))

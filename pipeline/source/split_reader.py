@@ -1,0 +1,348 @@
+"""Executor side of the ``sluice`` source: fetch exactly ``[start, end)`` of one partition.
+
+A ``KafkaSplit`` is what the driver's ``partitions()`` hands Spark: one topic-partition and an
+offset range. ``read_split`` runs inside a Spark Python worker; it opens its own
+confluent-kafka ``Consumer`` (nothing with a socket is ever pickled), ``assign()``s the
+partition at ``start`` and consumes until the range is done, yielding ``pyarrow.RecordBatch``es
+of at most ``batch_rows`` rows in ``ARROW_SCHEMA`` — the Arrow form of Spark's Kafka source
+schema, compared by Spark with ``Schema.equals``, so ``binary`` (not ``large_binary``),
+``timestamp[us, tz=UTC]`` and 32-bit ``partition``/``timestampType`` are all load-bearing.
+
+How the range is bounded
+========================
+The consumer delivers records in offset order from ``start`` (librdkafka drops the records of a
+fetched batch below the fetch offset, decompresses gzip/snappy/lz4/zstd batches and swallows
+transaction control records). The loop keeps ``position`` = one past the last offset seen and
+stops as soon as one of these holds:
+
+* a record at offset ``>= end`` arrives — it (and the rest of its fetched batch) is dropped;
+* a partition-EOF event (``enable.partition.eof``) reports the high watermark ``>= end`` —
+  the offsets between the last record and ``end`` were gaps (control records, compaction);
+* ``position >= end`` after a record — the common case, the last offset is ``end - 1``.
+
+An EOF *below* ``end`` means the log lost offsets the driver saw (truncation, or the topic was
+recreated); an out-of-range error at ``start`` means retention deleted them after the driver
+planned the split. Both are data loss: with ``failOnDataLoss`` the task raises ``DataLossError``
+naming topic, partition and offsets; without it the reader skips to what the log still has
+(``SplitResult.lost`` counts the skipped offsets). No progress for ``poll_timeout_s`` raises
+``SplitTimeoutError``: a split never hangs a job.
+
+Every function here is reentrant; a ``Consumer`` lives inside one ``read_split`` call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "ARROW_SCHEMA_NO_HEADERS",
+    "SPARK_SCHEMA_DDL",
+    "SPARK_SCHEMA_DDL_NO_HEADERS",
+    "DataLossError",
+    "KafkaSplit",
+    "SplitResult",
+    "SplitTimeoutError",
+    "consumer_config",
+    "read_split",
+]
+
+SPARK_SCHEMA_DDL_NO_HEADERS = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "timestamp timestamp, timestampType int"
+)
+"""Spark's Kafka source columns (``KafkaRecordToRowConverter.kafkaSchema``)."""
+SPARK_SCHEMA_DDL = SPARK_SCHEMA_DDL_NO_HEADERS + ", headers array<struct<key:string,value:binary>>"
+"""The same with ``headers`` (Spark's ``includeHeaders=true``; Sluice's default)."""
+
+HEADERS_TYPE = pa.list_(
+    pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
+)
+ARROW_SCHEMA_NO_HEADERS = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+)
+ARROW_SCHEMA = ARROW_SCHEMA_NO_HEADERS.append(pa.field("headers", HEADERS_TYPE))
+
+# librdkafka's timestamp types -> Kafka's TimestampType ids, which Spark's column carries.
+_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}  # not available, CreateTime, LogAppendTime
+
+# Options Spark's Kafka source refuses as kafka.* params because the source owns them.
+_OWNED = {"enable.auto.commit", "auto.offset.reset", "enable.partition.eof"}
+
+
+class DataLossError(RuntimeError):
+    """Offsets of a split are no longer in the log and ``failOnDataLoss`` is true."""
+
+
+class SplitTimeoutError(TimeoutError):
+    """A split made no progress for ``poll_timeout_s`` seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSplit:
+    """One Spark input partition: ``[start, end)`` of ``topic``-``partition``. Picklable.
+
+    Subclasses nothing from pyspark so that executor code and tests can build it alone;
+    ``sluice.pipeline.source.data_source`` wraps it in an ``InputPartition``.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}[{self.start},{self.end})"
+
+
+@dataclass(slots=True)
+class SplitResult:
+    """What one ``read_split`` call did, filled in as it runs (for metrics and reports).
+
+    ``rows`` counts the records fetched; with ``valueFormat=avro`` the source fills in
+    ``errors`` (of those rows, the undecodable ones, sent to the error table) and
+    ``schema_ids`` (the writer schema ids of the decoded ones).
+    """
+
+    rows: int = 0
+    bytes: int = 0
+    lost: int = 0
+    seconds: float = 0.0
+    errors: int = 0
+    schema_ids: list[int] = field(default_factory=list)
+
+    def to_json(self, split: KafkaSplit) -> dict[str, Any]:
+        return {
+            "topic": split.topic,
+            "partition": split.partition,
+            "start": split.start,
+            "end": split.end,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "lost": self.lost,
+            "seconds": round(self.seconds, 6),
+            "errors": self.errors,
+            "schema_ids": sorted(self.schema_ids),
+        }
+
+
+def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
+    """The confluent-kafka consumer settings of a read: every ``kafka.*`` option, prefix cut.
+
+    As in Spark, the source owns offset handling: auto commit is off, ``auto.offset.reset`` is
+    ``error`` (an out-of-range fetch must surface as data loss, not silently jump), and the
+    ``isolation.level`` default is Kafka's ``read_uncommitted`` (librdkafka's default differs).
+    """
+    config: dict[str, Any] = {
+        "group.id": f"sluice-source-{uuid.uuid4().hex[:12]}",
+        "isolation.level": "read_uncommitted",
+        "client.id": "sluice-source",
+        "log.connection.close": False,
+    }
+    for key, value in options.items():
+        key = key.lower()
+        if key.startswith("kafka.") and key[len("kafka.") :] not in _OWNED:
+            config[key[len("kafka.") :]] = value
+    if "bootstrap.servers" not in config:
+        raise ValueError("option 'kafka.bootstrap.servers': expected host:port[,...], found none")
+    config.update(
+        {"enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True}
+    )
+    return config
+
+
+class _BatchBuilder:
+    """Column lists for the next RecordBatch of one split."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message: Any) -> int:
+        """Append one confluent-kafka ``Message``; return its key + value + header bytes."""
+        key, value = message.key(), message.value()
+        ts_type, ts = message.timestamp()
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(message.offset())
+        self.timestamps.append(ts * 1000)  # ms -> us; Spark keeps -1 ms for "no timestamp"
+        self.types.append(_TIMESTAMP_TYPES.get(ts_type, -1))
+        size = len(key or b"") + len(value or b"")
+        if self.include_headers:
+            raw = message.headers()
+            if raw:
+                self.headers.append([{"key": k, "value": v} for k, v in raw])
+                size += sum(len(k.encode()) + len(v or b"") for k, v in raw)
+            else:
+                self.headers.append(None)  # Spark: null, not an empty array
+        return size
+
+    def build(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self.topic] * n, pa.string()),
+            pa.array([self.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()),
+        ]
+        schema = ARROW_SCHEMA_NO_HEADERS
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADERS_TYPE))
+            schema = ARROW_SCHEMA
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        self.clear()
+        return batch
+
+
+def read_split(
+    split: KafkaSplit,
+    config: Mapping[str, Any],
+    *,
+    fail_on_data_loss: bool = True,
+    include_headers: bool = True,
+    batch_rows: int = 4096,
+    poll_timeout_s: float = 120.0,
+    result: SplitResult | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``[split.start, split.end)`` as RecordBatches; see the module doc.
+
+    ``result`` (optional) is updated with rows, bytes, lost offsets and seconds as batches go
+    out, and is complete when the iterator is exhausted.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    result = result if result is not None else SplitResult()
+    if split.start >= split.end:
+        return
+    began = time.monotonic()
+    builder = _BatchBuilder(split.topic, split.partition, include_headers)
+    consumer = Consumer(dict(config))
+    where = f"{split.topic}-{split.partition}"
+
+    def lost(found: str, skip_to: int) -> int:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"{where}: expected offsets [{position}, {split.end}) in the log, found {found}; "
+                "some data may have been lost because it is not in the log any more, either "
+                "aged out by retention or the topic was deleted and recreated; set "
+                "failOnDataLoss=false to skip it"
+            )
+        result.lost += min(skip_to, split.end) - position
+        return skip_to
+
+    try:
+        consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
+        position = split.start
+        last_progress = time.monotonic()
+        while position < split.end:
+            # consume() returns early only once it has num_messages (records or events), so ask
+            # for no more than the range still needs: otherwise every split ends on a timeout.
+            wanted = max(1, min(batch_rows - len(builder), split.end - position, 10_000))
+            messages = consumer.consume(num_messages=wanted, timeout=0.5)
+            if not messages:
+                if time.monotonic() - last_progress > poll_timeout_s:
+                    raise SplitTimeoutError(
+                        f"{where}: no record for {poll_timeout_s:.0f}s at offset {position}, "
+                        f"expected offsets up to {split.end}"
+                    )
+                continue
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    code = error.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        high = message.offset() or 0  # set on EOF events
+                        if high >= split.end:
+                            position = split.end  # the rest of the range was gaps
+                        elif high <= position:
+                            # Everything the log has is read, and it ends before the range:
+                            # offsets the driver saw are gone (Spark reports data loss here).
+                            position = lost(f"the log ending at {high}", split.end)
+                        # position < high < end: records before the log end are still on
+                        # their way; a new EOF comes once they are read.
+                    elif code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        low, high = consumer.get_watermark_offsets(
+                            TopicPartition(split.topic, split.partition), timeout=10, cached=False
+                        )
+                        found = f"the log holding [{low}, {high})"
+                        position = lost(found, low if low > position else split.end)
+                        if position < split.end:
+                            consumer.assign(
+                                [TopicPartition(split.topic, split.partition, position)]
+                            )
+                    elif error.retriable() or code == KafkaError._TRANSPORT:
+                        continue
+                    else:
+                        raise KafkaException(error)
+                    if position >= split.end:
+                        break
+                    continue
+                offset: int = message.offset() or 0  # set on records
+                if offset < position:
+                    continue  # already delivered (never expected: librdkafka filters these)
+                if offset >= split.end:
+                    position = split.end  # past the range: drop it and the rest of the batch
+                    break
+                result.bytes += builder.add(message)
+                result.rows += 1
+                position = offset + 1
+                last_progress = time.monotonic()
+                if len(builder) >= batch_rows:
+                    result.seconds = time.monotonic() - began
+                    yield builder.build()
+                if position >= split.end:
+                    break
+        if len(builder):
+            yield builder.build()
+    finally:
+        consumer.close()
+        result.seconds = time.monotonic() - began
+
+
+def write_split_metrics(uri: str, split: KafkaSplit, result: SplitResult) -> None:
+    """Write ``result`` as JSON under directory ``uri`` (any ``pyarrow.fs`` URI or path).
+
+    One file per split, named after its range, so a retried task overwrites its own file.
+    """
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
+    fs.create_dir(root, recursive=True)
+    name = f"{root.rstrip('/')}/{split.topic}-{split.partition}-{split.start}-{split.end}.json"
+    with fs.open_output_stream(name) as out:
+        out.write(json.dumps(result.to_json(split)).encode("utf-8"))

@@ -1,0 +1,116 @@
+"""``sluice load``: the nightly load from the command line.
+
+    sluice load --config conf/nightly_load.properties [--override key=value ...]
+    python -m sluice.cli.load_command load --config conf/nightly_load.properties
+
+``add_load_parser(subparsers)`` adds the subcommand to the ``sluice`` CLI. Progress goes to
+stderr as ``[sluice load] ...`` lines, the summary table to stdout. Exit status: 0 when the run
+published or found nothing new, 1 when it failed (nothing published; the message and the report
+say why), 2 for a bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "add_config_arguments",
+    "add_load_parser",
+    "load_main",
+    "main",
+    "progress_printer",
+    "run_load_command",
+]
+
+
+def progress_printer(command: str) -> Callable[[str], None]:
+    """A progress callback printing ``[sluice <command> HH:MM:SS] message`` lines to stderr."""
+
+    def progress(message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[sluice {command} {stamp}] {message}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+_progress = progress_printer("load")
+
+
+def add_load_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``load`` to an ``argparse`` subparsers object; returns the new parser."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "load",
+        help="load Kafka topics into a Parquet table with their offsets (the nightly job)",
+        description=__doc__.split("\n")[0],
+    )
+    add_config_arguments(parser, "conf/nightly_load.properties")
+    parser.set_defaults(func=run_load_command)
+    return parser
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--config <file>`` (required) and repeatable ``--override key=value``, as every
+    client-side command takes them (``example`` names the shipped file in the help)."""
+    parser.add_argument("--config", required=True, help=f"a .properties file ({example})")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config key over the file (repeatable)",
+    )
+
+
+def run_load_command(args: argparse.Namespace) -> int:
+    """Run the load for parsed ``args``; returns the exit status."""
+    from sluice.common.properties import PropertiesError, load_properties
+    from sluice.pipeline.load.run import LoadConfig, LoadConfigError, LoadError, run_load
+
+    try:
+        config = LoadConfig.from_properties(load_properties(args.config, args.override))
+    except (PropertiesError, LoadConfigError) as exc:
+        print(f"sluice load: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    _progress(f"loading {', '.join(config.topics)} into {config.table_uri}")
+    before = _active_spark()
+    try:
+        run_load(config, progress=_progress)
+    except LoadError as exc:
+        print(f"sluice load: FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        started = _active_spark()
+        if started is not None and started is not before:  # stop only the session we made
+            started.stop()
+    return 0
+
+
+def _active_spark() -> Any:
+    if "pyspark.sql" not in sys.modules:
+        return None  # never imported: no session (the run needed no Spark)
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def load_main(argv: Sequence[str] | None = None) -> int:
+    """``sluice load`` as a program of its own (``jobs/nightly_load.py`` calls this)."""
+    parser = argparse.ArgumentParser(prog="nightly_load", description=__doc__.split("\n")[0])
+    add_config_arguments(parser, "conf/nightly_load.properties")
+    return run_load_command(parser.parse_args(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sluice.cli.load_command")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_load_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

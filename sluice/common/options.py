@@ -1,0 +1,99 @@
+"""Typed values of string options: Spark reader options and ``.properties`` keys alike.
+
+Every Sluice configuration (the broker's ``server.properties``, the nightly load's, mirror's
+and audit's configs, the ``sluice`` data source's options) arrives as ``str -> str``. These
+functions turn one key's text into a value, or raise with the key, the expected form and what
+was found. A missing key, or one whose value is blank (``key=`` in a properties file), takes
+the default.
+
+Each caller has its own exception type for a bad configuration (``LoadConfigError``,
+``MirrorConfigError``, ...); pass it as ``error`` so that callers catch one type per failure
+mode. ``InvalidOptionError`` is the default.
+
+Pure functions; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "InvalidOptionError",
+    "boolean",
+    "integer",
+    "names",
+    "positive_int",
+    "text",
+]
+
+
+class InvalidOptionError(ValueError):
+    """An option's value is not of the form the option expects."""
+
+
+def text(options: Mapping[str, str], key: str) -> str | None:
+    """The stripped value of ``key``, or ``None`` when it is missing or blank."""
+    raw = options.get(key)
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    return value or None
+
+
+def boolean(
+    options: Mapping[str, str],
+    key: str,
+    default: bool,
+    *,
+    error: type[Exception] = InvalidOptionError,
+) -> bool:
+    """``true`` or ``false`` (any case); the default when missing or blank."""
+    value = text(options, key)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise error(f"{key}: expected true or false, found {options[key]!r}")
+    return lowered == "true"
+
+
+def positive_int(
+    options: Mapping[str, str],
+    key: str,
+    default: int | None = None,
+    *,
+    error: type[Exception] = InvalidOptionError,
+) -> int | None:
+    """A decimal integer > 0; the default when missing or blank."""
+    value = text(options, key)
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit() and int(value) > 0):
+        raise error(f"{key}: expected a positive integer, found {options[key]!r}")
+    return int(value)
+
+
+def integer(
+    options: Mapping[str, str],
+    key: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    error: type[Exception] = InvalidOptionError,
+) -> int:
+    """A decimal integer (optionally signed), at least ``minimum``; the default when missing."""
+    value = text(options, key)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise error(f"{key}: expected an integer, found {options[key]!r}") from None
+    if minimum is not None and number < minimum:
+        raise error(f"{key}: expected an integer >= {minimum}, found {number}")
+    return number
+
+
+def names(options: Mapping[str, str], key: str) -> tuple[str, ...]:
+    """A comma-separated list, entries stripped, blanks dropped; ``()`` when missing."""
+    return tuple(n.strip() for n in (options.get(key) or "").split(",") if n.strip())
