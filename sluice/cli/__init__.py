@@ -10,8 +10,9 @@ sluice load --config conf/nightly_load.properties   (the nightly load)
 sluice mirror [run|lag] --config conf/mirror.properties
 sluice audit --config conf/audit.properties [--until T]
 
-The client-side commands (registry, load, mirror, audit) are imported when the parser is
-built, each from its own package.
+The top layer: one module per group of subcommands, each adding its parser to ``build_parser``
+and importing what it runs from the packages below (``sluice.broker``, ``sluice.schemas``,
+``sluice.pipeline``); nothing below imports this package.
 """
 
 from __future__ import annotations
@@ -20,26 +21,29 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from sluice.cli import (
+    audit_command,
+    broker_command,
+    client_commands,
+    groups_command,
+    load_command,
+    mirror_command,
+    registry_command,
+    zookeeper_command,
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    from sluice.cli import broker_command, client_commands, groups_command, zookeeper_command
-
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_command.add_parser(sub)
     client_commands.add_parsers(sub)
     groups_command.add_parser(sub)
     zookeeper_command.add_parser(sub)
-    from sluice.cli.registry_command import add_registry_parser
-
-    add_registry_parser(sub)
-    from sluice.cli.audit_command import add_audit_parser
-    from sluice.cli.load_command import add_load_parser
-    from sluice.cli.mirror_command import add_mirror_parser
-
-    add_load_parser(sub)
-    add_mirror_parser(sub)
-    add_audit_parser(sub)
+    registry_command.add_registry_parser(sub)
+    load_command.add_load_parser(sub)
+    mirror_command.add_mirror_parser(sub)
+    audit_command.add_audit_parser(sub)
     return parser
 
 

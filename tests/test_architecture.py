@@ -1,0 +1,214 @@
+"""The shape of the house, checked from the source: layers point down, no circles, small modules.
+
+Every import is counted — module level, function-local and ``if TYPE_CHECKING:`` alike — since
+a lazy import that goes up or closes a circle is the same dependency, only hidden. The graph is
+read with :mod:`ast` from the files as they sit in the repository, each folder under the name
+it is installed as (``broker/log/log.py`` is ``sluice.broker.log.log``, see ``setup.py``).
+
+The layers, bottom to top; a module may import its own package and the layers below::
+
+    sluice.common                      what every layer shares
+    sluice.broker    sluice.schemas    the server and the registry (independent of each other)
+    sluice.pipeline                    the client side
+    sluice.testing   sluice.cli        real processes for tests; the command line
+    sluice.jobs                        Spark applications and demos
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {
+    "sluice.broker": "broker",
+    "sluice.schemas": "schemas",
+    "sluice.pipeline": "pipeline",
+    "sluice.jobs": "jobs",
+    "sluice": "sluice",
+}
+LAYERS = {
+    "sluice.common": 0,
+    "sluice.broker": 1,
+    "sluice.schemas": 1,
+    "sluice.pipeline": 2,
+    "sluice.testing": 3,
+    "sluice.cli": 3,
+    "sluice.jobs": 4,
+    "sluice.__main__": 5,
+}
+MAX_LINES = 800
+MAX_PIPELINE_MODULES = 8
+# The Kafka error-code registry: the only module that may spell a code's number.
+REGISTRY = "sluice.broker.protocol.errors"
+
+
+def _modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package, folder in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            if package == "sluice" and parts and f"sluice.{parts[0]}" in FOLDERS:
+                continue
+            modules[name] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
+    """The Sluice modules ``name`` imports (resolved to files), with line numbers."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [_resolve(alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from pkg import mod`` imports the module; ``from mod import name`` the module
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else _resolve(base)
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target and target != name:
+                yield target, node.lineno
+
+
+def _resolve(dotted: str) -> str | None:
+    while dotted:
+        if dotted in MODULES:
+            return dotted
+        dotted = dotted.rpartition(".")[0]
+    return None
+
+
+GRAPH = {name: sorted(set(_imports(name, path))) for name, path in MODULES.items()}
+
+
+def _layer(name: str) -> tuple[str, int] | None:
+    for prefix in sorted(LAYERS, key=len, reverse=True):
+        if name == prefix or name.startswith(prefix + "."):
+            return prefix, LAYERS[prefix]
+    return None
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [n for n in MODULES if n != "sluice" and _layer(n) is None] == []
+
+
+def test_imports_point_down() -> None:
+    upward = []
+    for name, imports in GRAPH.items():
+        mine = _layer(name)
+        for target, line in imports:
+            theirs = _layer(target)
+            if mine is None or theirs is None or mine[0] == theirs[0]:
+                continue
+            if theirs[1] >= mine[1]:
+                upward.append(f"{MODULES[name].relative_to(ROOT)}:{line} imports {target}")
+    assert upward == []
+
+
+def test_no_import_circles() -> None:
+    """Tarjan's strongly connected components over the whole module graph."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target, _ in GRAPH[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for name in GRAPH:
+        if name not in index:
+            visit(name)
+    assert circles == []
+
+
+def test_pipeline_is_packages_not_a_flat_bag() -> None:
+    flat = sorted(p.name for p in (ROOT / "pipeline").glob("*.py"))
+    assert len(flat) <= MAX_PIPELINE_MODULES, flat
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_over_the_limit(name: str) -> None:
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{MODULES[name].relative_to(ROOT)} has {lines} lines"
+
+
+def _exception_classes() -> Iterator[tuple[str, str]]:
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = [ast.unparse(b) for b in node.bases]
+            if re.search(r"(Error|Exception|Warning)$", node.name) or any(
+                re.search(r"(Error|Exception)\b", b) for b in bases
+            ):
+                yield node.name, name
+
+
+def test_no_exception_name_is_defined_twice() -> None:
+    seen: dict[str, list[str]] = {}
+    for cls, module in _exception_classes():
+        seen.setdefault(cls, []).append(module)
+    assert {cls: where for cls, where in seen.items() if len(where) > 1} == {}
+
+
+CODE_NAMES = {code.name.upper() for code in ErrorCode}
+
+
+def test_kafka_error_codes_come_only_from_the_registry() -> None:
+    """No ``NOT_LEADER_OR_FOLLOWER = 6`` outside the registry: every number comes from it."""
+    constants = []
+    for name, path in MODULES.items():
+        if name == REGISTRY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Assign | ast.AnnAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+                value = value.operand
+            if not (isinstance(value, ast.Constant) and type(value.value) is int):
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in CODE_NAMES:
+                    constants.append(f"{path.relative_to(ROOT)}:{node.lineno} {target.id}")
+    assert constants == []
