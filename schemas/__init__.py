@@ -2,8 +2,10 @@
 
 Modules: ``app`` (HTTP routes), ``registry`` (the rules), ``compatibility`` (levels over
 ``avro.compatibility``), ``avro_schema`` (parsing, identity), ``store`` (the storage contract),
-``file_store`` (standalone storage), ``server`` (config + uvicorn), ``cli`` (subcommands),
-``client`` (REST client), ``serde`` (wire format), ``errors``, ``properties``.
+``file_store`` (standalone storage), ``zk_store`` (cluster storage), ``server`` (config +
+uvicorn), ``limits`` (request limits and their keys), ``request_body`` (the body-size
+middleware), ``json_text`` (JSON decoding bounded in depth), ``client`` (REST client), ``serde``
+(wire format), ``errors``.
 Schemas of the pipeline's events: ``page_view.avsc``, ``audit_count.avsc``.
 """
 

@@ -31,11 +31,19 @@ route                                                       body → response
                                                             ``{"compatibilityLevel"}``
 ``GET /mode``, ``GET /mode/{s}``                            ``{"mode": "READWRITE"}``
 ==========================================================  ===================================
+
+Hostile input (see :mod:`sluice.schemas.limits` for the keys): a body over the size limit is
+answered 413 before it is buffered (:mod:`sluice.schemas.request_body`); a body is measured for
+nesting before ``json`` decodes it (400 when too deep or not strict JSON); a schema is checked
+for size (42209) and nesting (42201) before the Avro parser sees it; a registered or configured
+subject must be a valid name (42208). Every answer, errors included, is a JSON body: handlers
+raise :class:`~sluice.schemas.errors.RegistryError`, Starlette's own 404/405 become
+``{"error_code": 404|405}``, a ``RecursionError`` that got past the limits is a 42201, and
+anything else is a logged 50000.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -43,6 +51,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -54,7 +63,10 @@ from sluice.schemas.errors import (
     RegistryError,
     SchemaNotFoundError,
 )
+from sluice.schemas.json_text import JsonSyntaxError, JsonTooDeepError, loads
+from sluice.schemas.limits import MAX_REQUEST_DEPTH_KEY, MAX_SCHEMA_DEPTH_KEY, RegistryLimits
 from sluice.schemas.registry import Registry, VersionInfo
+from sluice.schemas.request_body import BodySizeLimit
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -69,29 +81,38 @@ def _json(content: Any, status_code: int = 200) -> Response:
     return RegistryJSONResponse(content, status_code=status_code)
 
 
+def _raw_json(text: str) -> Response:
+    """A stored schema text as the body: it is compact JSON already, as ``_json`` would write
+    it, so it is not decoded again (no recursion, no cost)."""
+    return Response(text, media_type=CONTENT_TYPE)
+
+
 def _flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").strip().lower() == "true"
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def _body(request: Request, limits: RegistryLimits) -> dict[str, Any]:
     raw = await request.body()
     try:
-        body = json.loads(raw) if raw else None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        body = loads(raw, limits.max_request_depth) if raw else None
+    except JsonSyntaxError as e:
         raise BadRequestError(f"Unrecognized JSON: {e}") from e
+    except JsonTooDeepError as e:
+        raise BadRequestError(f"Request body {e} (the limit {MAX_REQUEST_DEPTH_KEY})") from e
     if not isinstance(body, dict):
         raise BadRequestError(f"expected a JSON object, found {type(body).__name__}")
     return body
 
 
-async def _schema_body(request: Request) -> tuple[str, str | None, object]:
-    body = await _body(request)
+async def _schema_body(request: Request, limits: RegistryLimits) -> tuple[str, str | None, object]:
+    body = await _body(request, limits)
     schema = body.get("schema")
     if not isinstance(schema, str):
         # Confluent answers a missing schema with 42201 too.
         raise InvalidSchemaError(
             f'Invalid schema: expected "schema" to be a string, found {type(schema).__name__}'
         )
+    limits.check_schema(schema)
     return schema, body.get("schemaType") or AVRO, body.get("references")
 
 
@@ -118,12 +139,13 @@ def _schema_id(request: Request) -> int:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def create_app(registry: Registry) -> Starlette:
-    """The ASGI application serving ``registry``.
+def create_app(registry: Registry, limits: RegistryLimits | None = None) -> Starlette:
+    """The ASGI application serving ``registry`` within ``limits`` (default: the defaults).
 
     Registry calls block (they may fsync), so they run in Starlette's thread pool; the
     registry's own lock orders them.
     """
+    limits = limits or RegistryLimits()
 
     async def root(request: Request) -> Response:
         return _json({})
@@ -140,7 +162,7 @@ def create_app(registry: Registry) -> Starlette:
 
     async def raw_schema_by_id(request: Request) -> Response:
         stored = await run_in_threadpool(registry.schema_by_id, _schema_id(request))
-        return _json(json.loads(stored.text))
+        return _raw_json(stored.text)
 
     async def versions_of_schema(request: Request) -> Response:
         pairs = await run_in_threadpool(
@@ -169,7 +191,7 @@ def create_app(registry: Registry) -> Starlette:
         return _json(subjects)
 
     async def lookup(request: Request) -> Response:
-        schema, schema_type, refs = await _schema_body(request)
+        schema, schema_type, refs = await _schema_body(request, limits)
         info = await run_in_threadpool(
             lambda: registry.lookup(
                 request.path_params["subject"],
@@ -200,8 +222,9 @@ def create_app(registry: Registry) -> Starlette:
         return _json(versions)
 
     async def register(request: Request) -> Response:
-        schema, schema_type, refs = await _schema_body(request)
+        schema, schema_type, refs = await _schema_body(request, limits)
         subject = request.path_params["subject"]
+        limits.check_subject(subject)
         schema_id = await run_in_threadpool(registry.register, subject, schema, schema_type, refs)
         return _json({"id": schema_id})
 
@@ -223,7 +246,7 @@ def create_app(registry: Registry) -> Starlette:
                 include_deleted=_flag(request, "deleted"),
             )
         )
-        return _json(json.loads(info.schema))
+        return _raw_json(info.schema)
 
     async def delete_version(request: Request) -> Response:
         version = await run_in_threadpool(
@@ -236,7 +259,7 @@ def create_app(registry: Registry) -> Starlette:
         return _json(version)
 
     async def compatibility(request: Request) -> Response:
-        schema, schema_type, refs = await _schema_body(request)
+        schema, schema_type, refs = await _schema_body(request, limits)
         messages = await run_in_threadpool(
             registry.test_compatibility,
             request.path_params["subject"],
@@ -260,10 +283,11 @@ def create_app(registry: Registry) -> Starlette:
             return _json({"compatibilityLevel": level})
 
         async def put(request: Request) -> Response:
-            body = await _body(request)
-            level = await run_in_threadpool(
-                registry.set_config, subject_of(request), body.get("compatibility")
-            )
+            subject = subject_of(request)
+            if subject is not None:
+                limits.check_subject(subject)
+            body = await _body(request, limits)
+            level = await run_in_threadpool(registry.set_config, subject, body.get("compatibility"))
             return _json({"compatibility": level})
 
         async def delete(request: Request) -> Response:
@@ -274,7 +298,10 @@ def create_app(registry: Registry) -> Starlette:
 
     def dispatch(handlers: dict[str, Handler]) -> Handler:
         async def endpoint(request: Request) -> Response:
-            return await handlers[request.method](request)
+            # Starlette routes HEAD to any route with GET; answer it as GET (uvicorn drops the
+            # body).
+            method = "GET" if request.method == "HEAD" else request.method
+            return await handlers[method](request)
 
         return endpoint
 
@@ -293,6 +320,15 @@ def create_app(registry: Registry) -> Starlette:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         return _json({"error_code": exc.status_code, "message": exc.detail}, exc.status_code)
+
+    async def too_deep(request: Request, exc: Exception) -> Response:
+        # The depth limits keep the recursive parsers far from the interpreter's limit; this
+        # handler is the backstop that keeps a miss a client error rather than a 500.
+        log.warning("%s %s: %r", request.method, request.url.path, exc)
+        error = InvalidSchemaError(
+            f"Invalid schema: nested too deeply to process (the limit {MAX_SCHEMA_DEPTH_KEY})"
+        )
+        return _json(error.to_json(), status_code=error.http_status)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
@@ -321,11 +357,18 @@ def create_app(registry: Registry) -> Starlette:
         Route("/mode", mode, methods=["GET"]),
         Route("/mode/{subject}", mode, methods=["GET"]),
     ]
+    middleware = []
+    if limits.max_body_size is not None:
+        middleware.append(
+            Middleware(BodySizeLimit, max_bytes=limits.max_body_size, content_type=CONTENT_TYPE)
+        )
     return Starlette(
         routes=routes,
+        middleware=middleware,
         exception_handlers={
             RegistryError: registry_error,
             HTTPException: http_error,
+            RecursionError: too_deep,
             Exception: internal_error,
         },
     )

@@ -13,6 +13,12 @@ the right key for *fingerprinting a writer's binary layout*, not for identifying
 document. Confluent does the same: it compares its canonical string, which keeps defaults.
 
 The ``fingerprint`` is the SHA-256 of the normalized form, hex; stores index schemas by it.
+
+The text is decoded with :func:`sluice.schemas.json_text.loads`: strict JSON (no ``NaN``, no
+lone surrogates) nested at most :data:`~sluice.schemas.limits.MAX_SAFE_DEPTH` levels. Requests
+are held to the tighter configured limit before they get here
+(:meth:`~sluice.schemas.limits.RegistryLimits.check_schema`); this bound only keeps a stored
+text, or a direct caller, from sending the recursive parser past Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import avro.errors
 import avro.schema
 
 from sluice.schemas.errors import InvalidSchemaError
+from sluice.schemas.json_text import JsonSyntaxError, JsonTooDeepError, loads
+from sluice.schemas.limits import MAX_SAFE_DEPTH
 
 AVRO = "AVRO"
 
@@ -55,18 +63,22 @@ def parse_schema(text: str, schema_type: str | None = AVRO) -> ParsedSchema:
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchemaError("Invalid schema: expected Avro schema JSON text, found empty")
     try:
-        document: Any = json.loads(text)
-    except json.JSONDecodeError as e:
+        document: Any = loads(text, MAX_SAFE_DEPTH)
+    except JsonSyntaxError as e:
         raise InvalidSchemaError(f"Invalid schema: not JSON ({e})") from e
+    except JsonTooDeepError as e:
+        raise InvalidSchemaError(f"Invalid schema: {e}") from e
     # The parser reports ignored logical types as warnings; keep them as data instead, so a
     # registry running with warnings-as-errors (our tests) behaves like one in production.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             parsed = avro.schema.make_avsc_object(document)
+            normalized = json.dumps(parsed.to_json(), sort_keys=True, separators=(",", ":"))
         except (avro.errors.AvroException, TypeError, ValueError, KeyError) as e:
             raise InvalidSchemaError(f"Invalid schema: {e}") from e
-    normalized = json.dumps(parsed.to_json(), sort_keys=True, separators=(",", ":"))
+        except RecursionError as e:  # a schema within MAX_SAFE_DEPTH but costlier than measured
+            raise InvalidSchemaError("Invalid schema: nested too deeply to parse") from e
     return ParsedSchema(
         text=json.dumps(document, separators=(",", ":"), ensure_ascii=False),
         normalized=normalized,

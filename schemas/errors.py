@@ -19,6 +19,11 @@ error code status  class
 42201      422     :class:`InvalidSchemaError`
 42202      422     :class:`InvalidVersionError`
 42203      422     :class:`InvalidCompatibilityLevelError`
+42208      422     :class:`InvalidSubjectError`
+42209      422     :class:`SchemaTooLargeError`
+400        400     :class:`BadRequestError`
+404        404     :class:`RouteNotFoundError`
+413        413     :class:`RequestTooLargeError`
 50001      500     :class:`StoreError`
 =========  ======  ==============================================================
 
@@ -111,6 +116,18 @@ class InvalidCompatibilityLevelError(RegistryError):
     http_status, error_code = 422, 42203
 
 
+class InvalidSubjectError(RegistryError):
+    """A subject name with control characters, or longer than the registry allows."""
+
+    http_status, error_code = 422, 42208
+
+
+class SchemaTooLargeError(RegistryError):
+    """Schema text longer than ``schema.registry.max.schema.size`` bytes."""
+
+    http_status, error_code = 422, 42209
+
+
 class StoreError(RegistryError):
     """The backing store failed (I/O error, corrupt file); the request changed nothing."""
 
@@ -127,6 +144,12 @@ class RouteNotFoundError(RegistryError):
     """No such endpoint (Confluent answers unknown paths with ``error_code`` 404)."""
 
     http_status, error_code = 404, 404
+
+
+class RequestTooLargeError(RegistryError):
+    """A request body over the size limit (Confluent's Jetty answers 413 with code 413)."""
+
+    http_status, error_code = 413, 413
 
 
 class UnexpectedResponseError(RegistryError):
@@ -150,9 +173,12 @@ _BY_CODE: dict[int, type[RegistryError]] = {
         InvalidSchemaError,
         InvalidVersionError,
         InvalidCompatibilityLevelError,
+        InvalidSubjectError,
+        SchemaTooLargeError,
         StoreError,
         BadRequestError,
         RouteNotFoundError,
+        RequestTooLargeError,
     )
 }
 

@@ -8,6 +8,18 @@ Configuration (Confluent's key names where Confluent has one)::
     schema.compatibility.level=BACKWARD      # default global level until PUT /config sets one
     log.level=info
 
+Request limits (:mod:`sluice.schemas.limits`; the first two are Confluent's keys)::
+
+    size.limit.filter.enabled=true                      # false: no request-body size limit
+    size.limit.filter.max.request.body.size=1048576     # bytes; over it: 413, before buffering
+    schema.registry.max.request.depth=64                # JSON nesting of a body (1..256); 400
+    schema.registry.max.schema.size=1048576             # UTF-8 bytes of a schema; 422/42209
+    schema.registry.max.schema.depth=128                # JSON nesting of a schema (1..256); 42201
+    schema.registry.max.subject.length=1024             # characters; 422/42208
+
+Request line and headers are bounded by uvicorn (16 KiB, ``h11_max_incomplete_event_size``;
+over it the connection gets uvicorn's plain-text 400).
+
 With ``schema.registry.zookeeper.connect`` set (``host:port[,host:port...][/chroot]``) the
 registry keeps its state in ZooKeeper (:mod:`sluice.schemas.zk_store`) and any number of registry
 processes may share it; unset, it is standalone and ``schema.registry.data.dir`` is used.
@@ -31,6 +43,7 @@ import uvicorn
 from sluice.schemas.app import create_app
 from sluice.schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
 from sluice.schemas.file_store import FileSchemaStore
+from sluice.schemas.limits import RegistryLimits
 from sluice.schemas.registry import Registry
 from sluice.schemas.store import SchemaStore
 from sluice.schemas.zk_store import ZooKeeperSchemaStore
@@ -49,6 +62,7 @@ class RegistryConfig:
     default_level: CompatibilityLevel
     log_level: str
     zookeeper_connect: str | None = None
+    limits: RegistryLimits = RegistryLimits()
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> RegistryConfig:
@@ -66,6 +80,7 @@ class RegistryConfig:
             default_level=CompatibilityLevel.parse(level),
             log_level=props.get("log.level", "info").lower(),
             zookeeper_connect=props.get("schema.registry.zookeeper.connect", "").strip() or None,
+            limits=RegistryLimits.from_properties(props),
         )
 
     def open_store(self) -> SchemaStore:
@@ -115,7 +130,7 @@ def serve(config: RegistryConfig) -> None:
         )
         server = _Server(
             uvicorn.Config(
-                create_app(registry),
+                create_app(registry, config.limits),
                 host=config.host,
                 port=config.port,
                 log_level=config.log_level,
