@@ -3,11 +3,6 @@
 One class per znode, each with ``path`` and, where the znode holds data, ``encode``/``decode``
 (as Kafka's ``ZkData``). Paths are relative to the client's chroot::
 
-    /brokers/ids                              broker registry (children = broker ids); Kafka's
-                                              brokers register here, Sluice's standalone broker
-                                              does not (cluster mode will)
-    /brokers/topics/<topic>                   {"version": 1, "partitions": {"0": [1, 2], ...}}
-                                              partition -> replica ids (cluster mode only)
     /consumers/<group>/ids/<consumer id>      EPHEMERAL consumer registry:
                                               {"version": 1, "subscription": {"<topic>": n},
                                                "pattern": "static", "timestamp": "<ms>",
@@ -17,109 +12,65 @@ One class per znode, each with ``path`` and, where the znode holds data, ``encod
     /consumers/<group>/offsets/<topic>/<p>    PERSISTENT offset registry: the offset of the next
                                               message to consume, as a decimal string
 
+The brokers' registries that consumers read and watch, ``/brokers/ids`` and
+``/brokers/topics/<topic>``, are not modelled here: their one model is
+``sluice.broker.cluster.zk_data`` (``BrokerIdsZNode``, ``TopicZNode``), whose ``TopicZNode``
+reads Kafka 0.8's version 1 as well as the version 2 that Sluice's cluster mode and Kafka 2.x
+write. Consumers only count a topic's partitions and list the live broker ids.
+
 **Payload formats.** The consumer registry is JSON with ``"version": 1`` as in Kafka 0.8
 (``timestamp`` is a string there; we write it so). ``owned`` is a Sluice addition that Kafka's
 parsers ignore: the partitions the consumer acquired in its last successful rebalance, which is
-what the sticky assignor reads as "previous" (see ``sluice.pipeline.consumer.connector``). The
-owner and
-offset znodes keep Kafka 0.8's plain-text payloads (a thread id; a decimal offset) rather than
-JSON, so Kafka's own tools (``ConsumerOffsetChecker``, ``kafka-consumer-groups --zookeeper``)
-and monitors that read the 0.8 layout (Burrow, kafka-manager) read Sluice's groups unchanged.
-Their decoders also accept the JSON form (``{"version": 1, "owner": ...}`` /
-``{"version": 1, "offset": ...}``) so that a later switch to JSON needs no migration.
+what the sticky assignor reads as "previous" (see ``sluice.pipeline.consumer.rebalance``). The
+owner and offset znodes keep Kafka 0.8's plain-text payloads (a thread id; a decimal offset)
+rather than JSON, so Kafka's own tools (``ConsumerOffsetChecker``,
+``kafka-consumer-groups --zookeeper``) and monitors that read the 0.8 layout (Burrow,
+kafka-manager) read Sluice's groups unchanged. Their decoders also accept the JSON form
+(``{"version": 1, "owner": ...}`` / ``{"version": 1, "offset": ...}``) so that a later switch
+to JSON needs no migration.
 
-A corrupt payload raises :class:`CorruptZnodeError` naming the path, what was expected and
-what was found. Everything here is pure (no I/O) and thread-safe.
+A corrupt payload raises ``sluice.broker.cluster.zk_data.ZkDataError`` (the one error for a
+znode that is not what its class expects), naming the path, what was expected and what was
+found. Everything here is pure (no I/O) and thread-safe.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.broker.cluster.zk_data import ZkDataError
 from sluice.common.topic_partition import TopicPartition
 
 __all__ = [
-    "BrokerIdsZNode",
     "ConsumerGroupZNode",
     "ConsumerIdZNode",
     "ConsumerIdsZNode",
     "ConsumerRegistration",
-    "CorruptZnodeError",
     "OffsetZNode",
     "OffsetsTopicZNode",
     "OwnerZNode",
     "OwnersTopicZNode",
-    "TopicZNode",
     "thread_id",
 ]
 
 PAYLOAD_VERSION = 1
 
 
-class CorruptZnodeError(ValueError):
-    """A znode's payload is not what its registry says it holds."""
-
-    def __init__(self, path: str, expected: str, data: bytes) -> None:
-        super().__init__(f"znode {path}: expected {expected}, found {data[:80]!r}")
-        self.path = path
-
-
 def _json(path: str, data: bytes, expected: str) -> dict[str, Any]:
     try:
         payload = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
-        raise CorruptZnodeError(path, expected, data) from e
+        raise ZkDataError(path, expected, data) from e
     if not isinstance(payload, dict) or payload.get("version") != PAYLOAD_VERSION:
-        raise CorruptZnodeError(path, f"{expected} with version {PAYLOAD_VERSION}", data)
+        raise ZkDataError(path, f"{expected} with version {PAYLOAD_VERSION}", data)
     return payload
 
 
 def thread_id(consumer_id: str, stream: int) -> str:
     """Kafka 0.8's consumer thread id: one assignor member per stream of a consumer."""
     return f"{consumer_id}-{stream}"
-
-
-# --------------------------------------------------------------------------------------------
-# Broker registry
-# --------------------------------------------------------------------------------------------
-
-
-class BrokerIdsZNode:
-    """Parent of the ephemeral ``/brokers/ids/<id>`` znodes; absent in standalone mode."""
-
-    path = "/brokers/ids"
-
-
-class TopicZNode:
-    """``/brokers/topics/<topic>``: the topic's replica assignment (Kafka's format).
-
-    Only the partition count matters to consumers: the number of keys of ``partitions``.
-    """
-
-    @staticmethod
-    def path(topic: str) -> str:
-        return f"/brokers/topics/{topic}"
-
-    @staticmethod
-    def encode(replicas: Mapping[int, Sequence[int]]) -> bytes:
-        partitions = {str(p): list(r) for p, r in sorted(replicas.items())}
-        return json.dumps({"version": PAYLOAD_VERSION, "partitions": partitions}).encode()
-
-    @staticmethod
-    def decode(topic: str, data: bytes) -> dict[int, list[int]]:
-        path = TopicZNode.path(topic)
-        expected = 'JSON {"version": 1, "partitions": {"<p>": [<broker id>, ...]}}'
-        payload = _json(path, data, expected)
-        partitions = payload.get("partitions")
-        if not isinstance(partitions, dict):
-            raise CorruptZnodeError(path, expected, data)
-        try:
-            return {int(p): [int(b) for b in r] for p, r in partitions.items()}
-        except (TypeError, ValueError) as e:
-            raise CorruptZnodeError(path, expected, data) from e
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +154,7 @@ class ConsumerIdZNode:
                 owned={m: sorted(tps) for m, tps in owned.items()},
             )
         except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise CorruptZnodeError(path, expected, data) from e
+            raise ZkDataError(path, expected, data) from e
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,7 +190,7 @@ class OwnerZNode:
         try:
             return data.decode()
         except UnicodeDecodeError as e:
-            raise CorruptZnodeError(OwnerZNode.path(group, tp), "a UTF-8 thread id", data) from e
+            raise ZkDataError(OwnerZNode.path(group, tp), "a UTF-8 thread id", data) from e
 
 
 class OffsetsTopicZNode:
@@ -278,7 +229,7 @@ class OffsetZNode:
             else:
                 offset = int(data.decode().strip())
         except (UnicodeDecodeError, ValueError) as e:
-            raise CorruptZnodeError(path, expected, data) from e
+            raise ZkDataError(path, expected, data) from e
         if offset < 0:
-            raise CorruptZnodeError(path, expected, data)
+            raise ZkDataError(path, expected, data)
         return offset

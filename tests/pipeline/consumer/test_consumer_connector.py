@@ -1,5 +1,5 @@
 """Tests for sluice.pipeline.consumer.connector: the paper's ZooKeeper-coordinated consumer group
-(Alg. 1).
+(Alg. 1), with its rebalancer, fetcher and streams at work.
 
 Everything runs against a real ZooKeeper (the ``zk_connect`` chroot fixtures) and a real
 Sluice broker subprocess (one per module, a topic per test). Consumers run as threads of this
@@ -9,6 +9,7 @@ process, except where a process must die (SIGKILL) or restart: those run
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -22,23 +23,14 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from sluice.broker.cluster.zk_data import TopicZNode
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.consumer.connector import (
-    ConsumerConfig,
-    ConsumerConfigError,
     ConsumerTimeoutError,
     ZookeeperConsumerConnector,
     create_java_consumer_connector,
 )
-from sluice.pipeline.consumer.registry import (
-    ConsumerIdZNode,
-    ConsumerRegistration,
-    CorruptZnodeError,
-    OffsetZNode,
-    OwnerZNode,
-    TopicZNode,
-    thread_id,
-)
+from sluice.pipeline.consumer.registry import OffsetZNode, OwnerZNode, thread_id
 from tests.pipeline.zk_broker_fixture import (
     Broker,
     Collector,
@@ -126,63 +118,6 @@ def ownership_settled(zk: KazooClient, group: str, topic: str, collectors: list[
 
 def values(n: int, prefix: str = "m") -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
-
-
-# --------------------------------------------------------------------------------------------
-# Registries and configuration (no servers)
-# --------------------------------------------------------------------------------------------
-
-
-def test_registry_payloads_round_trip_in_kafka_08_formats() -> None:
-    tp = TopicPartition("clicks", 3)
-    assert OwnerZNode.path("g", tp) == "/consumers/g/owners/clicks/3"
-    assert OffsetZNode.path("g", tp) == "/consumers/g/offsets/clicks/3"
-    assert OffsetZNode.encode(42) == b"42"  # Kafka 0.8's plain decimal
-    assert OffsetZNode.decode("g", tp, b"42") == 42
-    assert OffsetZNode.decode("g", tp, b'{"version": 1, "offset": 7}') == 7
-    assert OwnerZNode.decode("g", tp, OwnerZNode.encode("c1-0")) == "c1-0"
-    with pytest.raises(CorruptZnodeError, match="offsets/clicks/3"):
-        OffsetZNode.decode("g", tp, b"-1")
-    registration = ConsumerRegistration(
-        subscription={"clicks": 2},
-        timestamp_ms=1234,
-        owned={"c1-1": [tp], "c1-0": [TopicPartition("clicks", 0)]},
-    )
-    data = ConsumerIdZNode.encode("c1", registration)
-    assert b'"version": 1' in data and b'"pattern": "static"' in data
-    assert b'"timestamp": "1234"' in data  # a string, as Kafka 0.8 wrote it
-    assert ConsumerIdZNode.decode("g", "c1", data) == registration
-    kafka_08 = b'{"version":1,"subscription":{"clicks":1},"pattern":"static","timestamp":"9"}'
-    assert ConsumerIdZNode.decode("g", "x", kafka_08).subscription == {"clicks": 1}
-    replicas = {0: [1, 2], 1: [2, 3]}
-    assert TopicZNode.decode("t", TopicZNode.encode(replicas)) == replicas
-    with pytest.raises(CorruptZnodeError, match="expected"):
-        TopicZNode.decode("t", b'{"version": 2, "partitions": {}}')
-
-
-def test_config_uses_kafka_08_names_and_rejects_bad_values() -> None:
-    base = {"zookeeper.connect": "zk:2181", "group.id": "g", "metadata.broker.list": "b:9092"}
-    config = ConsumerConfig.from_properties(base)
-    assert config.partition_assignment_strategy == "range"
-    assert (config.rebalance_max_retries, config.rebalance_backoff_ms) == (4, 2000)
-    assert (config.auto_commit_enable, config.auto_commit_interval_ms) == (True, 60_000)
-    assert config.auto_offset_reset == "largest" and config.consumer_timeout_ms == -1
-    assert config.bootstrap_servers == "b:9092" and config.consumer_id.startswith("g_")
-    parsed = ConsumerConfig.from_properties(
-        {**base, "auto.offset.reset": "earliest", "kafka.fetch.min.bytes": "1"}
-    )
-    assert parsed.kafka == {"fetch.min.bytes": "1"}
-    for bad in (
-        {"auto.offset.reset": "middle"},
-        {"rebalance.max.retries": "x"},
-        {"auto.commit.enable": "yes"},
-        {"no.such.key": "1"},
-        {"group.id": ""},
-    ):
-        with pytest.raises(ConsumerConfigError):
-            ConsumerConfig.from_properties({**base, **bad})
-    with pytest.raises(LookupError):
-        ConsumerConfig.from_properties({**base, "partition.assignment.strategy": "nope"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,15 +330,18 @@ def test_watches_are_re_armed_after_a_zookeeper_restart(
     assert set(counts(collectors).values()) == {1}
 
 
-class SlowReleaser(ZookeeperConsumerConnector):
-    """A consumer that is slow to give up its partitions: the paper's late notification."""
+def release_slowly(connector: ZookeeperConsumerConnector, delay: float) -> None:
+    """Make a joined consumer slow to give up its partitions: the paper's late notification."""
+    rebalancer = connector._rebalancer
+    assert rebalancer is not None
+    release = rebalancer.release
 
-    release_delay = 1.5
+    def slow_release(why: str) -> None:
+        if why == "rebalance" and connector.owned_partitions():
+            time.sleep(delay)
+        release(why)
 
-    def _release(self, why: str) -> None:
-        if why == "rebalance" and self.owned_partitions():
-            time.sleep(self.release_delay)
-        super()._release(why)
+    rebalancer.release = slow_release  # type: ignore[method-assign]
 
 
 def test_ownership_conflicts_back_off_and_converge(
@@ -412,10 +350,11 @@ def test_ownership_conflicts_back_off_and_converge(
     group = "g-race"
     config = settings(zk_connect, broker, group)
     broker.produce(topic, values(300), PARTITIONS)
-    slow_connector = SlowReleaser({**config, "consumer.id": "a-slow"})
+    slow_connector = ZookeeperConsumerConnector({**config, "consumer.id": "a-slow"})
     slow = Collector(slow_connector, slow_connector.create_message_streams(topic, 1))
     collectors = [slow]
     try:
+        release_slowly(slow_connector, 1.5)
         assert len(slow.connector.owned_partitions()) == PARTITIONS
         # Three more start at once; their shares are still owned by the slow consumer.
         starters = [
@@ -524,8 +463,11 @@ def test_topic_registry_changes_trigger_a_rebalance(
     try:
         assert len(connector.owned_partitions()) == PARTITIONS  # from the broker's Metadata
         # /brokers/topics/<topic> appears (cluster mode): it now decides the partition count.
+        # First as Kafka 0.8 wrote it (version 1), then as Sluice's cluster mode and Kafka 2.x
+        # write it (version 2): the consumer reads both.
         path = TopicZNode.path(topic)
-        zk_client.create(path, TopicZNode.encode({p: [1] for p in range(4)}), makepath=True)
+        kafka_08 = {"version": 1, "partitions": {str(p): [1] for p in range(4)}}
+        zk_client.create(path, json.dumps(kafka_08).encode(), makepath=True)
         wait_until(lambda: len(connector.owned_partitions()) == 4, 10, "4 partitions")
         zk_client.set(path, TopicZNode.encode({p: [1] for p in range(PARTITIONS)}))
         wait_until(lambda: len(connector.owned_partitions()) == PARTITIONS, 10, "6 partitions")
