@@ -1,14 +1,14 @@
-"""The audit as a Spark application (logic: ``sluice.pipeline.audit.audit``).
+"""The audit as a Spark application (logic: ``sluice.pipeline.audit.run``).
 
     spark-submit --master local[2] jobs/audit.py --config conf/audit.properties [--until T]
     python -m sluice.jobs.audit --config conf/audit.properties [--override key=value]
 
 Exit status: 0 every closed window agrees, 1 some closed window differs, 2 bad configuration,
 3 the audit could not run. As for ``jobs/nightly_load.py``: set ``PYSPARK_PYTHON`` to the
-venv's python on this machine; on a cluster ship ``pipeline``, ``schemas`` and ``broker`` with
-``--py-files`` (executors need ``pipeline`` and ``schemas`` with ``fastavro``, ``pyarrow``,
-``confluent-kafka``; the driver also ``matplotlib`` for ``audit.png``). Under spark-submit its
-``--master`` wins over the config's ``spark.master``.
+venv's python on this machine; on a cluster ship the installed ``sluice`` package with
+``--py-files`` (executors need ``sluice.pipeline`` and ``sluice.schemas`` with ``fastavro``,
+``pyarrow``, ``confluent-kafka``; the driver also ``matplotlib`` for ``audit.png``). Under
+spark-submit its ``--master`` wins over the config's ``spark.master``.
 """
 
 from __future__ import annotations

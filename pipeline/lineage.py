@@ -1,9 +1,8 @@
 """Where a record came from: the lineage header the mirror writes and the audit reads.
 
-The mirror (``sluice.pipeline.mirror.mirror``) copies records from live clusters into the offline
-cluster. Each
-copy carries one header naming the record's **origin** — the cluster, topic, partition and offset
-it was first written at::
+The mirror (``sluice.pipeline.mirror.mirror``) copies records from live clusters into the
+offline cluster. Each copy carries one header naming the record's **origin** — the cluster,
+topic, partition and offset it was first written at::
 
     key:   "sluice-lineage"
     value: b"<cluster>/<topic>/<partition>/<offset>"     ASCII, e.g. b"live-a/page_view/3/1042"
@@ -20,6 +19,10 @@ Invariants:
 
 A record without the header is its own origin: :func:`origin` returns its own position, under
 the alias of the cluster it was read from.
+
+A leaf of ``sluice.pipeline``: it imports nothing of Sluice, so the mirror and the audit (and the
+tests' topic readers) share it without importing each other. Pure functions and frozen values;
+thread-safe.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """The audit (paper §4): did every message the producers published reach every tier?
 
-``producer`` (the auditing producer and its counts), ``counts`` (the Spark job's counts per
-tier and window), ``report`` (the verdict and its files), ``audit`` (configuration and the run).
-May import ``sluice.pipeline.source``, ``table``, ``lineage`` and ``sluice.schemas``.
+``producer`` (the auditing producer and its counts), ``config`` (``AuditConfig``:
+``conf/audit.properties``), ``counts`` (the Spark job's counts per tier and window), ``report``
+(the verdict and its files), ``run`` (one audit: count, judge, report).
+May import ``sluice.common``, ``sluice.schemas``, ``sluice.pipeline.lineage`` and, for reading
+the tiers, ``sluice.pipeline.source`` and ``table``; not the mirror or the load. ``producer``
+(it runs in the applications) and ``config`` need only the base install; the rest needs the
+``spark`` extra, with pyspark imported only inside the functions that run Spark.
 """

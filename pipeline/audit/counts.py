@@ -22,6 +22,10 @@ the cluster it is loaded from). Lineage values are compared as strings, not pars
 All data tiers are counted by one Spark job (a union with a ``tier`` column, then one
 ``groupBy``); the producers' reports by another. Functions here run on the driver and return
 plain dicts of :class:`~sluice.pipeline.audit.report.TierCount` / ``ProducerCount``.
+
+Threads: the functions keep no state of their own, but :func:`warehouse_frame` switches
+``spark.sql.sources.partitionColumnTypeInference.enabled`` off on the session while it reads a
+table, so call it from one thread per SparkSession.
 """
 
 from __future__ import annotations
@@ -31,16 +35,25 @@ import json
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.audit.config import KafkaCluster
 from sluice.pipeline.audit.producer import SERVER_HEADER, audit_subject
 from sluice.pipeline.audit.report import ProducerCount, TierCount
 from sluice.pipeline.lineage import LINEAGE_HEADER
+from sluice.pipeline.source.metadata import KafkaMetadata
+from sluice.pipeline.source.split_reader import consumer_config
+from sluice.pipeline.table.commit import TableWriter, published_runs
+from sluice.schemas.client import RegistryClient
+from sluice.schemas.errors import SchemasError
+
+# pyspark, and the ``sluice`` data source (its classes subclass pyspark's), are imported inside
+# the functions that build frames: the audit's configuration is parsed, and ``sluice audit``
+# reports a bad one, without importing Spark.
 
 __all__ = [
     "AuditCountError",
-    "KafkaCluster",
     "count_tiers",
     "kafka_frame",
     "producer_counts",
@@ -53,14 +66,6 @@ Key = tuple[str, int]
 
 class AuditCountError(RuntimeError):
     """A tier could not be counted as configured; the message says what was found."""
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaCluster:
-    """One cluster of a tier: its alias (as in lineage headers) and its bootstrap servers."""
-
-    alias: str
-    bootstrap_servers: str
 
 
 def _options(cluster: KafkaCluster, kafka: Mapping[str, str]) -> dict[str, str]:
@@ -82,10 +87,6 @@ def _window(ms: Any, window_ms: int) -> Any:
 
 
 def _has_records(cluster: KafkaCluster, topic: str, kafka: Mapping[str, str]) -> bool:
-    from sluice.common.topic_partition import TopicPartition
-    from sluice.pipeline.source.metadata import KafkaMetadata
-    from sluice.pipeline.source.split_reader import consumer_config
-
     options = {**kafka, "kafka.bootstrap.servers": cluster.bootstrap_servers}
     with KafkaMetadata(consumer_config(options)) as metadata:
         partitions = metadata.partitions_per_topic().get(topic, 0)
@@ -95,9 +96,6 @@ def _has_records(cluster: KafkaCluster, topic: str, kafka: Mapping[str, str]) ->
 
 def _check_subject(registry_url: str, audit_topic: str) -> None:
     """Fail early, with a short message, when the reports' schema cannot be had."""
-    from sluice.schemas.client import RegistryClient
-    from sluice.schemas.errors import SchemasError
-
     subject = audit_subject(audit_topic)
     try:
         RegistryClient(registry_url).get_version(subject, "latest")
@@ -283,8 +281,6 @@ def warehouse_frame(
     ``tables`` (URIs); tables without published runs add nothing. ``None`` if nothing."""
     from pyspark.sql import functions as F
 
-    from sluice.pipeline.table.commit import published_runs
-
     if not topics:
         return None
     frame = None
@@ -352,8 +348,6 @@ def warehouse_coverage(table: str) -> int | None:
     published load (``started`` in its run report ``<table's parent>/_reports/<run id>.json``,
     where the load writes it unless ``reports.path`` moved it), else that load's manifest
     ``created`` (its commit, a little later). ``None`` when nothing is published."""
-    from sluice.pipeline.table.commit import TableWriter
-
     writer = TableWriter(table)
     manifest = writer.latest_manifest()
     if manifest is None:

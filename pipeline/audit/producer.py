@@ -2,7 +2,7 @@
 
 "Every message carries a timestamp and a server name, and each producer periodically publishes
 a monitoring event with the count it published per topic in a fixed window." The audit job
-(``sluice.pipeline.audit.audit``) compares these counts with what each downstream tier holds.
+(``sluice.pipeline.audit.run``) compares these counts with what each downstream tier holds.
 
 What :class:`AuditingProducer` adds to a confluent-kafka ``Producer``
 ======================================================================
@@ -59,6 +59,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from confluent_kafka import Producer
 
 from sluice.schemas import schema_path
 from sluice.schemas.client import RegistryClient
@@ -160,8 +162,6 @@ class AuditingProducer:
         window_ms: int = DEFAULT_WINDOW_MS,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
-        from confluent_kafka import Producer
-
         if window_ms <= 0:
             raise ValueError(f"window_ms: expected a positive number of ms, found {window_ms}")
         self.server = server if server is not None else socket.gethostname()

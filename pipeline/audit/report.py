@@ -1,9 +1,11 @@
 """The audit's verdict: per-tier counts compared with the producers', and the report files.
 
-Pure Python (no Spark): :func:`compare` takes the counts ``sluice.pipeline.audit.counts`` gathered
-and judges each ``(topic, window)``; :func:`write_report` writes ``audit.json``,
+Pure Python (no Spark): :func:`compare` takes the counts ``sluice.pipeline.audit.counts``
+gathered and judges each ``(topic, window)``; :func:`write_report` writes ``audit.json``,
 ``audit.txt`` and ``audit.png`` into the report directory (a local path or any ``pyarrow.fs``
-URI).
+URI). matplotlib is imported only by :func:`render_png`. The counts and results are values
+(``AuditResult`` is filled by :func:`compare` and not changed after); every function is
+thread-safe, but two :func:`write_report` calls into one directory overwrite each other.
 
 The rules
 =========

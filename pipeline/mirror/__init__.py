@@ -1,5 +1,8 @@
 """The mirror: consumers in the offline datacenter copying the live clusters (paper §4).
 
-``config`` (``conf/mirror.properties``, MirrorMaker 2's key names), ``mirror`` (the copy loop
-and its lag), ``metrics`` (Prometheus). Uses ``sluice.pipeline.lineage``.
+``config`` (``MirrorConfig``: ``conf/mirror.properties``, MirrorMaker 2's key names), ``mirror``
+(the copy loop per source cluster, the process that runs them, and the group's lag),
+``metrics`` (Prometheus). May import ``sluice.common`` and ``sluice.pipeline.lineage`` (besides
+confluent-kafka and prometheus-client); nothing of Spark, pyarrow or the other pipeline
+subsystems, so a mirror host needs only the base install.
 """

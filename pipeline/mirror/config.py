@@ -23,9 +23,8 @@ commit.timeout.ms                  60000             retriable commit errors ret
 metrics.listener                   (unset: off)      http://host:port for Prometheus
 =================================  ================  ===============================================
 
-Aliases are ``[A-Za-z0-9._-]+`` (they go into the lineage header, ``sluice.pipeline.lineage``); a
-key
-under ``<alias>.`` belongs to the longest alias it starts with. Topic names beginning with
+Aliases are ``[A-Za-z0-9._-]+`` (they go into the lineage header, ``sluice.pipeline.lineage``);
+a key under ``<alias>.`` belongs to the longest alias it starts with. Topic names beginning with
 ``__`` (``__consumer_offsets``…) are never mirrored, whatever the regexes say. A regex cannot
 contain a comma (the list is split on commas first), as in MirrorMaker 2.
 
@@ -40,7 +39,12 @@ explicit offsets itself), producers ``acks=all`` and ``enable.idempotence=true``
 (Java Kafka's key hash, used when source and target partition counts differ).
 
 Every malformed key raises :class:`MirrorConfigError` naming the key, what was expected and
-what was found. librdkafka keys are checked by librdkafka when the clients are built.
+what was found (numbers and lists through ``sluice.common.options``). librdkafka keys are checked
+by librdkafka when the clients are built. A blank value (``key=``) is the default, except for
+``topics``/``topics.exclude``, where it lists no regex (``topics=`` mirrors nothing).
+
+A parsed :class:`MirrorConfig` is immutable (its dicts are never changed after parsing), so
+every mirror loop thread reads it without a lock.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from sluice.common.options import integer, names, text
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
 
 __all__ = ["MirrorConfig", "MirrorConfigError", "SourceCluster"]
@@ -101,26 +106,22 @@ class SourceCluster:
     consumer: dict[str, str] = field(default_factory=dict)  # <alias>.consumer.<key>
 
 
-def _int(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    raw = (props.get(key) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise MirrorConfigError(f"{key}: expected an integer >= {minimum}, found {raw!r}")
+def _required(props: Mapping[str, str], key: str) -> str:
+    value = text(props, key)
+    if value is None:
+        raise MirrorConfigError(f"{key}: expected a value, found none")
     return value
 
 
-def _regexes(props: Mapping[str, str], key: str, default: str) -> tuple[re.Pattern[str], ...]:
-    raw = props.get(key)
-    text = default if raw is None else raw
+def _regexes(
+    props: Mapping[str, str], key: str, default: tuple[re.Pattern[str], ...]
+) -> tuple[re.Pattern[str], ...]:
+    """The comma-separated regexes of ``key``; ``default`` only when the key is missing (a
+    blank value lists none)."""
+    if key not in props:
+        return default
     patterns = []
-    for item in (p.strip() for p in text.split(",")):
-        if not item:
-            continue
+    for item in names(props, key):
         try:
             patterns.append(re.compile(item))
         except re.error as exc:
@@ -168,13 +169,8 @@ class MirrorConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> MirrorConfig:
-        def required(key: str) -> str:
-            value = (props.get(key) or "").strip()
-            if not value:
-                raise MirrorConfigError(f"{key}: expected a value, found none")
-            return value
-
-        aliases = [a.strip() for a in required("clusters").split(",") if a.strip()]
+        _required(props, "clusters")
+        aliases = list(names(props, "clusters"))
         if not aliases:
             raise MirrorConfigError(f"clusters: expected a comma list, found {props['clusters']!r}")
         for alias in aliases:
@@ -186,7 +182,7 @@ class MirrorConfig:
                 )
         if len(set(aliases)) != len(aliases):
             raise MirrorConfigError(f"clusters: expected distinct aliases, found {aliases}")
-        target_alias = _alias(required("target.alias"), "target.alias")
+        target_alias = _alias(_required(props, "target.alias"), "target.alias")
         if target_alias in aliases:
             raise MirrorConfigError(
                 f"target.alias: expected a name other than the source clusters {aliases}, "
@@ -232,15 +228,15 @@ class MirrorConfig:
         sources = tuple(
             SourceCluster(
                 alias=a,
-                bootstrap_servers=required(f"{a}.bootstrap.servers"),
+                bootstrap_servers=_required(props, f"{a}.bootstrap.servers"),
                 client=client[a],
                 consumer=source_consumer[a],
             )
             for a in aliases
         )
         metrics_host = metrics_port = None
-        listener = (props.get("metrics.listener") or "").strip()
-        if listener:
+        listener = text(props, "metrics.listener")
+        if listener is not None:
             url = urlsplit(listener)
             try:
                 port = url.port
@@ -251,7 +247,9 @@ class MirrorConfig:
                     f"metrics.listener: expected http://host:port, found {listener!r}"
                 )
             metrics_host, metrics_port = url.hostname or "127.0.0.1", port
-        replication = _int(props, "target.replication.factor", -1, -1)
+        replication = integer(
+            props, "target.replication.factor", -1, minimum=-1, error=MirrorConfigError
+        )
         if replication == 0:
             raise MirrorConfigError(
                 "target.replication.factor: expected -1 (the broker's default) or >= 1, found '0'"
@@ -259,14 +257,22 @@ class MirrorConfig:
         config = cls(
             sources=sources,
             target_alias=target_alias,
-            target_bootstrap_servers=required("target.bootstrap.servers"),
-            group_id=(props.get("group.id") or "sluice-mirror").strip(),
-            topics=_regexes(props, "topics", ".*"),
-            topics_exclude=_regexes(props, "topics.exclude", ""),
-            refresh_topics_interval_ms=_int(props, "refresh.topics.interval.ms", 10_000, 1),
-            batch_max_messages=_int(props, "batch.max.messages", 5000, 1),
-            batch_max_wait_ms=_int(props, "batch.max.wait.ms", 500, 0),
-            commit_timeout_ms=_int(props, "commit.timeout.ms", 60_000, 1),
+            target_bootstrap_servers=_required(props, "target.bootstrap.servers"),
+            group_id=text(props, "group.id") or "sluice-mirror",
+            topics=_regexes(props, "topics", (re.compile(".*"),)),
+            topics_exclude=_regexes(props, "topics.exclude", ()),
+            refresh_topics_interval_ms=integer(
+                props, "refresh.topics.interval.ms", 10_000, minimum=1, error=MirrorConfigError
+            ),
+            batch_max_messages=integer(
+                props, "batch.max.messages", 5000, minimum=1, error=MirrorConfigError
+            ),
+            batch_max_wait_ms=integer(
+                props, "batch.max.wait.ms", 500, minimum=0, error=MirrorConfigError
+            ),
+            commit_timeout_ms=integer(
+                props, "commit.timeout.ms", 60_000, minimum=1, error=MirrorConfigError
+            ),
             target_replication_factor=replication,
             metrics_host=metrics_host,
             metrics_port=metrics_port,

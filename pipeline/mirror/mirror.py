@@ -73,6 +73,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
 from sluice.pipeline.lineage import LINEAGE_HEADER, LineageError, origin
 from sluice.pipeline.mirror.config import MirrorConfig, SourceCluster
 from sluice.pipeline.mirror.metrics import MirrorMetrics
@@ -113,8 +123,6 @@ class TopicSetupError(MirrorError):
 
 
 def _codes(*names: str) -> frozenset[int]:
-    from confluent_kafka import KafkaError
-
     return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
 
 
@@ -194,9 +202,6 @@ class ClusterMirror:
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
-        from confluent_kafka import Consumer, KafkaException, Producer
-        from confluent_kafka.admin import AdminClient
-
         try:
             self._consumer = Consumer(self.config.consumer_config(self.source))
             self._producer = Producer(self.config.producer_config(self.source))
@@ -233,8 +238,6 @@ class ClusterMirror:
             self._close()
 
     def _usable(self, messages: Sequence[Any]) -> list[Any]:
-        from confluent_kafka import KafkaError
-
         batch = []
         for msg in messages:
             err = msg.error()
@@ -252,9 +255,6 @@ class ClusterMirror:
 
     def _mirror(self, messages: list[Any]) -> None:
         """Produce ``messages``, wait for every acknowledgement, then commit — or raise."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-
         batch = _Batch(self.alias)
         next_offsets: dict[tuple[str, int], int] = {}
         for msg in messages:
@@ -303,8 +303,6 @@ class ClusterMirror:
 
     def _record(self, msg: Any, topic: str, partition: int, offset: int) -> dict[str, Any]:
         """The produce() arguments that copy ``msg`` with its lineage."""
-        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
-
         headers = msg.headers()
         has_lineage = any(k == LINEAGE_HEADER and v is not None for k, v in headers or ())
         if not has_lineage:
@@ -327,8 +325,6 @@ class ClusterMirror:
     def _commit(self, offsets: list[Any]) -> bool:
         """Commit ``offsets``; False when a rebalance refused it (duplicates, not loss);
         :class:`CommitError` after ``commit.timeout.ms`` of retriable errors."""
-        from confluent_kafka import KafkaException
-
         deadline = time.monotonic() + self.config.commit_timeout_ms / 1000
         backoff = 0.1
         while True:
@@ -364,8 +360,6 @@ class ClusterMirror:
     # -- the group -------------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        from confluent_kafka import KafkaException
-
         self._owned.update((tp.topic, tp.partition) for tp in partitions)
         self.metrics.assigned.labels(self.alias).set(len(self._owned))
         log.info("%s: assigned %s", self.alias, _names(partitions))
@@ -390,8 +384,6 @@ class ClusterMirror:
 
     def _refresh_topics(self) -> None:
         """Re-read the source's topics; create missing target topics; resubscribe on change."""
-        from confluent_kafka import KafkaException
-
         try:
             metadata = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S)
         except KafkaException as exc:
@@ -424,9 +416,6 @@ class ClusterMirror:
         """The topics of ``wanted`` that exist on the target (created when missing), with
         their target partition counts recorded; retriable failures leave a topic out until
         the next refresh."""
-        from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
         try:
             existing = self._target_topic_counts()
         except KafkaException as exc:
@@ -471,8 +460,6 @@ class ClusterMirror:
 
     def _wait_target_topics(self, created: list[str], known: dict[str, int]) -> dict[str, int]:
         """Target partition counts once the created topics show in Metadata (≤ 30 s)."""
-        from confluent_kafka import KafkaException
-
         deadline = time.monotonic() + 30
         while True:
             with contextlib.suppress(KafkaException):
@@ -485,8 +472,6 @@ class ClusterMirror:
         """``sluice_mirror_lag`` of the owned partitions: the cached high watermark (from the
         last fetch response; no request) minus the committed offset — the log start when
         nothing is committed yet and ``auto.offset.reset`` is earliest, else unknown."""
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-
         for topic, partition in sorted(self._owned):
             low, high = self._consumer.get_watermark_offsets(
                 KafkaTopicPartition(topic, partition), cached=True
@@ -610,9 +595,6 @@ def mirror_lag(config: MirrorConfig, timeout_s: float = 15.0) -> list[PartitionL
     OffsetFetch to that cluster's group coordinator) against the log's bounds (ListOffsets),
     as ``kafka-consumer-groups --describe`` shows them. Raises :class:`MirrorError` when a
     cluster does not answer."""
-    from confluent_kafka import Consumer, KafkaException
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
-
     rows: list[PartitionLag] = []
     for source in config.sources:
         consumer = Consumer(

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sluice.cli.load_command import add_config_arguments, progress_printer
+from sluice.common.properties import PropertiesError, load_properties
+from sluice.pipeline.audit.config import AuditConfig, AuditConfigError, parse_time
 
 __all__ = [
     "EXIT_BAD_CONFIG",
@@ -61,15 +63,6 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_audit_command(args: argparse.Namespace) -> int:
     """Run the audit for parsed ``args``; returns the exit status."""
-    from sluice.common.properties import PropertiesError, load_properties
-    from sluice.pipeline.audit.audit import (
-        AuditConfig,
-        AuditConfigError,
-        AuditError,
-        parse_time,
-        run_audit,
-    )
-
     try:
         config = AuditConfig.from_properties(load_properties(args.config, args.override))
         until = parse_time(args.until) if args.until else None
@@ -79,6 +72,10 @@ def run_audit_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sluice audit: --until: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    # Here, not at the top: the run needs pyarrow (the ``spark`` extra), and ``sluice --help``
+    # builds this parser in an install without it.
+    from sluice.pipeline.audit.run import AuditError, run_audit
+
     before = _active_spark()
     try:
         result = run_audit(config, until_ms=until, progress=_progress)

@@ -21,6 +21,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from sluice.common.logging_setup import configure
+from sluice.common.properties import PropertiesError, load_properties
+from sluice.pipeline.mirror.config import MirrorConfig, MirrorConfigError
+from sluice.pipeline.mirror.mirror import Mirror, MirrorError, format_lag, mirror_lag
+
 __all__ = ["add_mirror_parser", "main", "run_lag_command", "run_mirror_command"]
 
 
@@ -70,11 +75,8 @@ def _add_arguments(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
-def _config(args: argparse.Namespace, command: str) -> Any:
+def _config(args: argparse.Namespace, command: str) -> MirrorConfig | None:
     """The parsed config, or None after printing why it is bad."""
-    from sluice.common.properties import PropertiesError, load_properties
-    from sluice.pipeline.mirror.config import MirrorConfig, MirrorConfigError
-
     if not args.config:
         print(f"sluice mirror {command}: expected --config <file>, found none", file=sys.stderr)
         return None
@@ -87,14 +89,10 @@ def _config(args: argparse.Namespace, command: str) -> Any:
 
 def run_mirror_command(args: argparse.Namespace) -> int:
     """Mirror until a signal; returns the exit status."""
-    from sluice.common.logging_setup import configure
-
     configure(args.log_level, args.log_format)
     config = _config(args, "run")
     if config is None:
         return 2
-    from sluice.pipeline.mirror.mirror import Mirror
-
     mirror = Mirror(config)
     previous = {
         sig: signal.signal(sig, lambda *_: mirror.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
@@ -118,8 +116,6 @@ def run_lag_command(args: argparse.Namespace) -> int:
     config = _config(args, "lag")
     if config is None:
         return 2
-    from sluice.pipeline.mirror.mirror import MirrorError, format_lag, mirror_lag
-
     try:
         rows = mirror_lag(config)
     except MirrorError as exc:

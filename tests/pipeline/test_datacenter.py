@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from sluice.common.properties import load_properties
-from sluice.pipeline.audit.audit import AuditConfig, run_audit
+from sluice.pipeline.audit.config import AuditConfig
 from sluice.pipeline.audit.producer import AuditingProducer
+from sluice.pipeline.audit.run import run_audit
 from sluice.pipeline.mirror.config import MirrorConfig
 from sluice.pipeline.mirror.mirror import mirror_lag
 from tests.pipeline.broker_fixture import SluiceBroker, create_topic

@@ -12,7 +12,7 @@ from sluice.cli.mirror_command import main as mirror_main
 from sluice.common.properties import load_properties
 from sluice.pipeline.mirror.config import MirrorConfig, MirrorConfigError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 BASE = {
     "clusters": "live-a,live-b",
@@ -75,6 +75,17 @@ def test_every_key_is_read() -> None:
     assert config.commit_timeout_ms == 5000
     assert config.target_replication_factor == 2
     assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 9501)
+
+
+def test_blank_values_take_the_default() -> None:
+    keys = ("group.id", "refresh.topics.interval.ms", "batch.max.messages", "batch.max.wait.ms")
+    keys += ("commit.timeout.ms", "target.replication.factor", "metrics.listener")
+    config = with_keys(dict.fromkeys(keys, " "))
+    assert config.group_id == "sluice-mirror"
+    assert (config.refresh_topics_interval_ms, config.batch_max_messages) == (10_000, 5000)
+    assert (config.batch_max_wait_ms, config.commit_timeout_ms) == (500, 60_000)
+    assert config.target_replication_factor == -1
+    assert config.metrics_port is None
 
 
 def test_topic_filter_is_full_match_include_minus_exclude_never_internal() -> None:
@@ -169,10 +180,11 @@ def test_settings_that_are_allowed_when_they_agree_with_the_fixed_ones() -> None
         ({"target.alias": "off/line"}, r"target.alias: cluster alias must match"),
         ({"target.alias": "live-a"}, r"target.alias: expected a name other than the source"),
         ({"target.bootstrap.servers": ""}, r"target.bootstrap.servers: expected a value"),
-        ({"batch.max.messages": "0"}, r"batch.max.messages: expected an integer >= 1, found '0'"),
-        ({"batch.max.messages": "many"}, r"batch.max.messages: expected an integer >= 1"),
+        ({"batch.max.messages": "0"}, r"batch.max.messages: expected an integer >= 1, found 0$"),
+        ({"batch.max.messages": "many"}, r"batch.max.messages: expected an integer, found 'many'"),
         ({"refresh.topics.interval.ms": "-5"}, r"refresh.topics.interval.ms: expected an int"),
-        ({"batch.max.wait.ms": "x"}, r"batch.max.wait.ms: expected an integer >= 0, found 'x'"),
+        ({"batch.max.wait.ms": "x"}, r"batch.max.wait.ms: expected an integer, found 'x'"),
+        ({"batch.max.wait.ms": "-1"}, r"batch.max.wait.ms: expected an integer >= 0, found -1$"),
         ({"commit.timeout.ms": "0"}, r"commit.timeout.ms: expected an integer >= 1"),
         ({"target.replication.factor": "0"}, r"target.replication.factor: expected -1 .* '0'"),
         ({"target.replication.factor": "-2"}, r"target.replication.factor: expected an int"),

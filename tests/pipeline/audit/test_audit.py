@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sluice.cli.audit_command import main as audit_cli
-from sluice.pipeline.audit.audit import AuditConfig, AuditConfigError, AuditError, run_audit
+from sluice.pipeline.audit.config import AuditConfig, AuditConfigError
 from sluice.pipeline.audit.producer import SERVER_HEADER
 from sluice.pipeline.audit.report import (
     Mismatch,
@@ -43,6 +43,7 @@ from sluice.pipeline.audit.report import (
     format_ms,
     render_text,
 )
+from sluice.pipeline.audit.run import AuditError, run_audit
 from sluice.pipeline.lineage import LINEAGE_HEADER, Lineage
 from sluice.pipeline.load.run import LoadConfig, run_load
 from tests.pipeline.audit_helpers import (
@@ -55,7 +56,7 @@ from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 W = 1000  # window.ms
 PER_WINDOW = (5, 7, 3)
 DOUBLED = 2  # records the stand-in mirror copies twice
