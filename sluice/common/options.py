@@ -23,6 +23,7 @@ __all__ = [
     "integer",
     "names",
     "positive_int",
+    "required",
     "text",
 ]
 
@@ -38,6 +39,16 @@ def text(options: Mapping[str, str], key: str) -> str | None:
         return None
     value = str(raw).strip()
     return value or None
+
+
+def required(
+    options: Mapping[str, str], key: str, *, error: type[Exception] = InvalidOptionError
+) -> str:
+    """The stripped value of ``key``; missing or blank is an error naming the key."""
+    value = text(options, key)
+    if value is None:
+        raise error(f"{key}: expected a value, found none")
+    return value
 
 
 def boolean(

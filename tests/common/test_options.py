@@ -12,6 +12,7 @@ from sluice.common.options import (
     integer,
     names,
     positive_int,
+    required,
     text,
 )
 
@@ -62,3 +63,9 @@ def test_names_are_stripped_and_blanks_dropped() -> None:
 @given(st.integers(min_value=1, max_value=2**63))
 def test_positive_int_round_trips(n: int) -> None:
     assert positive_int({"k": str(n)}, "k") == n
+
+
+def test_required_names_the_missing_key() -> None:
+    assert required({"k": " v "}, "k") == "v"
+    with pytest.raises(MyConfigError, match="k: expected a value, found none"):
+        required({"k": "  "}, "k", error=MyConfigError)
