@@ -40,14 +40,14 @@ configuration in the base install.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
-from urllib.parse import urlsplit
 
-from sluice.common.options import names, positive_int, text
+from sluice.common.options import names, positive_int, required, text
+from sluice.common.paths import to_uri
 from sluice.pipeline.audit.producer import DEFAULT_AUDIT_TOPIC, DEFAULT_WINDOW_MS
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
 
@@ -71,26 +71,16 @@ class AuditConfigError(ValueError):
     """A configuration key is missing or malformed; the message names the key."""
 
 
+# A key without which the config means nothing: missing or blank is a AuditConfigError.
+_required = partial(required, error=AuditConfigError)
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaCluster:
     """One cluster of a tier: its alias (as in lineage headers) and its bootstrap servers."""
 
     alias: str
     bootstrap_servers: str
-
-
-def _to_uri(path: str) -> str:
-    """A plain local path becomes an absolute ``file://`` URI; URIs pass through."""
-    if urlsplit(path).scheme:
-        return path.rstrip("/")
-    return "file://" + os.path.abspath(path)
-
-
-def _required(props: Mapping[str, str], key: str) -> str:
-    value = text(props, key)
-    if value is None:
-        raise AuditConfigError(f"{key}: expected a value, found none")
-    return value
 
 
 def _alias(key: str, alias: str) -> str:
@@ -132,7 +122,10 @@ class AuditConfig:
         if len(set(aliases)) != len(aliases):
             raise AuditConfigError(f"live.clusters: expected distinct aliases, found {aliases}")
         live = tuple(
-            KafkaCluster(_alias("live.clusters", a), _required(props, f"{a}.bootstrap.servers"))
+            KafkaCluster(
+                _alias("live.clusters", a),
+                _required(props, f"{a}.bootstrap.servers"),
+            )
             for a in aliases
         )
         offline = None
@@ -143,7 +136,7 @@ class AuditConfig:
                     f"offline.alias: expected an alias no live cluster has, found {alias!r}"
                 )
             offline = KafkaCluster(alias, _required(props, "offline.bootstrap.servers"))
-        tables = tuple(_to_uri(t) for t in names(props, "warehouse.table"))
+        tables = tuple(to_uri(t) for t in names(props, "warehouse.table"))
         window_ms = positive_int(props, "window.ms", DEFAULT_WINDOW_MS, error=AuditConfigError)
         assert window_ms is not None
         grace_ms = positive_int(props, "grace.ms", window_ms, error=AuditConfigError)
@@ -182,7 +175,7 @@ class AuditConfig:
             topics=topics,
             tiers=tuple(t for t in TIERS if t in tiers),
             warehouse_cutoff=mode,
-            report_dir=_to_uri(text(props, "report.dir") or "./build/audit"),
+            report_dir=to_uri(text(props, "report.dir") or "./build/audit"),
             spark_master=text(props, "spark.master") or "local[2]",
             spark={
                 k: v for k, v in props.items() if k.startswith("spark.") and k != "spark.master"

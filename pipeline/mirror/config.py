@@ -52,10 +52,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from sluice.common.options import integer, names, text
+from sluice.common.options import integer, names, required, text
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
 
 __all__ = ["MirrorConfig", "MirrorConfigError", "SourceCluster"]
@@ -63,6 +64,10 @@ __all__ = ["MirrorConfig", "MirrorConfigError", "SourceCluster"]
 
 class MirrorConfigError(ValueError):
     """A mirror configuration key is missing or malformed; the message names the key."""
+
+
+# A key without which the config means nothing: missing or blank is a MirrorConfigError.
+_required = partial(required, error=MirrorConfigError)
 
 
 _TOP_LEVEL = frozenset(
@@ -104,13 +109,6 @@ class SourceCluster:
     bootstrap_servers: str
     client: dict[str, str] = field(default_factory=dict)  # <alias>.<key>: all its clients
     consumer: dict[str, str] = field(default_factory=dict)  # <alias>.consumer.<key>
-
-
-def _required(props: Mapping[str, str], key: str) -> str:
-    value = text(props, key)
-    if value is None:
-        raise MirrorConfigError(f"{key}: expected a value, found none")
-    return value
 
 
 def _regexes(
@@ -228,7 +226,9 @@ class MirrorConfig:
         sources = tuple(
             SourceCluster(
                 alias=a,
-                bootstrap_servers=_required(props, f"{a}.bootstrap.servers"),
+                bootstrap_servers=required(
+                    props, f"{a}.bootstrap.servers", error=MirrorConfigError
+                ),
                 client=client[a],
                 consumer=source_consumer[a],
             )
@@ -257,7 +257,9 @@ class MirrorConfig:
         config = cls(
             sources=sources,
             target_alias=target_alias,
-            target_bootstrap_servers=_required(props, "target.bootstrap.servers"),
+            target_bootstrap_servers=required(
+                props, "target.bootstrap.servers", error=MirrorConfigError
+            ),
             group_id=text(props, "group.id") or "sluice-mirror",
             topics=_regexes(props, "topics", (re.compile(".*"),)),
             topics_exclude=_regexes(props, "topics.exclude", ()),
