@@ -42,7 +42,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from bench.bench_broker import BrokerProcess
+from bench.bench_broker import start_broker
 from bench.results import OUT_DIR, Results
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.consumer.assignors import (
@@ -373,7 +373,7 @@ def plot(runs: list[dict[str, Any]], path: Path, quick: bool) -> Path | None:
 def run(results: Results, quick: bool) -> None:
     leave_at, return_at, total = (8.0, 16.0, 24.0) if quick else (20.0, 40.0, 60.0)
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-assignors-", dir=".")).resolve()
-    broker = BrokerProcess(work)
+    broker = start_broker(work)
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     producer = None

@@ -1,6 +1,6 @@
 """The broker's fetch path as a fraction of a raw ``os.sendfile`` of the same segment over
 loopback, and the pieces the cross-system benchmarks (``bench_peers``) reuse for Sluice: the
-broker process and confluent-kafka's produce loop."""
+broker process (``sluice.testing``'s, as in the tests) and confluent-kafka's produce loop."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -22,46 +20,19 @@ from bench.results import Results
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.protocol.codec import encode_request
+from sluice.testing.broker import BrokerProcess
 
 MESSAGE = 200
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class BrokerProcess:
-    def __init__(self, work: Path) -> None:
-        self.port = free_port()
-        self.log_dir = work / "broker"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sluice", "broker", "start",
-             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-             "--override", f"log.dirs={self.log_dir}",
-             "--override", "offsets.topic.num.partitions=1",
-             "--override", "num.partitions=1",
-             "--log-level", "warning"],
-        )  # fmt: skip
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        self.proc.kill()  # the caller has no handle yet to stop it
-        self.proc.wait()
-        raise RuntimeError("broker did not start")
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+def start_broker(work: Path) -> BrokerProcess:
+    """A started standalone broker (``sluice.testing.broker.BrokerProcess``) with its log in
+    ``<work>/broker`` and its output in ``<work>/broker.out``: one partition per new topic,
+    default asynchronous flushing, warnings only. The caller stops it."""
+    broker = BrokerProcess(
+        work, {"num.partitions": "1"}, log_level="warning", log_dir=work / "broker"
+    )
+    return broker.start()
 
 
 def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]) -> float:
@@ -193,7 +164,7 @@ def run(results: Results, quick: bool) -> None:
     throughput, Sluice's beside the other systems', are in bench_peers.)"""
     count = 1_000_000 if quick else 5_000_000
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir="."))
-    broker = BrokerProcess(work)
+    broker = start_broker(work)
     try:
         topic = "bench-fetch"
         produce(broker.bootstrap, topic, count, {"batch.num.messages": 50, "linger.ms": 5})

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_broker import BrokerProcess, produce
+from bench.bench_broker import produce, start_broker
 from bench.results import Results
 
 PARTITIONS = 8
@@ -22,7 +22,7 @@ def run(results: Results, quick: bool) -> None:
 
     count = 1_000_000 if quick else 10_000_000
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-load-", dir=".")).resolve()
-    broker = BrokerProcess(work)
+    broker = start_broker(work)
     spark = None
     try:
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]

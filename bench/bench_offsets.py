@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.bench_broker import BrokerProcess, produce
+from bench.bench_broker import produce, start_broker
 from bench.results import Results
 
 REPO = Path(__file__).resolve().parent.parent
@@ -205,7 +205,7 @@ def run(results: Results, quick: bool) -> None:
     count = 20_000 if quick else 100_000
     kill_after = count // (KILLS + 1) + FLUSH // 2  # mid-way between two flushes / commits
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-offsets-", dir=".")).resolve()
-    broker = BrokerProcess(work)
+    broker = start_broker(work)
     topic = "offsets"
     rows: list[tuple[str, int, int, int]] = []
     try:

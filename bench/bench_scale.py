@@ -5,7 +5,7 @@ performance linear to the data size, up to many terabytes of data", and "the per
 Kafka doesn't degrade with a larger data size", which is what makes a 7-day retention
 feasible. This experiment shows whether that holds for Sluice on one machine.
 
-One standalone broker (``bench.bench_broker.BrokerProcess``: default 1 GiB segments, flushing
+One standalone broker (``bench.bench_broker.start_broker``: default 1 GiB segments, flushing
 left to the OS), one topic with one partition, one confluent-kafka producer with librdkafka's
 default batching (``acks=1``) and 200-byte messages:
 
@@ -52,7 +52,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from bench.bench_broker import MESSAGE, BrokerProcess
+from bench.bench_broker import MESSAGE, start_broker
 from bench.peers.kafka import FETCH
 from bench.results import OUT_DIR, Results
 from sluice.broker.log.log_config import LogConfig
@@ -441,7 +441,7 @@ def run(results: Results, quick: bool, size: int | None = None, slice_bytes: int
         notes.append(cut)
     chunk = max(1, min(MAX_CHUNK, target // 20))
     slice_bytes = max(1, min(slice_bytes, target // 10))
-    broker = BrokerProcess(work)
+    broker = start_broker(work)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=30)

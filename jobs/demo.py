@@ -13,7 +13,8 @@
 4. produce a few more views and load again: the second run reads only the new offsets;
 5. SIGTERM the broker and the registry and check both exited 0.
 
-Each demo starts from scratch: it deletes ``./data/demo`` and ``./warehouse/events`` (offsets
+The broker and the registry are ``sluice.testing``'s process classes, as in the tests. Each
+demo starts from scratch: it deletes ``./data/demo`` and ``./warehouse/events`` (offsets
 of an old broker's log would be data loss for the new one).
 """
 
@@ -21,20 +22,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
-import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
+
+from sluice.testing.broker import BrokerProcess, create_topic
+from sluice.testing.console import step
+from sluice.testing.net import free_port
+from sluice.testing.process import ChildProcess
+from sluice.testing.registry import RegistryProcess
+from sluice.testing.spark import spark_submit
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "demo"
@@ -42,86 +43,37 @@ WAREHOUSE = REPO / "warehouse"
 TOPIC = "page_views"
 PARTITIONS = 4
 DAY_MS = 86_400_000
-SPARK_LOG_LINE = re.compile(r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN) ")
-SPARK_NOISE = (
-    "WARN ",
-    "WARNING:",
-    "Using Spark's default log4j",
-    "Setting default log level",
-    "To adjust logging level",
-    "Setting Spark log level",
-)
 
 
-def step(message: str) -> None:
-    print(f"\n==> {message}", flush=True)
+def start_broker(port: int) -> BrokerProcess:
+    """A standalone broker on ``port``: log dir ``data/demo/broker``, output in
+    ``data/demo/broker.out``, topics only as created, warnings only."""
+    broker = BrokerProcess(
+        DATA,
+        {"auto.create.topics.enable": "false"},
+        port=port,
+        log_level="warning",
+        log_dir=DATA / "broker",
+    )
+    try:
+        return broker.start()
+    except RuntimeError as exc:
+        raise SystemExit(f"{exc}\n(see {DATA}/broker.out)") from None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_broker(port: int) -> subprocess.Popen[bytes]:
-    from confluent_kafka.admin import AdminClient
-
-    args = [sys.executable, "-m", "sluice", "broker", "start", "--log-level", "warning"]
-    for key, value in {
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "log.dirs": str(DATA / "broker"),
-        "offsets.topic.num.partitions": "1",
-        "auto.create.topics.enable": "false",
-    }.items():
-        args += ["--override", f"{key}={value}"]
-    log = open(DATA / "broker.out", "ab")  # noqa: SIM115 - the broker writes it until stopped
-    proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the broker exited with {proc.returncode}; see {DATA}/broker.out")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            time.sleep(0.1)
-    AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
-    return proc
-
-
-def create_topic(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-        future.result(timeout=15)
-
-
-def start_registry(port: int) -> subprocess.Popen[bytes]:
-    url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "sluice", "registry", "start"]
-    for key, value in {
-        "listeners": url,
-        "schema.registry.data.dir": str(DATA / "registry"),
-        "schema.compatibility.level": "BACKWARD",
-        "log.level": "warning",
-    }.items():
-        args += ["--override", f"{key}={value}"]
-    log = open(DATA / "registry.out", "ab")  # noqa: SIM115 - written until the registry stops
-    proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the registry exited with {proc.returncode}; see {DATA}/registry.out")
-        try:
-            with urllib.request.urlopen(url + "/", timeout=1):
-                return proc
-        except urllib.error.HTTPError as e:
-            e.close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"the registry did not answer within 30s; see {DATA}/registry.out")
+def start_registry(port: int) -> RegistryProcess:
+    """A schema registry on ``port``: data in ``data/demo/registry``, output in
+    ``data/demo/registry.out``, BACKWARD compatibility."""
+    registry = RegistryProcess(
+        DATA / "registry",
+        DATA / "registry.out",
+        port,
+        overrides={"schema.compatibility.level": "BACKWARD", "log.level": "warning"},
+    )
+    try:
+        return registry.start()
+    except RuntimeError as exc:
+        raise SystemExit(f"{exc}\n(see {DATA}/registry.out)") from None
 
 
 def page_view_v2() -> dict[str, Any]:
@@ -215,34 +167,8 @@ def produce_corrupt(bootstrap: str) -> None:
           f"{msg.offset()}", flush=True)  # fmt: skip
 
 
-def spark_submit(job: str, config: Path) -> int:
-    """``spark-submit jobs/<job> --config <config>`` in ``local[2]``, its output shown without
-    Spark's log noise; returns the exit status."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    args = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.log.level=ERROR",
-        str(REPO / "jobs" / job),
-        "--config", str(config),
-    ]  # fmt: skip
-    print(f"    $ spark-submit --master local[2] jobs/{job} --config "
-          f"{config.relative_to(REPO)}", flush=True)  # fmt: skip
-    proc = subprocess.Popen(
-        args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if not line.strip() or line.startswith(SPARK_NOISE) or SPARK_LOG_LINE.match(line):
-            continue
-        print(f"    {line.rstrip()}", flush=True)
-    return proc.wait()
-
-
 def run_load(config: Path) -> None:
-    code = spark_submit("nightly_load.py", config)
+    code = spark_submit(REPO / "jobs" / "nightly_load.py", config, cwd=REPO)
     if code != 0:
         raise SystemExit(f"the nightly load failed with exit status {code}")
 
@@ -315,13 +241,9 @@ def _columns(con: Any, source: str) -> dict[str, str]:
     }
 
 
-def stop(name: str, proc: subprocess.Popen[bytes]) -> int:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        code = proc.wait()
+def stop(name: str, process: ChildProcess) -> int | None:
+    """SIGTERM ``process``, wait for it (SIGKILL after 30 s) and say how it exited."""
+    code = process.stop()
     print(f"    {name} exited with {code}")
     return code
 
@@ -336,14 +258,14 @@ def main() -> int:
     port, registry_port = free_port(), free_port()
     bootstrap, registry = f"127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
     step(f"starting a schema registry on {registry} (data dir data/demo/registry)")
-    registry_proc = start_registry(registry_port)
-    broker: subprocess.Popen[bytes] | None = None
-    codes: dict[str, int] = {}
+    registry_process = start_registry(registry_port)
+    broker: BrokerProcess | None = None
+    codes: dict[str, int | None] = {}
     try:
         step(f"starting a standalone broker on {bootstrap} (log dir data/demo/broker)")
         broker = start_broker(port)
         step(f"creating topic {TOPIC} with {PARTITIONS} partitions; producing Avro page views")
-        create_topic(bootstrap)
+        create_topic(bootstrap, TOPIC, PARTITIONS)
         produce_views(bootstrap, registry, 20_000, seed=1, days=3, version=1)
         produce_views(bootstrap, registry, 400, seed=3, days=1, version=2)
         produce_corrupt(bootstrap)
@@ -367,7 +289,7 @@ def main() -> int:
         step("stopping the broker and the registry (SIGTERM)")
         if broker is not None:
             codes["broker"] = stop("broker", broker)
-        codes["registry"] = stop("registry", registry_proc)
+        codes["registry"] = stop("registry", registry_process)
     unclean = [name for name, code in codes.items() if code != 0]
     if unclean:
         print(f"did not shut down cleanly: {', '.join(unclean)}", file=sys.stderr)

@@ -29,15 +29,16 @@
 5. Everything is stopped with SIGTERM; the demo fails if any process did not exit 0 or the audit
    found a closed window that differs.
 
-Each run starts from scratch (deletes ``data/datacenter`` and ``warehouse/datacenter``).
+Each run starts from scratch (deletes ``data/datacenter`` and ``warehouse/datacenter``). The
+processes are ``sluice.testing.process.ChildProcess`` objects running the ``sluice`` command
+with the generated configs, as an operator would.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,7 +46,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sluice.jobs.demo import free_port, spark_submit, step
+from sluice.testing.broker import create_topic
+from sluice.testing.console import step
+from sluice.testing.net import WaitTimeoutError, free_port, port_free, port_open, wait_until
+from sluice.testing.process import ChildProcess
+from sluice.testing.spark import spark_submit
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "datacenter"
@@ -75,18 +80,9 @@ PORTS = {
 }
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def choose_ports() -> dict[int, int]:
     """Configured port → the port this run uses (itself when free)."""
-    return {p: p if _port_free(p) else free_port() for p in PORTS.values()}
+    return {p: p if port_free(p) else free_port() for p in PORTS.values()}
 
 
 def generate(source: Path, ports: dict[int, int], extra: dict[str, str] | None = None) -> Path:
@@ -104,68 +100,43 @@ def generate(source: Path, ports: dict[int, int], extra: dict[str, str] | None =
     return target
 
 
-class Process:
-    """A named child process with its output in ``data/datacenter/<name>.out``."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        self.name, self.args, self.env = name, args, env
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log(self) -> Path:
-        return DATA / f"{self.name}.out"
-
-    def start(self) -> Process:
-        out = open(self.log, "ab")  # noqa: SIM115 - the child writes it until it stops
-        self.proc = subprocess.Popen(
-            self.args, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT
-        )
-        out.close()
-        return self
-
-    def wait_port(self, port: int, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{self.name} exited with {self.proc.returncode}; see {self.log}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise SystemExit(f"{self.name} did not listen on {port} within {timeout:.0f}s")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> int:
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
-        print(f"    {self.name} exited with {code}", flush=True)
-        return code
+def sluice(name: str, *args: str, port: int | None = None) -> ChildProcess:
+    """``python -m sluice <args>`` run from the repository as ``name``, its output in
+    ``data/datacenter/<name>.out``; ready once ``port`` (when given) accepts connections."""
+    return ChildProcess(
+        DATA / f"{name}.out",
+        [sys.executable, "-m", "sluice", *args],
+        name=name,
+        cwd=REPO,
+        ready=None if port is None else functools.partial(port_open, port),
+        start_timeout=60.0,
+        stop_timeout=40.0,
+    )
 
 
-def sluice(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sluice", *args]
+def wait_ready(process: ChildProcess) -> None:
+    """Wait until ``process`` listens (60 s); exit the demo if it died or never did."""
+    try:
+        process.wait_ready()
+    except RuntimeError as exc:
+        raise SystemExit(f"{exc}\n(see {process.output_path})") from None
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
+def stop(process: ChildProcess) -> int:
+    """SIGTERM, wait (SIGKILL after 40 s), and say how it exited; 0 if it never started."""
+    if process.proc is None:
+        return 0
+    code = process.stop()
+    print(f"    {process.name} exited with {code}", flush=True)
+    return 0 if code is None else code
+
+
+def settle(what: str, check: Callable[[], bool], timeout: float) -> None:
+    """Poll ``check`` every 0.5 s; exit the demo if it does not hold within ``timeout``."""
+    try:
+        wait_until(check, timeout, what, interval=0.5)
+    except WaitTimeoutError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def cluster_ready(bootstrap: str, brokers: int) -> bool:
@@ -180,12 +151,9 @@ def cluster_ready(bootstrap: str, brokers: int) -> bool:
 
 
 def create_topics(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(TOPIC, PARTITIONS, 2), NewTopic(AUDIT_TOPIC, 1, 2)]
-    for future in admin.create_topics(topics).values():
-        future.result(timeout=30)
+    """``page_views`` and the audit topic, two replicas each, every partition with a leader."""
+    create_topic(bootstrap, TOPIC, PARTITIONS, replication_factor=2, timeout=30)
+    create_topic(bootstrap, AUDIT_TOPIC, 1, replication_factor=2, timeout=30)
 
 
 def front_end(
@@ -278,46 +246,49 @@ def main() -> int:
             {"window.ms": str(WINDOW_MS), "report.dir": str(DATA / "audit")},
         ),
     }
-    processes: list[Process] = []
+    processes: list[ChildProcess] = []
     codes: dict[str, int] = {}
     audit_status = 1
     try:
         step(f"ZooKeeper on 127.0.0.1:{port['zookeeper']} (Debian's package)")
-        zk = Process(
-            "zookeeper", sluice("zookeeper", "start", "--config", str(configs["zookeeper"]))
-        )
-        processes.append(zk.start())
-        zk.wait_port(port["zookeeper"])
+        zk = sluice(
+            "zookeeper", "zookeeper", "start", "--config", str(configs["zookeeper"]),
+            port=port["zookeeper"],
+        )  # fmt: skip
+        processes.append(zk.spawn())
+        wait_ready(zk)
 
         step(f"live cluster {live} and offline cluster {offline} (two ZooKeeper chroots)")
-        for name in ("live-1", "live-2", "offline-1", "offline-2"):
-            broker = Process(name, sluice("broker", "start", "--config", str(configs[name])))
-            processes.append(broker.start())
-        for name in ("live-1", "live-2", "offline-1", "offline-2"):
-            next(p for p in processes if p.name == name).wait_port(port[name])
-        wait_until("the live cluster", lambda: cluster_ready(live, 2), 60)
-        wait_until("the offline cluster", lambda: cluster_ready(offline, 2), 60)
+        brokers = [
+            sluice(name, "broker", "start", "--config", str(configs[name]), port=port[name])
+            for name in ("live-1", "live-2", "offline-1", "offline-2")
+        ]
+        for broker in brokers:
+            processes.append(broker.spawn())
+        for broker in brokers:
+            wait_ready(broker)
+        settle("the live cluster", lambda: cluster_ready(live, 2), 60)
+        settle("the offline cluster", lambda: cluster_ready(offline, 2), 60)
 
         step(f"schema registry on {registry}")
-        reg = Process(
-            "registry",
-            sluice("registry", "start", "--override", f"listeners={registry}", "--override",
-                   f"schema.registry.data.dir={DATA / 'registry'}"),
+        reg = sluice(
+            "registry", "registry", "start", "--override", f"listeners={registry}",
+            "--override", f"schema.registry.data.dir={DATA / 'registry'}", port=port["registry"],
         )  # fmt: skip
-        processes.append(reg.start())
-        reg.wait_port(port["registry"])
+        processes.append(reg.spawn())
+        wait_ready(reg)
 
         step(f"topics on the live cluster: {TOPIC} ({PARTITIONS} partitions), {AUDIT_TOPIC}")
         create_topics(live)
 
         step("two mirror processes, one group, live -> offline (sluice mirror)")
         mirrors = [
-            Process(f"mirror-{i}", sluice("mirror", "--config", str(configs["mirror"]),
-                                          *(["--override", "metrics.listener="] if i else [])))
+            sluice(f"mirror-{i}", "mirror", "--config", str(configs["mirror"]),
+                   *(["--override", "metrics.listener="] if i else []))
             for i in range(2)
         ]  # fmt: skip
         for m in mirrors:
-            processes.append(m.start())
+            processes.append(m.spawn())
 
         step(f"front-end servers fe-1, fe-2 produce for {PRODUCE_SECONDS:.0f}s "
              f"({RATE_PER_SERVER}/s each, audit window {WINDOW_MS // 1000}s)")  # fmt: skip
@@ -333,32 +304,33 @@ def main() -> int:
         print("    kill -9 mirror-1 mid-traffic, restarting it", flush=True)
         mirrors[1].kill()
         time.sleep(2)
-        mirrors[1].start()
+        mirrors[1].spawn()
         for t in fronts:
             t.join()
         if errors:
             raise SystemExit("a front-end server failed: " + "; ".join(errors))
 
         step("waiting for the mirrors to catch up (lag 0 on every live partition)")
-        wait_until("mirror lag 0", lambda: mirror_caught_up(configs["mirror"]), 120)
-        subprocess.run(sluice("mirror", "lag", "--config", str(configs["mirror"])), cwd=REPO)
+        settle("mirror lag 0", lambda: mirror_caught_up(configs["mirror"]), 120)
+        lag = [sys.executable, "-m", "sluice", "mirror", "lag", "--config", str(configs["mirror"])]
+        subprocess.run(lag, cwd=REPO)
 
         step("nightly load: offline cluster -> warehouse/datacenter/page_views")
-        if spark_submit("nightly_load.py", configs["load"]) != 0:
+        if spark_submit(REPO / "jobs" / "nightly_load.py", configs["load"], cwd=REPO) != 0:
             raise SystemExit("the nightly load failed")
 
         step("audit: producers' counts against live, offline and warehouse, per window")
-        audit_status = spark_submit("audit.py", configs["audit"])
+        audit_status = spark_submit(REPO / "jobs" / "audit.py", configs["audit"], cwd=REPO)
         print(f"    audit exit status {audit_status}; report in {DATA.relative_to(REPO)}/audit")
     finally:
         step("stopping everything (SIGTERM)")
         for proc in reversed(processes):
             if proc.name == "zookeeper":
                 continue
-            codes[proc.name] = proc.stop()
+            codes[proc.name] = stop(proc)
         for proc in processes:
             if proc.name == "zookeeper":
-                proc.stop()  # Java exits 143 on SIGTERM: not judged
+                stop(proc)  # Java exits 143 on SIGTERM: not judged
     unclean = [name for name, code in codes.items() if code != 0]
     if unclean:
         print(f"did not shut down cleanly: {', '.join(unclean)}", file=sys.stderr)

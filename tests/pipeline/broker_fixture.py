@@ -2,9 +2,10 @@
 
 ``kafka_broker`` (session) starts ``python -m sluice broker start`` on a free port with a
 retention check every 200 ms (so the retention test sees segments go within a second);
-``topic_name`` (function) gives a fresh topic name per test. ``create_topic`` and ``produce``
-go through confluent-kafka, the way users fill a broker; ``produce`` returns every delivered
-record with the offset the broker gave it, the model the tests compare Spark's output with.
+``topic_name`` (function) gives a fresh topic name per test. ``create_topic``
+(``sluice.testing.broker``) and ``produce`` go through confluent-kafka, the way users fill a
+broker; ``produce`` returns every delivered record with the offset the broker gave it, the
+model the tests compare Spark's output with.
 
 ``tests/pipeline/conftest.py`` imports the fixtures, so every module shares the one session
 broker (importing them into a test module would start a second one). Under ``CI=true`` a
@@ -14,11 +15,6 @@ broker that will not start fails the tests; elsewhere they are skipped with the 
 from __future__ import annotations
 
 import functools
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from tests.net import free_port, wait_for_port
-
-START_TIMEOUT = 30.0
+from sluice.testing.broker import BrokerProcess
+from sluice.testing.broker import create_topic as create_topic  # the tests import it from here
+from sluice.testing.ci import in_ci
 
 
 @dataclass(frozen=True)
@@ -45,74 +41,18 @@ class Produced:
     timestamp_ms: int
 
 
-class SluiceBroker:
-    """A standalone broker on 127.0.0.1 with its data under ``base_dir``."""
+class SluiceBroker(BrokerProcess):
+    """The pipeline tests' standalone broker (a :class:`~sluice.testing.broker.BrokerProcess`):
+    topics exist only when created — ``auto.create.topics.enable=false`` unless ``overrides``
+    say otherwise — and it logs warnings only."""
 
     def __init__(self, base_dir: Path, overrides: Mapping[str, str] | None = None) -> None:
-        self.base_dir = base_dir
-        self.port = free_port()
-        self.overrides = dict(overrides or {})
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> SluiceBroker:
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "listeners": f"PLAINTEXT://{self.bootstrap}",
-            "log.dirs": str(self.base_dir / "data"),
-            "offsets.topic.num.partitions": "1",
-            "auto.create.topics.enable": "false",
-            **self.overrides,
-        }
-        args = [sys.executable, "-m", "sluice", "broker", "start", "--log-level", "warning"]
-        for key, value in settings.items():
-            args += ["--override", f"{key}={value}"]
-        with open(self.base_dir / "broker.out", "ab") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT
-        while not wait_for_port("127.0.0.1", self.port, 0.5):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the broker did not listen on {self.port}: {self.tail()}")
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the broker exited with {self.proc.returncode}: {self.tail()}")
-            try:
-                admin.list_topics(timeout=1)
-                return self
-            except Exception:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"the broker did not answer within {START_TIMEOUT}s: {self.tail()}")
+        settings = {"auto.create.topics.enable": "false", **(overrides or {})}
+        super().__init__(base_dir, settings, log_level="warning")
 
     def tail(self) -> str:
-        try:
-            return (self.base_dir / "broker.out").read_text(errors="replace")[-3000:]
-        except FileNotFoundError:
-            return "(no output)"
-
-    def stop(self) -> int | None:
-        """SIGTERM, wait; SIGKILL after 30 s. The exit status (0 on a clean shutdown)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+        """The last 3,000 characters of the broker's output, for failure messages."""
+        return self.output()[-3000:] or "(no output)"
 
 
 @pytest.fixture(scope="session")
@@ -139,27 +79,6 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SluiceBro
 def topic_name(request: pytest.FixtureRequest) -> str:
     base = "".join(c if c.isalnum() else "_" for c in request.node.name)[:40]
     return f"{base}-{uuid.uuid4().hex[:6]}"
-
-
-def create_topic(
-    bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None
-) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, partitions, 1, config=dict(config or {}))], operation_timeout=10
-    )
-    for future in futures.values():
-        future.result(timeout=15)
-    # Metadata is immediate on a standalone broker; wait until a consumer sees the partitions.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(timeout=5).topics.get(name)
-        if topic is not None and len(topic.partitions) == partitions:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"topic {name} did not appear with {partitions} partitions")
 
 
 def produce(

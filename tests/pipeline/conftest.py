@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from sluice.testing.ci import in_ci
+
 # Session fixtures shared by every module here: defined once, so one broker and one registry
 # serve the whole session (a fixture imported into several modules would start one each).
 from tests.pipeline.audit_helpers import registry_url  # noqa: F401
@@ -44,7 +46,7 @@ def spark() -> Iterator[Any]:
         )
     except Exception as exc:  # the JVM is missing, too old, or will not start
         message = f"Spark (local[2]) could not start: {type(exc).__name__}: {exc}"
-        if os.environ.get("CI") == "true":
+        if in_ci():
             pytest.fail(message)
         pytest.skip(message)
     session.sparkContext.setLogLevel("ERROR")

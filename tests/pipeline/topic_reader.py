@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from sluice.pipeline.lineage import LINEAGE_HEADER, Lineage
-from tests.broker.cluster.cluster_fixture import QUIET
+from sluice.testing.cluster import QUIET
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Helpers for the ZooKeeper-consumer tests: a broker subprocess, a collector, a child consumer.
 
-* :class:`Broker` runs ``python -m sluice broker start`` on a free port of 127.0.0.1 (ready when
-  the port accepts connections and Metadata answers) and stops it with SIGTERM.
+* :class:`Broker` is a :class:`~sluice.testing.broker.BrokerProcess` whose new topics get four
+  partitions, with a helper to produce strings round-robin over partitions.
 * :class:`Collector` reads every stream of a connector on its own thread and records
   ``(topic, partition, offset, value)`` of each message, until the connector shuts down.
 * Run as ``python -m tests.pipeline.zk_broker_fixture '<json config>' <topic> [options]``
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,83 +24,24 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 
 from sluice.pipeline.consumer.connector import (
     KafkaStream,
     MessageAndMetadata,
     ZookeeperConsumerConnector,
 )
-from tests.net import free_port, wait_for_port
+from sluice.testing.broker import BrokerProcess
+from sluice.testing.net import wait_until as wait_until  # the tests import it from here
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Broker:
-    """A standalone Sluice broker subprocess with its data in ``base_dir``."""
+class Broker(BrokerProcess):
+    """A standalone broker for the ZooKeeper-consumer tests: ``num.partitions=4``."""
 
     def __init__(self, base_dir: Path) -> None:
-        self.base_dir = base_dir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> Broker:
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "sluice", "broker", "start"]
-        for setting in (
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            f"log.dirs={self.base_dir / 'data'}",
-            "offsets.topic.num.partitions=1",
-            "num.partitions=4",
-        ):
-            args += ["--override", setting]
-        with open(self.base_dir / "broker.out", "ab") as out:
-            self.proc = subprocess.Popen(
-                args, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-            )
-        if not wait_for_port("127.0.0.1", self.port, timeout):
-            self.stop()
-            raise RuntimeError(f"broker did not listen on {self.port}:\n{self.output()}")
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def output(self) -> str:
-        path = self.base_dir / "broker.out"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-            future.result(30)
-        # Wait until Metadata shows every partition, as a consumer will read it.
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "probe"})
-        try:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                found = consumer.list_topics(name, timeout=5).topics.get(name)
-                if (
-                    found is not None
-                    and found.error is None
-                    and len(found.partitions) == partitions
-                ):
-                    return
-                time.sleep(0.05)
-            raise RuntimeError(f"topic {name} did not show {partitions} partitions")
-        finally:
-            consumer.close()
+        super().__init__(base_dir, {"num.partitions": "4"})
 
     def produce(self, topic: str, values: Iterable[str], partitions: int) -> None:
         """Produce each value to partition ``index % partitions``, and wait for the acks."""
@@ -192,14 +132,6 @@ def counts(collectors: Iterable[Collector]) -> Counter[tuple[int, int]]:
         with collector._lock:
             total.update((p, o) for _, p, o, _ in collector.records)
     return total
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,54 +5,23 @@ with its own kazoo client (its own session), so "a broker dies" is "its session 
 
 * :meth:`SimCluster.kill` stops the client: the session closes and the broker's ephemeral
   znodes vanish at once (a crash, as the rest of the cluster sees it);
-* :meth:`SimCluster.expire` expires the session from outside (a second client attaches to the
-  same session id and closes it): the instance lives on as a zombie, then kazoo reconnects with
-  a fresh session and the instance re-registers.
+* :meth:`SimCluster.expire` expires the session from outside
+  (:func:`sluice.testing.zookeeper.expire_session`): the instance lives on as a zombie, then
+  kazoo reconnects with a fresh session and the instance re-registers.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 
 from sluice.broker.cluster.cluster_metadata import ClusterMetadata
-from tests.conftest import kazoo_client
+from sluice.testing.net import wait_until
+from sluice.testing.zookeeper import expire_session, kazoo_client
 
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float = 10.0, message: str = "condition"
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy and return that; fail at ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(0.02)
-
-
-def expire_session(client: KazooClient, hosts: str, timeout: float = 10.0) -> None:
-    """Expire ``client``'s session server-side and wait until it has noticed (state LOST)."""
-    lost: list[str] = []
-
-    def listener(state: str) -> None:
-        if state == KazooState.LOST:
-            lost.append(state)
-
-    client.add_listener(listener)
-    try:
-        other = KazooClient(hosts=hosts, client_id=client.client_id, timeout=timeout)
-        other.start(timeout=timeout)
-        other.stop()
-        other.close()
-        wait_until(lambda: lost, timeout, "the session to expire")
-    finally:
-        client.remove_listener(listener)
+# Test modules import these from here; they live in sluice.testing.
+__all__ = ["SimCluster", "expire_session", "wait_until"]
 
 
 class SimCluster:

@@ -1,5 +1,6 @@
-"""confluent-kafka helpers: create a topic, produce a list of messages and count the
-acknowledgements, consume a partition range back — each returning plain values to compare.
+"""confluent-kafka helpers: create a topic (``sluice.testing.broker.create_topic``), produce a
+list of messages and count the acknowledgements, consume a partition range back — each
+returning plain values to compare.
 
 Every client made here is closed before the helper returns (the admin client has nothing to
 close).
@@ -14,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.testing.broker import create_topic as create_topic  # the tests import it from here
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -41,16 +43,6 @@ class Delivered(NamedTuple):
 def unique(prefix: str) -> str:
     """A topic name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
-) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.create_topics(
-        [NewTopic(name, partitions, 1, config=dict(config or {}))], operation_timeout=10
-    )[name]
-    future.result(timeout=15)
 
 
 def produce(
