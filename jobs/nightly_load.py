@@ -5,17 +5,19 @@
 
 On this machine the project is pip-installed (editable) into the venv whose ``python`` runs the
 driver and the workers (set ``PYSPARK_PYTHON`` to it when calling spark-submit). On a cluster
-ship the packages with the job instead, e.g.::
+ship the installed ``sluice`` package with the job instead, e.g.::
 
-    (cd /path/to/sluice && zip -qr /tmp/sluice.zip pipeline broker schemas jobs)
+    pip install --no-deps --target /tmp/sluice-pkg /path/to/sluice
+    (cd /tmp/sluice-pkg && zip -qr /tmp/sluice.zip sluice)
     spark-submit --master yarn --deploy-mode cluster --py-files /tmp/sluice.zip \\
         --files conf/nightly_load.properties jobs/nightly_load.py \\
         --config nightly_load.properties
 
-(``broker`` is needed only for its ``.properties`` parser, ``schemas`` for Avro values
-(``valueFormat=avro``); executors need ``pipeline``, ``schemas`` with ``fastavro``,
-``pyarrow`` and ``confluent-kafka``.) Under spark-submit its ``--master`` wins over the
-config's ``spark.master``.
+(the driver plans the run with ``sluice.pipeline``, ``sluice.common`` and ``sluice.cli``;
+executors need ``sluice.pipeline.source``, ``sluice.schemas`` with ``fastavro`` for Avro values
+(``valueFormat=avro``), ``pyarrow`` and ``confluent-kafka``.) Under spark-submit its
+``--master`` wins over the config's ``spark.master``. The module is only an entry point: the
+load itself is ``sluice.pipeline.load.run``, its command line ``sluice.cli.load_command``.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Written as JSON next to the table (``<warehouse>/_reports/<run_id>.json``) whatever the outcome
 — published, nothing new, or failed — and printed as a summary table. The manifest
-(``sluice.pipeline.table.manifest``) is the machine contract the next run resumes from; the report
-is for
-people and monitoring, and may carry more (timings, the failure, the Spark application id).
+(``sluice.pipeline.table.manifest``) is the machine contract the next run resumes from; the
+report is for people and monitoring, and may carry more (timings, the failure, the Spark
+application id).
 JSON, version 1::
 
     {"version": 1, "run_id": "...", "table": "file:///w/events", "status": "published",
@@ -22,6 +22,8 @@ JSON, version 1::
 (``valueFormat=avro``) put in the run's error table (``errors_path``, set when there are any);
 ``reader_schema`` and ``schema_ids`` (writer schemas seen) are null / ``{}`` for binary loads.
 
+A partition's entry is its ``OffsetRange`` (``sluice.pipeline.source.ranges``) with the counts
+reading it produced (``PartitionReport``); a date's entry is the manifest's ``RowCount``.
 ``status`` is ``published``, ``no-new-data`` or ``failed``. Instances are plain mutable
 dataclasses filled in by one thread.
 """
@@ -35,22 +37,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.common.text_table import render_table
-from sluice.pipeline.source.ranges import DataLoss
+from sluice.pipeline.source.ranges import DataLoss, OffsetRange
 from sluice.pipeline.table.filesystem import TableFileSystem
+from sluice.pipeline.table.manifest import RowCount
 
-__all__ = ["REPORT_VERSION", "DateRows", "LoadReport", "PartitionReport"]
+__all__ = ["REPORT_VERSION", "LoadReport", "PartitionReport"]
 
 REPORT_VERSION = 1
 
 
 @dataclass(slots=True)
 class PartitionReport:
-    """One partition's range in this run and what reading it produced."""
+    """One partition's range in this run and what reading it produced (filled in as the
+    readers' metrics arrive). In JSON the range's fields and the counts sit side by side."""
 
-    topic: str
-    partition: int
-    start: int
-    end: int
+    range: OffsetRange
     rows: int = 0
     bytes: int = 0
     seconds: float = 0.0
@@ -59,24 +60,13 @@ class PartitionReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "start": self.start,
-            "end": self.end,
+            **self.range.to_json(),
             "rows": self.rows,
             "bytes": self.bytes,
             "seconds": round(self.seconds, 3),
             "lost": self.lost,
             "errors": self.errors,
         }
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class DateRows:
-    topic: str
-    partition: int
-    date: str
-    rows: int
 
 
 def _now() -> str:
@@ -96,7 +86,7 @@ class LoadReport:
     finished: str | None = None
     phases: dict[str, float] = field(default_factory=dict)
     partitions: list[PartitionReport] = field(default_factory=list)
-    dates: list[DateRows] = field(default_factory=list)
+    dates: list[RowCount] = field(default_factory=list)
     data_loss: list[DataLoss] = field(default_factory=list)
     message: str = ""
     error: str | None = None
@@ -166,10 +156,10 @@ class LoadReport:
         if self.partitions:
             rows = [
                 [
-                    p.topic,
-                    str(p.partition),
-                    str(p.start),
-                    str(p.end),
+                    p.range.topic,
+                    str(p.range.partition),
+                    str(p.range.start),
+                    str(p.range.end),
                     str(p.rows),
                     str(p.bytes),
                     f"{p.seconds:.2f}",

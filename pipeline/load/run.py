@@ -8,10 +8,13 @@ on Spark. One run:
    partitions and take each one's log end *now*: the run reads ``[committed, end)``, partitions
    it has never seen from their log start. Offsets outside the log are data loss: with
    ``failOnDataLoss=true`` (default) the run fails naming topic, partition and offsets; with
-   ``false`` they are clamped and the loss goes into the manifest and the report.
-2. **read+write** — ``spark.read.format("sluice")`` over exactly those ranges (``assign`` +
-   explicit ``startingOffsets``/``endingOffsets`` JSON), a ``date`` column (UTC
-   ``yyyy-MM-dd`` of the record timestamp), Parquet partitioned by ``topic``/``date`` into the
+   ``false`` they are clamped and the loss goes into the manifest and the report. This is the
+   run's only resolution of offsets: the ranges planned here are the ranges read and recorded.
+2. **read+write** — ``spark.read.format("sluice")`` over exactly those ranges, handed to the
+   source as its ``readPlan`` option (``sluice.pipeline.source.read_plan``: the ranges, the
+   split options, the parsed Avro options and the reader schema; the source neither lists
+   partitions nor resolves offsets again), a ``date`` column (UTC ``yyyy-MM-dd`` of the record
+   timestamp), Parquet partitioned by ``topic``/``date`` into the
    run's staging directory (``sluice.pipeline.table.commit``).
 3. **verify** — count what landed per topic/partition/date from the staged files and check it
    against what the readers fetched (each split writes its rows/bytes/seconds to
@@ -19,13 +22,14 @@ on Spark. One run:
 4. **commit** — write ``_manifest.json`` (every range with rows and bytes, the resume offsets,
    per-date counts, files, data loss, schema ids, error counts) and publish with one
    no-replace rename.
+5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
 
 Typed loads (``valueFormat=avro``)
 ==================================
 The values are decoded into typed columns (``sluice.pipeline.source.data_source``, "Typed Avro
-values").
-The reader schema is resolved once, in the plan phase, and pinned for the read by its id
-(``valueSchemaId``), so a version registered while the job runs changes nothing. Undecodable
+values"). The Avro options are parsed once, with the configuration (``LoadConfig.avro``); the
+reader schema is resolved once, in the plan phase, and travels to the source in the read plan,
+so a version registered while the job runs changes nothing. Undecodable
 records go, with ``onDecodeError=errorTable`` (the default here), to the run's **error
 table**: Parquet files under ``load=<N>/_errors/`` (columns ``avro_columns.ERROR_ARROW_SCHEMA``:
 topic, partition, offset, timestamp, key, the raw value, schema_id, error, reason). They sit in
@@ -38,12 +42,12 @@ fetched = landed + errors for every partition; the report counts them. With
 ``onDecodeError=fail`` the first undecodable record fails the run (nothing is published) with
 a message naming its topic, partition and offset. The writer schema ids of the decoded records
 go into the manifest's ``schema_ids``.
-5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
 
 A crash anywhere before the rename leaves the table as it was (the rerun re-reads the same
 ranges); after it, the rerun finds nothing new. A run with nothing new publishes nothing.
 ``SLUICE_CRASH_AT=read|staged|manifest|published`` makes the process SIGKILL itself and its
-Spark JVM at that point, for the crash tests.
+Spark JVM at that point, for the crash tests. ``run_load`` is for one thread; concurrent loads
+of one table coordinate only through the table's commit protocol.
 """
 
 from __future__ import annotations
@@ -59,35 +63,44 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
-from sluice.pipeline.load.report import DateRows, LoadReport, PartitionReport
-from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA, OutputLayout, ReaderSchema
+from sluice.common.options import boolean, names, positive_int, text
+from sluice.pipeline.load.report import LoadReport, PartitionReport
+from sluice.pipeline.source.avro_columns import (
+    ERROR_ARROW_SCHEMA,
+    OutputLayout,
+    ReaderSchema,
+    ValueSchemaError,
+    output_schema,
+    resolve_reader_schema,
+)
+from sluice.pipeline.source.data_source import register
 from sluice.pipeline.source.metadata import KafkaMetadata
-from sluice.pipeline.source.ranges import (
+from sluice.pipeline.source.options import (
     EARLIEST,
+    AvroOptions,
     OffsetOptionError,
-    OffsetRange,
     Subscribe,
     complete_offsets,
-    offsets_to_json,
-    resolve_ranges,
 )
+from sluice.pipeline.source.ranges import OffsetRange, Resolution, resolve_ranges
+from sluice.pipeline.source.read_plan import READ_PLAN_OPTION, ReadPlan
 from sluice.pipeline.source.split_reader import consumer_config
 from sluice.pipeline.table.commit import StagedRun, TableWriter
 from sluice.pipeline.table.manifest import (
     ERRORS_DIR,
     DataFile,
     ErrorCount,
-    Manifest,
     RangeRecord,
     RowCount,
     is_error_file,
-    merge_offsets,
 )
 
 __all__ = ["CRASH_PHASES", "LoadConfig", "LoadConfigError", "LoadError", "run_load"]
@@ -126,24 +139,6 @@ def _to_uri(path: str) -> str:
     return "file://" + os.path.abspath(path)
 
 
-def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = props.get(key)
-    if raw is None or not raw.strip():
-        return default
-    if raw.strip().lower() not in ("true", "false"):
-        raise LoadConfigError(f"{key}: expected true or false, found {raw!r}")
-    return raw.strip().lower() == "true"
-
-
-def _positive(props: Mapping[str, str], key: str) -> int | None:
-    raw = props.get(key)
-    if raw is None or not raw.strip():
-        return None
-    if not (raw.strip().isdigit() and int(raw) > 0):
-        raise LoadConfigError(f"{key}: expected a positive integer, found {raw!r}")
-    return int(raw)
-
-
 @dataclass(frozen=True)
 class LoadConfig:
     """The keys of ``conf/nightly_load.properties``; see that file for each one's meaning."""
@@ -160,8 +155,11 @@ class LoadConfig:
     reports: str | None = None  # default <warehouse>/_reports
     kafka: dict[str, str] = field(default_factory=dict)  # other kafka.* keys, for consumers
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
-    value_format: str = "binary"  # or "avro": typed columns
-    avro: dict[str, str] = field(default_factory=dict)  # the Avro source options, as given
+    avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
+
+    @property
+    def value_format(self) -> str:
+        return "binary" if self.avro is None else "avro"
 
     @property
     def table_uri(self) -> str:
@@ -174,53 +172,50 @@ class LoadConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LoadConfig:
         def required(key: str) -> str:
-            value = (props.get(key) or "").strip()
-            if not value:
+            value = text(props, key)
+            if value is None:
                 raise LoadConfigError(f"{key}: expected a value, found none")
             return value
 
-        topics = tuple(t.strip() for t in required("topics").split(",") if t.strip())
+        topics = names(props, "topics")
         if not topics:
-            raise LoadConfigError(f"topics: expected a comma list, found {props['topics']!r}")
+            raise LoadConfigError(f"topics: expected a comma list, found {required('topics')!r}")
         table = (props.get("table") or "events").strip()
         if not table or "/" in table or table.startswith(("_", ".")):
             raise LoadConfigError(f"table: expected a plain directory name, found {table!r}")
-        value_format = (props.get("valueFormat") or "binary").strip().lower()
+        value_format = (text(props, "valueFormat") or "binary").lower()
         if value_format not in ("binary", "avro"):
             raise LoadConfigError(f"valueFormat: expected binary or avro, found {value_format!r}")
-        avro = {k: props[k].strip() for k in AVRO_KEYS if (props.get(k) or "").strip()}
+        given = {k: v for k in AVRO_KEYS if (v := text(props, k)) is not None}
+        avro = None
         if value_format == "avro":
             required("schema.registry.url")
-            avro.setdefault("onDecodeError", "errorTable")
+            # Parsed once, here; the run adds its own error table directory (decodeErrorPath).
             try:
-                from sluice.pipeline.source.data_source import AvroOptions
-
-                AvroOptions.parse(
-                    {
-                        "valueformat": "avro",
-                        "decodeerrorpath": "/validated-later",
-                        **{k.lower(): v for k, v in avro.items()},
-                    }
+                avro = AvroOptions.parse(
+                    {"valueFormat": "avro", "onDecodeError": "errorTable", **given}
                 )
             except ValueError as exc:
-                raise LoadConfigError(str(exc).replace("option ", "", 1)) from None
-        elif avro:
+                raise LoadConfigError(str(exc)) from None
+        elif given:
             raise LoadConfigError(
-                f"{sorted(avro)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
+                f"{sorted(given)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
             )
+        reports = text(props, "reports.path")
         return cls(
-            value_format=value_format,
             avro=avro,
             bootstrap_servers=required("kafka.bootstrap.servers"),
             topics=topics,
             warehouse=_to_uri(required("warehouse.path")),
             table=table,
-            fail_on_data_loss=_bool(props, "failOnDataLoss", True),
-            min_partitions=_positive(props, "minPartitions"),
-            max_records_per_partition=_positive(props, "maxRecordsPerPartition"),
-            spark_master=(props.get("spark.master") or "local[2]").strip(),
-            run_id=(props.get("run.id") or "").strip() or None,
-            reports=_to_uri(props["reports.path"]) if props.get("reports.path") else None,
+            fail_on_data_loss=boolean(props, "failOnDataLoss", True, error=LoadConfigError),
+            min_partitions=positive_int(props, "minPartitions", error=LoadConfigError),
+            max_records_per_partition=positive_int(
+                props, "maxRecordsPerPartition", error=LoadConfigError
+            ),
+            spark_master=text(props, "spark.master") or "local[2]",
+            run_id=text(props, "run.id"),
+            reports=_to_uri(reports) if reports else None,
             kafka={
                 k: v
                 for k, v in props.items()
@@ -231,18 +226,9 @@ class LoadConfig:
             },
         )
 
-    def source_options(self) -> dict[str, str]:
-        """The ``sluice`` source options every read of this load shares."""
-        options = {"kafka.bootstrap.servers": self.bootstrap_servers, **self.kafka}
-        options["failOnDataLoss"] = str(self.fail_on_data_loss).lower()
-        if self.min_partitions:
-            options["minPartitions"] = str(self.min_partitions)
-        if self.max_records_per_partition:
-            options["maxRecordsPerPartition"] = str(self.max_records_per_partition)
-        if self.value_format == "avro":
-            options["valueFormat"] = "avro"
-            options.update(self.avro)
-        return options
+    def kafka_options(self) -> dict[str, str]:
+        """The ``kafka.*`` options of every consumer of this load (the planner's, the source's)."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.kafka}
 
 
 # -- crash injection ------------------------------------------------------------------------
@@ -296,8 +282,6 @@ def _default_run_id(table: str) -> str:
 
 def build_spark(config: LoadConfig) -> Any:
     """A SparkSession for the load: the configured master unless spark-submit chose one."""
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(f"sluice-nightly-load-{config.table}")
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit
@@ -328,23 +312,23 @@ def _phase(report: LoadReport, name: str, progress: Callable[[str], None]) -> It
 
 def _plan(
     config: LoadConfig, committed: Mapping[str, Mapping[int, int]], progress: Callable[[str], None]
-) -> tuple[list[OffsetRange], Any]:
-    with KafkaMetadata(consumer_config(config.source_options())) as metadata:
-        counts = metadata.partitions_per_topic()
-        for topic in config.topics:
-            if topic not in counts:
-                progress(f"topic {topic!r} does not exist (yet); nothing to read from it")
-        assigned = Subscribe(list(config.topics)).assigned(counts)
-        bounds = metadata.bounds(assigned)
+) -> Resolution:
+    """Every subscribed partition's range ``[committed, log end)``, the run's one resolution:
+    the source reads exactly these ranges (``readPlan``) and the manifest records them."""
+    with KafkaMetadata(consumer_config(config.kafka_options())) as metadata:
+        assigned, bounds = metadata.assigned_bounds(Subscribe(list(config.topics)))
+    present = {tp.topic for tp in assigned}
+    for topic in config.topics:
+        if topic not in present:
+            progress(f"topic {topic!r} does not exist (yet); nothing to read from it")
     starting = complete_offsets(committed, assigned, EARLIEST)
-    resolution = resolve_ranges(
+    return resolve_ranges(
         bounds,
         starting or "earliest",
         "latest",  # the log ends just listed: the snapshot this run reads up to
         partitions=assigned,
         fail_on_data_loss=config.fail_on_data_loss,
     )
-    return resolution.ranges, resolution.data_loss
 
 
 def _read_metrics(staged: StagedRun) -> list[dict[str, Any]]:
@@ -359,7 +343,7 @@ def _read_metrics(staged: StagedRun) -> list[dict[str, Any]]:
     return metrics
 
 
-def _landed(spark: Any, staged: StagedRun, files: Sequence[DataFile]) -> list[DateRows]:
+def _landed(spark: Any, staged: StagedRun, files: Sequence[DataFile]) -> list[RowCount]:
     """Rows per (topic, partition, date) in the staged Parquet data files (Spark does not
     look into ``_errors/``)."""
     if not any(not is_error_file(f.path) for f in files):
@@ -371,7 +355,7 @@ def _landed(spark: Any, staged: StagedRun, files: Sequence[DataFile]) -> list[Da
         .count()
         .collect()
     )
-    return sorted(DateRows(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in rows)
+    return sorted(RowCount(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in rows)
 
 
 def _resolve_avro(
@@ -381,19 +365,20 @@ def _resolve_avro(
 
     One reader schema per table: topics whose ``<topic>-value`` subjects differ need
     ``valueSchemaSubject`` / ``valueSchemaId``, or tables of their own."""
-    if config.value_format != "avro":
+    avro = config.avro
+    if avro is None:
         return None
-    from sluice.pipeline.source.avro_columns import ValueSchemaError
-    from sluice.pipeline.source.data_source import resolve_avro
-
-    options = {**config.source_options(), "subscribe": ",".join(topics)}
-    options["decodeErrorPath"] = "/resolved-later"  # placeholder: only the schema is wanted
     try:
-        resolved = resolve_avro(options)
-    except (ValueSchemaError, ValueError) as exc:
+        reader = resolve_reader_schema(
+            avro.registry_url,
+            topics,
+            subject=avro.subject,
+            version=avro.version,
+            schema_id=avro.schema_id,
+        )
+        layout = output_schema(reader, nested=avro.nested, include_headers=True)
+    except ValueSchemaError as exc:
         raise LoadError(f"reader schema: {exc}") from None
-    assert resolved is not None
-    _, reader, layout = resolved
     taken = [n for n in _LAYOUT_COLUMNS if n in layout.value_fields and not layout.nested]
     if taken:
         raise LoadError(
@@ -411,32 +396,31 @@ def _read_and_write(
     uri: str,
     avro: tuple[ReaderSchema, OutputLayout] | None,
 ) -> None:
-    from pyspark.sql import functions as F
+    """Read the planned ranges with the ``sluice`` source and write them as Parquet at ``uri``.
 
-    from sluice.pipeline.source.data_source import register
-
+    The source gets the plan itself (``readPlan``): the ranges, the split options and, for a
+    typed load, the options with the run's error table and the reader schema resolved in the
+    plan phase — it lists no partitions and asks no registry on the driver."""
     register(spark)
-    assign: dict[str, list[int]] = {}
-    starts: dict[str, dict[int, int]] = {}
-    ends: dict[str, dict[int, int]] = {}
-    for r in reads:
-        assign.setdefault(r.topic, []).append(r.partition)
-        starts.setdefault(r.topic, {})[r.partition] = r.start
-        ends.setdefault(r.topic, {})[r.partition] = r.end
-    options = {
-        **config.source_options(),
-        "assign": json.dumps(assign),
-        "startingOffsets": offsets_to_json(starts),
-        "endingOffsets": offsets_to_json(ends),
-        "metricsPath": posixpath.join(uri, "_metrics"),
-    }
+    typed = None
     timestamp = "timestamp"
     if avro is not None:
-        reader, layout = avro
-        # Pin the schema resolved in the plan phase; errors into the run's own directory.
-        options["valueSchemaId"] = str(reader.schema_id)
-        options["decodeErrorPath"] = posixpath.join(uri, ERRORS_DIR)
-        timestamp = layout.column("timestamp")
+        assert config.avro is not None
+        typed = replace(config.avro, error_path=posixpath.join(uri, ERRORS_DIR))
+        timestamp = avro[1].column("timestamp")
+    plan = ReadPlan(
+        ranges=tuple(reads),
+        fail_on_data_loss=config.fail_on_data_loss,
+        min_partitions=config.min_partitions,
+        max_records_per_partition=config.max_records_per_partition,
+        avro=typed,
+        reader_schema=None if avro is None else avro[0],
+    )
+    options = {
+        **config.kafka_options(),
+        "metricsPath": posixpath.join(uri, "_metrics"),
+        READ_PLAN_OPTION: plan.encode(),
+    }
     df = spark.read.format("sluice").options(**options).load()
     # The UTC date whatever the session time zone: whole days since the epoch, as a DATE.
     utc_date = F.expr(
@@ -494,17 +478,18 @@ def _run(
             + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
         )
         try:
-            ranges, losses = _plan(config, committed, say)
+            resolution = _plan(config, committed, say)
         except OffsetOptionError as exc:
             raise LoadError(str(exc)) from None
-        report.data_loss = list(losses)
+        ranges = resolution.ranges
+        report.data_loss = list(resolution.data_loss)
         reads = [r for r in ranges if r.count > 0]
         changed = [
             r
             for r in ranges
             if r.count > 0 or r.start != committed.get(r.topic, {}).get(r.partition, r.start)
         ]
-        report.partitions = [PartitionReport(r.topic, r.partition, r.start, r.end) for r in changed]
+        report.partitions = [PartitionReport(r) for r in changed]
         say(f"{sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
         avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
         if avro is not None:
@@ -539,26 +524,13 @@ def _run(
             _account(report, reads, metrics, dates, error_counts)
         _crash_point("staged", spark)
         with _phase(report, "commit", say):
-            by_tp = {(p.topic, p.partition): p for p in report.partitions}
-            records = [
-                RangeRecord.of(
-                    r, by_tp[r.topic, r.partition].rows, by_tp[r.topic, r.partition].bytes
-                )  # fmt: skip
-                for r in changed
-            ]
-            # Built here, not by staged.manifest(): the files include the error table's.
-            manifest = Manifest(
-                run_id=staged.run_id,
-                table=staged.table.uri,
-                sequence=staged.sequence,
-                previous_run=staged.previous_run,
-                ranges=tuple(records),
-                offsets=merge_offsets(staged.previous_offsets, records),
-                files=tuple(files),
-                row_counts=tuple(RowCount(d.topic, d.partition, d.date, d.rows) for d in dates),
-                schema_ids={t: tuple(ids) for t, ids in report.schema_ids.items()},
-                error_counts=tuple(error_counts),
-                data_loss=tuple(report.data_loss),
+            manifest = staged.manifest(
+                [RangeRecord(p.range, p.rows, p.bytes) for p in report.partitions],
+                files,  # the data files and the error table's
+                row_counts=dates,
+                schema_ids=report.schema_ids,
+                data_loss=report.data_loss,
+                error_counts=error_counts,
             )
             staged.write_manifest(manifest)
             _crash_point("manifest", spark)
@@ -631,12 +603,12 @@ def _account(
     report: LoadReport,
     reads: Sequence[OffsetRange],
     metrics: Sequence[Mapping[str, Any]],
-    dates: Sequence[DateRows],
+    dates: Sequence[RowCount],
     error_counts: Sequence[ErrorCount] = (),
 ) -> None:
     """Fill the report's per-partition numbers; fail if the files and the readers disagree:
     every record fetched is in the data files or in the error table, once."""
-    by_tp = {(p.topic, p.partition): p for p in report.partitions}
+    by_tp = {(p.range.topic, p.range.partition): p for p in report.partitions}
     schema_ids: dict[str, set[int]] = {}
     for m in metrics:
         part = by_tp[m["topic"], m["partition"]]

@@ -29,9 +29,8 @@ Options (Spark arrives with them lower-cased; every name is matched case-insensi
 Typed Avro values (``valueFormat=avro``)
 ========================================
 With ``valueFormat=avro`` (default ``binary``: Spark's columns above) each value is read as
-Confluent-framed Avro and decoded into typed columns (``sluice.pipeline.source.avro_columns`` has
-the type
-mapping)::
+Confluent-framed Avro and decoded into typed columns (``sluice.pipeline.source.avro_columns``
+has the type mapping)::
 
     spark.read.format("sluice").option("kafka.bootstrap.servers", ...)
         .option("subscribe", "page_views")
@@ -62,25 +61,35 @@ does not decode or resolve) is never dropped: ``onDecodeError=errorTable`` (the 
 rewrites its own file. ``onDecodeError=fail`` (the default without ``decodeErrorPath``) fails
 the task, hence the job, with an ``AvroDecodeError`` naming topic, partition and offset.
 
-Lifecycle (``pyspark.sql.datasource``): on the driver ``partitions()`` lists the partitions,
-asks each for its log bounds, resolves the offset options against them
-(``sluice.pipeline.source.ranges``: data loss fails or is clamped) and returns a **list** of
-``SluicePartition`` splits, cut by ``minPartitions`` / ``maxRecordsPerPartition``. Spark pickles
-the reader to the executors, where ``read()`` opens its own
-consumer
-(``sluice.pipeline.source.split_reader.read_split``). The streaming reader's offsets are Spark's
-offsets
-JSON as dicts, ``{"topic": {"0": 42}}``: ``initialOffset`` resolves ``startingOffsets``,
+Planned reads (``readPlan``)
+===========================
+A caller that planned the read already (the nightly load) passes the ranges, the splitting
+options and the resolved reader schema as one option, ``readPlan``
+(``sluice.pipeline.source.read_plan``); the source then reads exactly those ranges, without
+listing partitions, resolving offsets or asking the registry again.
+
+Lifecycle (``pyspark.sql.datasource``)
+======================================
+The options are parsed once per DataFrame (``sluice.pipeline.source.options``). On the driver
+``partitions()`` lists the partitions, asks each for its log bounds, resolves the offset
+options against them (``sluice.pipeline.source.ranges``: data loss fails or is clamped) — or
+takes the ranges of a ``readPlan`` — and returns a **list** of ``SluicePartition`` splits, cut
+by ``minPartitions`` / ``maxRecordsPerPartition``. Spark pickles the reader to the executors,
+where ``read()`` opens its own consumer (``sluice.pipeline.source.split_reader.read_split``).
+The streaming reader's offsets are Spark's offsets JSON as dicts, ``{"topic": {"0": 42}}``:
+``initialOffset`` resolves ``startingOffsets``,
 ``latestOffset`` takes the high watermarks (capped by the read limit and, under
 ``Trigger.AvailableNow``, by the target recorded in ``prepareForTriggerAvailableNow``), and
 partitions that appear between batches are read from their earliest offset.
+
+A ``SluiceDataSource`` and its readers are used by one thread at a time, as Spark does.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -101,24 +110,30 @@ from sluice.pipeline.source.avro_columns import (
     write_error_file,
 )
 from sluice.pipeline.source.metadata import KafkaMetadata
-from sluice.pipeline.source.ranges import (
+from sluice.pipeline.source.options import (
     EARLIEST,
-    Assign,
+    AvroOptions,
+    CaseInsensitiveOptions,
+    ReadOptions,
+    SourceOptions,
+    named_topics,
+    parse_consumer_strategy,
+    parse_read_options,
+    parse_source_options,
+)
+from sluice.pipeline.source.ranges import (
     DataLoss,
     LogBounds,
-    OffsetOutOfRangeError,
     OffsetRange,
+    OffsetsOutOfBoundsError,
     Resolution,
-    SourceOptions,
-    Subscribe,
-    parse_source_options,
     resolve_ranges,
     split_ranges,
 )
+from sluice.pipeline.source.read_plan import InvalidReadPlanError, ReadPlan
 from sluice.pipeline.source.split_reader import (
     SPARK_SCHEMA_DDL,
     SPARK_SCHEMA_DDL_NO_HEADERS,
-    KafkaSplit,
     SplitResult,
     consumer_config,
     read_split,
@@ -142,6 +157,7 @@ except ImportError:  # pragma: no cover - older pyspark: the option is applied d
 
 __all__ = [
     "AvroOptions",
+    "AvroRead",
     "SluiceBatchReader",
     "SluiceDataSource",
     "SluicePartition",
@@ -155,11 +171,14 @@ log = logging.getLogger("sluice.source")
 Offsets = dict[str, dict[str, int]]
 """Streaming offsets as Spark journals them: ``{"topic": {"0": 42}}``."""
 
+AvroRead = tuple[AvroOptions, ReaderSchema, OutputLayout]
+"""A typed read resolved on the driver: its options, its reader schema and its columns."""
+
 
 class SluicePartition(InputPartition):
     """One Spark input partition; ``split`` is the ``[start, end)`` of one Kafka partition."""
 
-    def __init__(self, split: KafkaSplit) -> None:
+    def __init__(self, split: OffsetRange) -> None:
         super().__init__(split.name())
         self.split = split
 
@@ -169,159 +188,78 @@ def register(spark: Any) -> None:
     spark.dataSource.register(SluiceDataSource)
 
 
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in options.items()}
+def resolve_avro(options: Mapping[str, str]) -> AvroRead | None:
+    """Driver side: the Avro options, the reader schema and the columns (``None``: binary).
 
-
-def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
-    if value is None:
-        return default
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"option {key!r}: expected true or false, found {value!r}")
-    return text == "true"
-
-
-def _positive(options: Mapping[str, str], key: str) -> int | None:
-    value = options.get(key)
-    if value is None:
-        return None
-    text = value.strip()
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
-        raise ValueError(f"option {key!r}: expected a positive integer, found {value!r}")
-    return int(text)
-
-
-ON_DECODE_ERROR = ("fail", "errorTable")
-
-
-@dataclass(frozen=True, slots=True)
-class AvroOptions:
-    """The ``valueFormat=avro`` options of a read (see the module doc). Picklable."""
-
-    registry_url: str
-    subject: str | None
-    version: str | None
-    schema_id: int | None
-    nested: bool
-    on_decode_error: str  # "fail" or "errorTable"
-    error_path: str | None
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> AvroOptions | None:
-        """``None`` for ``valueFormat=binary``; ``options`` lower-cased."""
-        value_format = (options.get("valueformat") or "binary").strip().lower()
-        if value_format == "binary":
+    Asks the registry for the reader schema, except under a ``readPlan``, which carries it.
+    """
+    opts = CaseInsensitiveOptions(options)
+    include_headers = parse_read_options(opts).include_headers
+    plan = ReadPlan.from_options(opts)
+    if plan is not None:
+        if plan.avro is None or plan.reader_schema is None:
             return None
-        if value_format != "avro":
-            raise ValueError(
-                f"option 'valueFormat': expected binary or avro, found {value_format!r}"
-            )
-        url = (options.get("schema.registry.url") or "").strip()
-        if not url:
-            raise ValueError("option 'schema.registry.url': expected a URL, found none")
-        columns = (options.get("valuecolumns") or "flatten").strip().lower()
-        if columns not in ("flatten", "struct"):
-            raise ValueError(
-                f"option 'valueColumns': expected flatten or struct, found {columns!r}"
-            )
-        error_path = (options.get("decodeerrorpath") or "").strip() or None
-        default = "errorTable" if error_path else "fail"
-        on_error = (options.get("ondecodeerror") or default).strip()
-        matched = [m for m in ON_DECODE_ERROR if m.lower() == on_error.lower()]
-        if not matched:
-            raise ValueError(
-                f"option 'onDecodeError': expected fail or errorTable, found {on_error!r}"
-            )
-        if matched[0] == "errorTable" and not error_path:
-            raise ValueError(
-                "option 'decodeErrorPath': expected a directory for onDecodeError=errorTable, "
-                "found none"
-            )
-        return cls(
-            registry_url=url,
-            subject=(options.get("valueschemasubject") or "").strip() or None,
-            version=(options.get("valueschemaversion") or "").strip() or None,
-            schema_id=_positive(options, "valueschemaid"),
-            nested=columns == "struct",
-            on_decode_error=matched[0],
-            error_path=error_path,
+        layout = output_schema(
+            plan.reader_schema, nested=plan.avro.nested, include_headers=include_headers
         )
-
-
-def _named_topics(source: SourceOptions) -> list[str] | None:
-    """The topics an ``assign`` or ``subscribe`` names; ``None`` for ``subscribePattern``."""
-    strategy = source.strategy
-    if isinstance(strategy, Subscribe):
-        return list(strategy.topics)
-    if isinstance(strategy, Assign):
-        return list(strategy.partitions)
-    return None
-
-
-def resolve_avro(
-    options: Mapping[str, str], *, streaming: bool = False
-) -> tuple[AvroOptions, ReaderSchema, OutputLayout] | None:
-    """Driver side: the Avro options, the reader schema and the columns (``None``: binary)."""
-    opts = _lower(options)
+        return plan.avro, plan.reader_schema, layout
     avro = AvroOptions.parse(opts)
     if avro is None:
         return None
-    source = parse_source_options(opts, streaming=streaming)
+    avro.require_error_path()
     reader = resolve_reader_schema(
         avro.registry_url,
-        _named_topics(source),
+        named_topics(parse_consumer_strategy(opts)),
         subject=avro.subject,
         version=avro.version,
         schema_id=avro.schema_id,
     )
-    layout = output_schema(
-        reader, nested=avro.nested, include_headers=_bool(opts, "includeheaders", True)
-    )
+    layout = output_schema(reader, nested=avro.nested, include_headers=include_headers)
     return avro, reader, layout
 
 
+class _Unresolved(enum.Enum):
+    """The typed read is not resolved yet: a reader built without a ``SluiceDataSource``."""
+
+    RESOLVE = enum.auto()
+
+
 class _Common:
-    """Option handling and the executor-side ``read`` shared by batch and streaming readers."""
+    """What batch and streaming readers share: the parsed options and the executor's ``read``.
+
+    ``avro`` is the typed read the data source resolved (``None``: binary values); left out,
+    the reader resolves it from ``options`` itself.
+    """
 
     def __init__(
         self,
         options: Mapping[str, str],
         *,
-        streaming: bool,
-        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+        fail_on_data_loss: bool,
+        min_partitions: int | None,
+        max_records_per_partition: int | None,
+        avro: AvroRead | None | _Unresolved,
     ) -> None:
-        opts = _lower(options)
-        self.source: SourceOptions = parse_source_options(opts, streaming=streaming)
+        opts = CaseInsensitiveOptions(options)
+        self.read_options: ReadOptions = parse_read_options(opts)
         self.config = consumer_config(opts)
-        self.include_headers = _bool(opts, "includeheaders", True)
-        self.poll_timeout_s = (_positive(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000
-        self.batch_rows = _positive(opts, "arrowbatchrows") or 4096
-        self.metrics_path = opts.get("metricspath")
-        if avro is None and AvroOptions.parse(opts) is not None:
-            avro = resolve_avro(opts, streaming=streaming)
-        self.avro = avro
+        self.fail_on_data_loss = fail_on_data_loss
+        self.min_partitions = min_partitions
+        self.max_records_per_partition = max_records_per_partition
+        if isinstance(avro, _Unresolved):
+            avro = resolve_avro(opts)
+        self.avro: AvroRead | None = avro
 
     def _metadata(self) -> KafkaMetadata:
-        # The driver-side consumer needs no partition-EOF events or special offsets reset.
         return KafkaMetadata(self.config)
-
-    def _assigned_bounds(self) -> tuple[list[TopicPartition], dict[TopicPartition, LogBounds]]:
-        """The partitions the strategy assigns, and the bounds of those that exist."""
-        with self._metadata() as metadata:
-            counts = metadata.partitions_per_topic()
-            assigned = self.source.strategy.assigned(counts)
-            existing = [tp for tp in assigned if tp.partition < counts.get(tp.topic, 0)]
-            return assigned, metadata.bounds(existing)
 
     def _splits(self, ranges: list[OffsetRange]) -> list[SluicePartition]:
         splits = split_ranges(
             ranges,
-            min_partitions=self.source.min_partitions,
-            max_records_per_partition=self.source.max_records_per_partition,
+            min_partitions=self.min_partitions,
+            max_records_per_partition=self.max_records_per_partition,
         )
-        return [SluicePartition(KafkaSplit(r.topic, r.partition, r.start, r.end)) for r in splits]
+        return [SluicePartition(r) for r in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Executor side: the records of one split (see ``sluice.pipeline.source.split_reader``)."""
@@ -329,24 +267,25 @@ class _Common:
             raise TypeError(f"expected a SluicePartition, found {type(partition).__name__}")
         split = partition.split
         result = SplitResult()
+        read = self.read_options
         batches = read_split(
             split,
             self.config,
-            fail_on_data_loss=self.source.fail_on_data_loss,
-            include_headers=self.include_headers,
-            batch_rows=self.batch_rows,
-            poll_timeout_s=self.poll_timeout_s,
+            fail_on_data_loss=self.fail_on_data_loss,
+            include_headers=read.include_headers,
+            batch_rows=read.batch_rows,
+            poll_timeout_s=read.poll_timeout_s,
             result=result,
         )
         if self.avro is None:
             yield from batches
         else:
             yield from self._decode(split, batches, result)
-        if self.metrics_path and split.count > 0:
-            write_split_metrics(self.metrics_path, split, result)
+        if read.metrics_path and split.count > 0:
+            write_split_metrics(read.metrics_path, split, result)
 
     def _decode(
-        self, split: KafkaSplit, batches: Iterator[pa.RecordBatch], result: SplitResult
+        self, split: OffsetRange, batches: Iterator[pa.RecordBatch], result: SplitResult
     ) -> Iterator[pa.RecordBatch]:
         """Typed batches of one split; its undecodable records go to one error file."""
         assert self.avro is not None
@@ -386,20 +325,49 @@ def _log_losses(losses: list[DataLoss]) -> None:
 
 
 class SluiceBatchReader(_Common, DataSourceReader):
-    """``spark.read.format("sluice")``: one split per (piece of a) partition range."""
+    """``spark.read.format("sluice")``: one split per (piece of a) partition range.
+
+    Its ranges are those of a ``readPlan`` (``plan``, or the option) if there is one, else the
+    options resolved against the log when ``partitions()`` is called.
+    """
 
     def __init__(
         self,
         options: Mapping[str, str],
-        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+        avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
+        plan: ReadPlan | None = None,
     ) -> None:
-        super().__init__(options, streaming=False, avro=avro)
-        self.resolution: Resolution | None = None
+        self.read_plan = plan if plan is not None else ReadPlan.from_options(options)
+        self.source: SourceOptions | None = None
+        if self.read_plan is None:
+            self.source = parse_source_options(options)
+            fail, lowest, largest = (
+                self.source.fail_on_data_loss,
+                self.source.min_partitions,
+                self.source.max_records_per_partition,
+            )
+        else:
+            fail, lowest, largest = (
+                self.read_plan.fail_on_data_loss,
+                self.read_plan.min_partitions,
+                self.read_plan.max_records_per_partition,
+            )
+        super().__init__(
+            options,
+            fail_on_data_loss=fail,
+            min_partitions=lowest,
+            max_records_per_partition=largest,
+            avro=avro,
+        )
 
     def plan(self) -> Resolution:
-        """Resolve the offset options against the log now (driver side; no Spark needed)."""
-        assigned, bounds = self._assigned_bounds()
-        assert self.source.ending_offsets is not None
+        """The ranges to read (driver side; no Spark needed): the ``readPlan``'s, or the offset
+        options resolved against the log now, data loss logged."""
+        if self.read_plan is not None:
+            return Resolution(list(self.read_plan.ranges), [])
+        assert self.source is not None and self.source.ending_offsets is not None
+        with self._metadata() as metadata:
+            assigned, bounds = metadata.assigned_bounds(self.source.strategy)
         resolution = resolve_ranges(
             bounds,
             self.source.starting_offsets,
@@ -411,11 +379,10 @@ class SluiceBatchReader(_Common, DataSourceReader):
         return resolution
 
     def partitions(self) -> list[SluicePartition]:
-        self.resolution = self.plan()
-        splits = self._splits(self.resolution.ranges)
+        splits = self._splits(self.plan().ranges)
         # An empty list is legal for streaming but not documented for batch reads; one empty
         # split reads nothing and keeps every Spark version happy.
-        return splits or [SluicePartition(KafkaSplit("", 0, 0, 0))]
+        return splits or [SluicePartition(OffsetRange("", 0, 0, 0))]
 
 
 def _to_tp_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
@@ -451,13 +418,29 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
     def __init__(
         self,
         options: Mapping[str, str],
-        avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None,
+        avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
     ) -> None:
-        super().__init__(options, streaming=True, avro=avro)
-        self.max_offsets_per_trigger = _positive(_lower(options), "maxoffsetspertrigger")
+        if ReadPlan.from_options(options) is not None:
+            raise InvalidReadPlanError(
+                "readPlan: expected a batch read, found a streaming one (a stream plans each "
+                "micro-batch itself)"
+            )
+        self.source = parse_source_options(options, streaming=True)
+        super().__init__(
+            options,
+            fail_on_data_loss=self.source.fail_on_data_loss,
+            min_partitions=self.source.min_partitions,
+            max_records_per_partition=self.source.max_records_per_partition,
+            avro=avro,
+        )
+        self.max_offsets_per_trigger = self.read_options.max_offsets_per_trigger
         self._target: dict[TopicPartition, int] | None = None  # AvailableNow's end
         self._last_end: Offsets | None = None
         self._latest: Offsets | None = None
+
+    def _assigned_bounds(self) -> tuple[list[TopicPartition], dict[TopicPartition, LogBounds]]:
+        with self._metadata() as metadata:
+            return metadata.assigned_bounds(self.source.strategy)
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -545,8 +528,8 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
             f"{tp.topic}-{tp.partition}: expected offset {requested}, found {found}: {why}; "
             "some data may have been lost; set failOnDataLoss=false to go on"
         )
-        if self.source.fail_on_data_loss:
-            raise OffsetOutOfRangeError(message)
+        if self.fail_on_data_loss:
+            raise OffsetsOutOfBoundsError(message)
         log.warning(message)
 
     def commit(self, end: Offsets) -> None:
@@ -556,6 +539,10 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
         """No driver-side resources outlive a call."""
 
 
+class GivenSchemaError(ValueError):
+    """A typed read was given columns other than its reader schema's."""
+
+
 class SluiceDataSource(DataSource):
     """``format("sluice")``: Spark's Kafka source options and columns over confluent-kafka."""
 
@@ -563,41 +550,36 @@ class SluiceDataSource(DataSource):
     def name(cls) -> str:
         return "sluice"
 
-    def _avro(self, streaming: bool = False) -> tuple[AvroOptions, ReaderSchema, OutputLayout]:
-        """The resolved Avro read, once per DataFrame: ``schema()`` runs before the instance
-        is pickled for the reader, so the reader gets the very schema the columns came from
-        (a newer latest version registered in between changes nothing)."""
-        cached: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = getattr(
-            self, "_resolved_avro", None
-        )
-        if cached is None:
-            cached = resolve_avro(self.options, streaming=streaming)
-            assert cached is not None
+    def _typed(self) -> AvroRead | None:
+        """The typed read (``None``: binary values), resolved once per DataFrame: ``schema()``
+        runs before the instance is pickled for the reader, so the reader gets the very schema
+        the columns came from (a newer latest version registered in between changes nothing)."""
+        cached: AvroRead | None | _Unresolved = getattr(self, "_resolved_avro", _Unresolved.RESOLVE)
+        if isinstance(cached, _Unresolved):
+            cached = resolve_avro(self.options)
             self._resolved_avro = cached
         return cached
 
-    def _is_avro(self) -> bool:
-        return AvroOptions.parse(_lower(self.options)) is not None
-
     def schema(self) -> Any:
-        if self._is_avro():
-            return self._avro()[2].schema
-        headers = _bool(_lower(self.options), "includeheaders", True)
+        avro = self._typed()
+        if avro is not None:
+            return avro[2].schema
+        headers = parse_read_options(self.options).include_headers
         return SPARK_SCHEMA_DDL if headers else SPARK_SCHEMA_DDL_NO_HEADERS
 
-    def _checked(self, schema: Any, streaming: bool) -> Any:
-        if not self._is_avro():
-            return None
-        avro = self._avro(streaming)
-        if schema is not None and hasattr(schema, "fields") and schema != avro[2].schema:
-            raise ValueError(
+    def _checked(self, schema: Any) -> AvroRead | None:
+        avro = self._typed()
+        if avro is None or schema is None or not hasattr(schema, "fields"):
+            return avro
+        if schema != avro[2].schema:
+            raise GivenSchemaError(
                 f"valueFormat=avro: expected the columns of reader schema {avro[1].describe()}, "
                 f"{avro[2].schema.simpleString()}, found the given schema {schema.simpleString()}"
             )
         return avro
 
     def reader(self, schema: Any) -> SluiceBatchReader:
-        return SluiceBatchReader(self.options, self._checked(schema, False))
+        return SluiceBatchReader(self.options, self._checked(schema))
 
     def streamReader(self, schema: Any) -> SluiceStreamReader:
-        return SluiceStreamReader(self.options, self._checked(schema, True))
+        return SluiceStreamReader(self.options, self._checked(schema))

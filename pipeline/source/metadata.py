@@ -3,7 +3,8 @@
 ``KafkaMetadata`` wraps one confluent-kafka ``Consumer`` (never subscribed, never committing)
 for the two questions offset planning asks: ``partitions_per_topic()`` (a Metadata request;
 internal ``__``-topics are left out, as Kafka's pattern subscription does) and ``bounds()``
-(ListOffsets earliest/latest per partition: ``LogBounds(log_start, high watermark)``).
+(ListOffsets earliest/latest per partition: ``LogBounds(log_start, high watermark)``);
+``assigned_bounds(strategy)`` asks both for the partitions a consumer strategy assigns.
 Use it as a context manager; it is for one thread.
 """
 
@@ -13,7 +14,11 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.options import ConsumerStrategy
 from sluice.pipeline.source.ranges import LogBounds
 
 __all__ = ["KafkaMetadata", "MetadataError"]
@@ -27,15 +32,11 @@ class KafkaMetadata:
     """Partition counts and log bounds from the cluster at ``config['bootstrap.servers']``."""
 
     def __init__(self, config: Mapping[str, Any], timeout_s: float = 30.0) -> None:
-        from confluent_kafka import Consumer
-
         self.timeout_s = timeout_s
         self._consumer = Consumer(dict(config))
 
     def partitions_per_topic(self) -> dict[str, int]:
         """``{topic: partition count}`` for every non-internal topic without an error."""
-        from confluent_kafka import KafkaException
-
         try:
             metadata = self._consumer.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
@@ -48,9 +49,6 @@ class KafkaMetadata:
 
     def bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LogBounds]:
         """``LogBounds`` of each partition (one ListOffsets round trip per partition)."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-
         result: dict[TopicPartition, LogBounds] = {}
         for tp in partitions:
             try:
@@ -65,6 +63,19 @@ class KafkaMetadata:
                 ) from None
             result[tp] = LogBounds(low, high)
         return result
+
+    def assigned_bounds(
+        self, strategy: ConsumerStrategy
+    ) -> tuple[list[TopicPartition], dict[TopicPartition, LogBounds]]:
+        """The partitions ``strategy`` assigns, and the bounds of those that exist.
+
+        An ``assign`` may name partitions that do not exist; they are assigned without bounds,
+        and resolving them raises ``UnknownPartitionError``.
+        """
+        counts = self.partitions_per_topic()
+        assigned = strategy.assigned(counts)
+        existing = [tp for tp in assigned if tp.partition < counts.get(tp.topic, 0)]
+        return assigned, self.bounds(existing)
 
     def close(self) -> None:
         self._consumer.close()

@@ -1,7 +1,8 @@
 """Executor side of the ``sluice`` source: fetch exactly ``[start, end)`` of one partition.
 
-A ``KafkaSplit`` is what the driver's ``partitions()`` hands Spark: one topic-partition and an
-offset range. ``read_split`` runs inside a Spark Python worker; it opens its own
+A split is what the driver's ``partitions()`` hands Spark: an ``OffsetRange``
+(``sluice.pipeline.source.ranges``), one topic-partition's ``[start, end)``. ``read_split`` runs
+inside a Spark Python worker; it opens its own
 confluent-kafka ``Consumer`` (nothing with a socket is ever pickled), ``assign()``s the
 partition at ``start`` and consumes until the range is done, yielding ``pyarrow.RecordBatch``es
 of at most ``batch_rows`` rows in ``ARROW_SCHEMA`` — the Arrow form of Spark's Kafka source
@@ -40,6 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from sluice.pipeline.source.ranges import OffsetRange
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -47,7 +52,6 @@ __all__ = [
     "SPARK_SCHEMA_DDL",
     "SPARK_SCHEMA_DDL_NO_HEADERS",
     "DataLossError",
-    "KafkaSplit",
     "SplitResult",
     "SplitTimeoutError",
     "consumer_config",
@@ -93,27 +97,6 @@ class SplitTimeoutError(TimeoutError):
     """A split made no progress for ``poll_timeout_s`` seconds."""
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaSplit:
-    """One Spark input partition: ``[start, end)`` of ``topic``-``partition``. Picklable.
-
-    Subclasses nothing from pyspark so that executor code and tests can build it alone;
-    ``sluice.pipeline.source.data_source`` wraps it in an ``InputPartition``.
-    """
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def count(self) -> int:
-        return self.end - self.start
-
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}[{self.start},{self.end})"
-
-
 @dataclass(slots=True)
 class SplitResult:
     """What one ``read_split`` call did, filled in as it runs (for metrics and reports).
@@ -130,7 +113,7 @@ class SplitResult:
     errors: int = 0
     schema_ids: list[int] = field(default_factory=list)
 
-    def to_json(self, split: KafkaSplit) -> dict[str, Any]:
+    def to_json(self, split: OffsetRange) -> dict[str, Any]:
         return {
             "topic": split.topic,
             "partition": split.partition,
@@ -230,7 +213,7 @@ class _BatchBuilder:
 
 
 def read_split(
-    split: KafkaSplit,
+    split: OffsetRange,
     config: Mapping[str, Any],
     *,
     fail_on_data_loss: bool = True,
@@ -244,8 +227,6 @@ def read_split(
     ``result`` (optional) is updated with rows, bytes, lost offsets and seconds as batches go
     out, and is complete when the iterator is exhausted.
     """
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
     result = result if result is not None else SplitResult()
     if split.start >= split.end:
         return
@@ -334,13 +315,11 @@ def read_split(
         result.seconds = time.monotonic() - began
 
 
-def write_split_metrics(uri: str, split: KafkaSplit, result: SplitResult) -> None:
+def write_split_metrics(uri: str, split: OffsetRange, result: SplitResult) -> None:
     """Write ``result`` as JSON under directory ``uri`` (any ``pyarrow.fs`` URI or path).
 
     One file per split, named after its range, so a retried task overwrites its own file.
     """
-    import pyarrow.fs as pafs
-
     fs, root = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
     fs.create_dir(root, recursive=True)
     name = f"{root.rstrip('/')}/{split.topic}-{split.partition}-{split.start}-{split.end}.json"

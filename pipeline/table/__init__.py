@@ -2,5 +2,6 @@
 
 ``filesystem`` (``pyarrow.fs`` plus the no-replace rename it lacks), ``manifest`` (the offsets
 manifest of a run), ``commit`` (staging, publishing and reading published runs). May import
-``sluice.common`` and ``sluice.pipeline.source.ranges`` (the range type).
+``sluice.common`` and ``sluice.pipeline.source.ranges`` (``OffsetRange``, the one range type,
+and ``DataLoss``).
 """

@@ -87,6 +87,7 @@ from sluice.pipeline.source.ranges import DataLoss
 from sluice.pipeline.table.filesystem import Renamer, TableFileSystem, TargetExistsError
 from sluice.pipeline.table.manifest import (
     DataFile,
+    ErrorCount,
     InvalidManifestError,
     Manifest,
     RangeRecord,
@@ -302,10 +303,12 @@ class StagedRun:
         row_counts: Iterable[RowCount] = (),
         schema_ids: Mapping[str, Iterable[int]] | None = None,
         data_loss: Iterable[DataLoss] = (),
+        error_counts: Iterable[ErrorCount] = (),
     ) -> Manifest:
         """A manifest for this run: identity fields filled in, ``offsets`` = previous + ends.
 
-        ``files`` defaults to ``data_files()``.
+        ``files`` defaults to ``data_files()`` (which refuses an error table's files: a run
+        with ``error_counts`` lists its files itself).
         """
         return Manifest(
             run_id=self.run_id,
@@ -313,11 +316,12 @@ class StagedRun:
             sequence=self.sequence,
             previous_run=self.previous_run,
             ranges=tuple(ranges),
-            offsets=merge_offsets(self.previous_offsets, ranges),
+            offsets=merge_offsets(self.previous_offsets, (r.range for r in ranges)),
             files=tuple(self.data_files() if files is None else files),
             row_counts=tuple(row_counts),
             schema_ids={t: tuple(ids) for t, ids in (schema_ids or {}).items()},
             data_loss=tuple(data_loss),
+            error_counts=tuple(error_counts),
             created=dt.datetime.now(dt.UTC).isoformat(),
         )
 

@@ -12,8 +12,8 @@ It lives inside the run's directory, so the one rename that publishes the data p
       "sequence": 7,                           # the run's load=<sequence> directory
       "previous_run": "nightly-2024-01-01",    # newest run when this one began, or null
       "created": "2024-01-02T03:04:05.000000+00:00",
-      "ranges": [{"topic": "t", "partition": 0, "start": 10, "end": 20,
-                  "rows": 10, "bytes": 1234}],
+      "ranges": [{"topic": "t", "partition": 0, "start": 10, "end": 20,   # an OffsetRange
+                  "rows": 10, "bytes": 1234}],    # and what reading it gave: a RangeRecord
       "offsets": {"t": {"0": 20, "1": 5}},     # resume position: previous run's + these ends
       "row_counts": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 10}],
       "schema_ids": {"t": [1, 3]},             # Avro schema ids seen per topic (may be {})
@@ -85,21 +85,20 @@ def valid_run_id(run_id: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RangeRecord:
-    """One partition range the run consumed, with the records and bytes it read from it."""
+    """One partition range the run consumed, with the records and bytes it read from it.
 
-    topic: str
-    partition: int
-    start: int
-    end: int
+    In JSON the range's fields and ``rows``, ``bytes`` sit side by side in one object.
+    """
+
+    range: OffsetRange
     rows: int
     bytes: int
 
-    @classmethod
-    def of(cls, r: OffsetRange, rows: int, nbytes: int) -> RangeRecord:
-        return cls(r.topic, r.partition, r.start, r.end, rows, nbytes)
+    def to_json(self) -> dict[str, Any]:
+        return {**self.range.to_json(), "rows": self.rows, "bytes": self.bytes}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class RowCount:
     """Rows written for one topic, partition and event date (``YYYY-MM-DD``)."""
 
@@ -133,7 +132,7 @@ class DataFile:
 
 
 def merge_offsets(
-    previous: Mapping[str, Mapping[int, int]], ranges: Iterable[RangeRecord | OffsetRange]
+    previous: Mapping[str, Mapping[int, int]], ranges: Iterable[OffsetRange]
 ) -> dict[str, dict[int, int]]:
     """The resume position after a run: ``previous`` with each consumed range's end."""
     merged = {t: dict(ps) for t, ps in previous.items()}
@@ -187,8 +186,8 @@ class Manifest:
         except ValueError:
             _fail("created", "an ISO-8601 timestamp", repr(self.created))
         seen: set[tuple[str, int]] = set()
-        for i, r in enumerate(self.ranges):
-            where = f"ranges[{i}]"
+        for i, record in enumerate(self.ranges):
+            where, r = f"ranges[{i}]", record.range
             if (r.topic, r.partition) in seen:
                 _fail(
                     where, "one range per partition", f"a second range for {r.topic}-{r.partition}"
@@ -196,10 +195,10 @@ class Manifest:
             seen.add((r.topic, r.partition))
             if not 0 <= r.start <= r.end:
                 _fail(where, "0 <= start <= end", f"start {r.start}, end {r.end}")
-            if not 0 <= r.rows <= r.end - r.start:
-                _fail(where, f"0 <= rows <= {r.end - r.start} (end - start)", f"rows {r.rows}")
-            if r.bytes < 0:
-                _fail(where, "bytes >= 0", f"bytes {r.bytes}")
+            if not 0 <= record.rows <= r.count:
+                _fail(where, f"0 <= rows <= {r.count} (end - start)", f"rows {record.rows}")
+            if record.bytes < 0:
+                _fail(where, "bytes >= 0", f"bytes {record.bytes}")
             resume = self.offsets.get(r.topic, {}).get(r.partition)
             if resume != r.end:
                 _fail(
@@ -280,17 +279,7 @@ class Manifest:
             "sequence": self.sequence,
             "previous_run": self.previous_run,
             "created": self.created,
-            "ranges": [
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "start": r.start,
-                    "end": r.end,
-                    "rows": r.rows,
-                    "bytes": r.bytes,
-                }
-                for r in self.ranges
-            ],
+            "ranges": [r.to_json() for r in self.ranges],
             "offsets": {
                 t: {str(p): o for p, o in sorted(ps.items())}
                 for t, ps in sorted(self.offsets.items())
@@ -354,10 +343,12 @@ class Manifest:
             created=obj.get("created", str),
             ranges=tuple(
                 RangeRecord(
-                    r.get("topic", str),
-                    r.get("partition", int),
-                    r.get("start", int),
-                    r.get("end", int),
+                    OffsetRange(
+                        r.get("topic", str),
+                        r.get("partition", int),
+                        r.get("start", int),
+                        r.get("end", int),
+                    ),
                     r.get("rows", int),
                     r.get("bytes", int),
                 )

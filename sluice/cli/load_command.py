@@ -6,7 +6,8 @@
 ``add_load_parser(subparsers)`` adds the subcommand to the ``sluice`` CLI. Progress goes to
 stderr as ``[sluice load] ...`` lines, the summary table to stdout. Exit status: 0 when the run
 published or found nothing new, 1 when it failed (nothing published; the message and the report
-say why), 2 for a bad configuration.
+say why), 2 for a bad configuration. ``add_config_arguments`` and ``progress_printer`` are shared
+with the other client-side commands. Functions only; no state beyond the call.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from sluice.common.properties import PropertiesError, load_properties
 
 __all__ = [
     "add_config_arguments",
@@ -67,7 +70,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
 
 def run_load_command(args: argparse.Namespace) -> int:
     """Run the load for parsed ``args``; returns the exit status."""
-    from sluice.common.properties import PropertiesError, load_properties
+    # Lazy: the load needs pyspark and pyarrow (the optional ``spark`` extra), which the rest
+    # of the CLI does without.
     from sluice.pipeline.load.run import LoadConfig, LoadConfigError, LoadError, run_load
 
     try:

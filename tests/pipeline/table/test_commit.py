@@ -65,12 +65,12 @@ def stage(staged: StagedRun, topic: str, partition: int, start: int, end: int) -
             }
         )
         pq.write_table(rows, directory / f"part-{staged.run_id}-{partition}.parquet")
-    return RangeRecord(topic, partition, start, end, end - start, 0)
+    return RangeRecord(OffsetRange(topic, partition, start, end), end - start, 0)
 
 
-def row_counts(ranges: list[RangeRecord]) -> list[RowCount]:
+def row_counts(records: list[RangeRecord]) -> list[RowCount]:
     counts: Counter[tuple[str, int, str]] = Counter()
-    for r in ranges:
+    for r in (record.range for record in records):
         for offset in range(r.start, r.end):
             counts[(r.topic, r.partition, f"2024-01-{1 + offset // 40:02d}")] += 1
     return [RowCount(t, p, d, n) for (t, p, d), n in sorted(counts.items())]
@@ -359,7 +359,7 @@ def spark_stage(spark: Any, staged: StagedRun, ranges: list[OffsetRange]) -> Non
     schema = "topic string, partition int, offset long, value binary, date string"
     df = spark.createDataFrame(rows, schema)
     df.coalesce(1).write.mode("append").partitionBy("topic", "date").parquet(staged.uri)
-    records = [RangeRecord.of(r, r.count, 0) for r in ranges]
+    records = [RangeRecord(r, r.count, 0) for r in ranges]
     staged.write_manifest(staged.manifest(records, row_counts=row_counts(records)))
 
 
@@ -407,7 +407,8 @@ import pyarrow.parquet as pq
 
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.table.manifest import RangeRecord
-from sluice.pipeline.source.ranges import LogBounds, complete_offsets, resolve_ranges
+from sluice.pipeline.source.options import complete_offsets
+from sluice.pipeline.source.ranges import LogBounds, resolve_ranges
 from sluice.pipeline.table.commit import TableWriter
 
 table, run_id, log_end = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -445,7 +446,7 @@ for r in resolution.ranges:
             pa.table({"partition": pa.array([r.partition] * len(offsets), pa.int32()),
                       "offset": pa.array(offsets, pa.int64())}),
             directory / f"part-{run_id}-{r.partition}-{first}.parquet")
-    records.append(RangeRecord.of(r, r.count, 0))
+    records.append(RangeRecord(r, r.count, 0))
 crash_point("staged")
 staged.write_manifest(staged.manifest(records))
 crash_point("manifest")

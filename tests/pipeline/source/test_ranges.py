@@ -1,45 +1,24 @@
-"""Tests for sluice.pipeline.source.ranges: option parsing, resolution against the log,
+"""Tests for sluice.pipeline.source.ranges: the range type, resolution against the log,
 splitting."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.options import InvalidPositiveIntegerError
 from sluice.pipeline.source.ranges import (
-    Assign,
-    ConsumerStrategyError,
     DataLoss,
-    EarliestEndingOffsetError,
-    InvalidAssignError,
-    InvalidBooleanOptionError,
     InvalidOffsetRangeError,
-    InvalidOffsetsError,
-    InvalidPositiveIntegerError,
-    InvalidSubscribeError,
-    InvalidSubscribePatternError,
-    LatestStartingOffsetError,
     LogBounds,
-    OffsetOutOfRangeError,
     OffsetRange,
+    OffsetsOutOfBoundsError,
     PartitionMismatchError,
-    StreamingEndingOffsetsError,
-    Subscribe,
-    SubscribePattern,
     UnknownPartitionError,
-    complete_offsets,
-    offsets_to_json,
-    parse_assign,
-    parse_ending_offsets,
-    parse_source_options,
-    parse_starting_offsets,
-    parse_subscribe,
-    parse_subscribe_pattern,
     resolve_ranges,
     split_ranges,
 )
@@ -58,6 +37,7 @@ def test_offset_range_count_and_json_round_trip() -> None:
     r = OffsetRange("t", 3, 10, 25)
     assert r.count == 15
     assert r.topic_partition == TopicPartition("t", 3)
+    assert r.name() == "t-3[10,25)"
     assert json.loads(json.dumps(r.to_json())) == {
         "topic": "t",
         "partition": 3,
@@ -65,152 +45,6 @@ def test_offset_range_count_and_json_round_trip() -> None:
         "end": 25,
     }
     assert OffsetRange.from_json(r.to_json()) == r
-
-
-# --------------------------------------------------------------------------------------------
-# Parsing
-# --------------------------------------------------------------------------------------------
-
-
-def test_starting_offsets_keywords_and_defaults() -> None:
-    assert parse_starting_offsets(None) == "earliest"
-    assert parse_starting_offsets(None, streaming=True) == "latest"
-    assert parse_starting_offsets(" EARLIEST ") == "earliest"
-    assert parse_starting_offsets("latest", streaming=True) == "latest"
-
-
-def test_starting_offsets_json() -> None:
-    spec = parse_starting_offsets('{"topicA":{"0":23,"1":-2},"topicB":{"0":0}}')
-    assert spec == {"topicA": {0: 23, 1: -2}, "topicB": {0: 0}}
-
-
-def test_batch_may_not_start_at_latest() -> None:
-    with pytest.raises(LatestStartingOffsetError, match="startingOffsets.*found 'latest'"):
-        parse_starting_offsets("latest")
-    with pytest.raises(LatestStartingOffsetError, match=r"found -1 for t-1"):
-        parse_starting_offsets('{"t":{"0":5,"1":-1}}')
-    # A streaming query may.
-    assert parse_starting_offsets('{"t":{"0":-1}}', streaming=True) == {"t": {0: -1}}
-
-
-def test_ending_offsets_rules() -> None:
-    assert parse_ending_offsets(None) == "latest"
-    assert parse_ending_offsets('{"t":{"0":-1,"1":7}}') == {"t": {0: -1, 1: 7}}
-    with pytest.raises(EarliestEndingOffsetError, match="endingOffsets.*found 'earliest'"):
-        parse_ending_offsets("earliest")
-    with pytest.raises(EarliestEndingOffsetError, match="found -2 for t-0"):
-        parse_ending_offsets('{"t":{"0":-2}}')
-    assert parse_ending_offsets(None, streaming=True) is None
-    with pytest.raises(StreamingEndingOffsetsError, match="endingOffsets.*found 'latest'"):
-        parse_ending_offsets("latest", streaming=True)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        "soon",
-        "[]",
-        "{}",
-        '{"t":[0,1]}',
-        '{"t":{}}',
-        '{"t":{"x":1}}',
-        '{"t":{"-1":1}}',
-        '{"t":{"0":-3}}',
-        '{"t":{"0":1.5}}',
-        '{"t":{"0":true}}',
-        '{"t":{"0":"5"}}',
-        '{"t":{"0":5}',
-    ],
-)
-def test_bad_offsets_json_names_option_and_value(text: str) -> None:
-    with pytest.raises(InvalidOffsetsError) as info:
-        parse_ending_offsets(text)
-    assert "'endingOffsets'" in str(info.value)
-    assert repr(text) in str(info.value)
-
-
-def test_assign() -> None:
-    assert parse_assign(' {"a":[1,0,1],"b":[2]} ') == Assign({"a": [0, 1], "b": [2]})
-    for bad in ["a:0", "{}", '{"a":[]}', '{"a":[-1]}', '{"a":"0"}', '{"a":[0.5]}', "{"]:
-        with pytest.raises(InvalidAssignError, match=re.escape(f"found {bad!r}")):
-            parse_assign(bad)
-
-
-def test_subscribe_and_pattern() -> None:
-    assert parse_subscribe(" a, b ,,c ") == Subscribe(["a", "b", "c"])
-    with pytest.raises(InvalidSubscribeError, match="found ' , '"):
-        parse_subscribe(" , ")
-    pattern = parse_subscribe_pattern(r"events\..*")
-    assert pattern.assigned({"events.click": 2, "events": 1, "xevents.a": 1}) == [
-        TopicPartition("events.click", 0),
-        TopicPartition("events.click", 1),
-    ]
-    with pytest.raises(InvalidSubscribePatternError, match="found '  '"):
-        parse_subscribe_pattern("  ")
-    with pytest.raises(InvalidSubscribePatternError, match=r"found '\(unclosed'"):
-        parse_subscribe_pattern("(unclosed")
-
-
-def test_strategies_assign_partitions() -> None:
-    counts = {"a": 2, "b": 1}
-    assert Subscribe(["b", "missing", "b"]).assigned(counts) == [TopicPartition("b", 0)]
-    assert Assign({"a": [1], "z": [0]}).assigned(counts) == [
-        TopicPartition("a", 1),
-        TopicPartition("z", 0),
-    ]
-    assert isinstance(parse_subscribe_pattern("a|b"), SubscribePattern)
-
-
-def test_parse_source_options_is_case_insensitive() -> None:
-    options = parse_source_options(
-        {
-            "subscribe": "t",
-            "STARTINGOFFSETS": '{"t":{"0":4}}',
-            "endingoffsets": "latest",
-            "failOnDataLoss": "FALSE",
-            "minpartitions": "8",
-            "maxRecordsPerPartition": "1000",
-            "kafka.bootstrap.servers": "127.0.0.1:9092",
-        }
-    )
-    assert options.strategy == Subscribe(["t"])
-    assert options.starting_offsets == {"t": {0: 4}}
-    assert options.ending_offsets == "latest"
-    assert options.fail_on_data_loss is False
-    assert options.min_partitions == 8
-    assert options.max_records_per_partition == 1000
-    defaults = parse_source_options({"assign": '{"t":[0]}'})
-    assert defaults.fail_on_data_loss is True
-    assert (defaults.starting_offsets, defaults.ending_offsets) == ("earliest", "latest")
-    assert defaults.min_partitions is None
-
-
-def test_exactly_one_strategy() -> None:
-    with pytest.raises(ConsumerStrategyError, match="found 0"):
-        parse_source_options({})
-    with pytest.raises(ConsumerStrategyError, match=r"found 2 \(assign, subscribe\)"):
-        parse_source_options({"subscribe": "a", "assign": '{"a":[0]}'})
-
-
-@pytest.mark.parametrize("value", ["0", "-3", "two", "1.5", ""])
-def test_positive_integer_options(value: str) -> None:
-    with pytest.raises(InvalidPositiveIntegerError, match=f"'minPartitions'.*found {value!r}"):
-        parse_source_options({"subscribe": "a", "minPartitions": value})
-
-
-def test_boolean_option() -> None:
-    with pytest.raises(InvalidBooleanOptionError, match="'failOnDataLoss'.*found 'yes'"):
-        parse_source_options({"subscribe": "a", "failOnDataLoss": "yes"})
-
-
-def test_offsets_json_helpers() -> None:
-    assert offsets_to_json({"b": {1: 5, 0: 3}, "a": {0: 1}}) == '{"a":{"0":1},"b":{"0":3,"1":5}}'
-    assert parse_starting_offsets(offsets_to_json({"t": {0: 9}})) == {"t": {0: 9}}
-    assert complete_offsets({"t": {0: 9, 5: 1}}, [T0, T1, TopicPartition("u", 0)]) == {
-        "t": {0: 9, 1: -2},
-        "u": {0: -2},
-    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,7 +87,7 @@ def test_resolve_start_after_end() -> None:
 
 
 def test_retention_ran_first_fails_by_default() -> None:
-    with pytest.raises(OffsetOutOfRangeError) as info:
+    with pytest.raises(OffsetsOutOfBoundsError) as info:
         resolve_ranges(BOUNDS, {"t": {0: 40, 1: 0}}, "latest")
     message = str(info.value)
     assert "t-0" in message and "start offset 40" in message
@@ -277,7 +111,7 @@ def test_whole_requested_range_aged_out() -> None:
 
 
 def test_recreated_topic_fails_by_default() -> None:
-    with pytest.raises(OffsetOutOfRangeError, match="t-1: start offset 500 is above the log end"):
+    with pytest.raises(OffsetsOutOfBoundsError, match="t-1: start offset 500 is above the log end"):
         resolve_ranges(BOUNDS, {"t": {0: 100, 1: 500}}, "latest")
 
 
@@ -288,7 +122,7 @@ def test_recreated_topic_clamps_to_latest() -> None:
 
 
 def test_end_beyond_log_end() -> None:
-    with pytest.raises(OffsetOutOfRangeError, match="t-1: end offset 70 is above the log end"):
+    with pytest.raises(OffsetsOutOfBoundsError, match="t-1: end offset 70 is above the log end"):
         resolve_ranges(BOUNDS, "earliest", {"t": {0: -1, 1: 70}})
     result = resolve_ranges(BOUNDS, "earliest", {"t": {0: -1, 1: 70}}, fail_on_data_loss=False)
     assert result.ranges[1] == OffsetRange("t", 1, 0, 50)
@@ -381,7 +215,10 @@ def test_max_records_per_partition() -> None:
 
 
 def test_split_options_must_be_positive() -> None:
-    with pytest.raises(InvalidPositiveIntegerError, match="'maxRecordsPerPartition'.*found 0"):
+    with pytest.raises(
+        InvalidPositiveIntegerError,
+        match="maxRecordsPerPartition: expected a positive integer, found 0",
+    ):
         split_ranges([r(0, 0, 1)], max_records_per_partition=0)
 
 

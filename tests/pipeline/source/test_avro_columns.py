@@ -1,4 +1,6 @@
-"""Typed loads: Avro values as typed columns, through a real registry, broker and Spark.
+"""Tests for sluice.pipeline.source.avro_columns — typed loads: Avro values as typed columns,
+through a real registry, broker and Spark, by the source and by the nightly load (the last
+test; it needs this module's registry and records).
 
 The model is what was produced: every good record must come back once with the values it was
 serialized from (resolved to the reader schema), and every undecodable one must be in the

@@ -1,4 +1,5 @@
-"""The ``sluice`` source under Structured Streaming: availableNow into a Parquet file sink.
+"""Tests for sluice.pipeline.source.data_source under Structured Streaming: availableNow into a
+Parquet file sink.
 
 The file sink and the checkpoint together make a micro-batch exactly-once: rerunning the same
 query (same checkpoint) after the topic grew must add just the new records.

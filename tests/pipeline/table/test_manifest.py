@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sluice.pipeline.source.ranges import DataLoss, OffsetRange, offsets_to_json
+from sluice.pipeline.source.options import offsets_to_json
+from sluice.pipeline.source.ranges import DataLoss, OffsetRange
 from sluice.pipeline.table.manifest import (
     DataFile,
     InvalidManifestError,
@@ -28,8 +29,8 @@ def sample() -> Manifest:
         sequence=2,
         previous_run="nightly-2024-01-01",
         ranges=(
-            RangeRecord("clicks", 0, 10, 20, 10, 1234),
-            RangeRecord.of(OffsetRange("views", 1, 5, 9), 3, 99),
+            RangeRecord(OffsetRange("clicks", 0, 10, 20), 10, 1234),
+            RangeRecord(OffsetRange("views", 1, 5, 9), 3, 99),
         ),
         offsets={"clicks": {0: 20, 1: 7}, "views": {1: 9}},
         files=(
@@ -55,6 +56,11 @@ def test_round_trip() -> None:
     assert doc["schema_ids"] == {"clicks": [1, 3]}
     decoded = Manifest.decode(data)
     assert decoded.to_json() == manifest.to_json()
+    assert decoded.ranges == manifest.ranges
+    # A range record is its range's fields and its counts side by side.
+    assert doc["ranges"][1] == {
+        "topic": "views", "partition": 1, "start": 5, "end": 9, "rows": 3, "bytes": 99
+    }  # fmt: skip
     assert decoded.total_rows == 13
     # The resume position is a valid Spark startingOffsets value.
     assert offsets_to_json(decoded.offsets) == '{"clicks":{"0":20,"1":7},"views":{"1":9}}'
@@ -66,7 +72,7 @@ def test_first_run_and_empty_run() -> None:
         table="/t",
         sequence=1,
         previous_run=None,
-        ranges=(RangeRecord("a", 0, 0, 0, 0, 0),),
+        ranges=(RangeRecord(OffsetRange("a", 0, 0, 0), 0, 0),),
         offsets={"a": {0: 0}},
         files=(),
     )
@@ -164,7 +170,10 @@ def test_constructor_validates() -> None:
             table="/t",
             sequence=1,
             previous_run=None,
-            ranges=(RangeRecord("a", 0, 0, 1, 1, 0), RangeRecord("a", 0, 1, 2, 1, 0)),
+            ranges=(
+                RangeRecord(OffsetRange("a", 0, 0, 1), 1, 0),
+                RangeRecord(OffsetRange("a", 0, 1, 2), 1, 0),
+            ),
             offsets={"a": {0: 1}},
             files=(),
         )

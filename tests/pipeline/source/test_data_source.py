@@ -1,4 +1,5 @@
-"""The ``sluice`` batch source against a real broker and a real Spark (local[2]).
+"""Tests for sluice.pipeline.source.data_source: the batch source against a real broker and a
+real Spark (local[2]).
 
 The model is what confluent-kafka's producer reports as delivered: every (topic, partition,
 offset) must come back exactly once, with byte-identical key, value and headers.
@@ -14,16 +15,9 @@ from typing import Any
 import pytest
 
 from sluice.pipeline.source.data_source import SluiceBatchReader, register
-from sluice.pipeline.source.ranges import OffsetOutOfRangeError
-from sluice.pipeline.source.split_reader import (
-    ARROW_SCHEMA,
-    ARROW_SCHEMA_NO_HEADERS,
-    DataLossError,
-    KafkaSplit,
-    SplitResult,
-    consumer_config,
-    read_split,
-)
+from sluice.pipeline.source.ranges import OffsetRange, OffsetsOutOfBoundsError
+from sluice.pipeline.source.read_plan import ReadPlan
+from sluice.pipeline.source.split_reader import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
 from tests.pipeline.broker_fixture import (
     Produced,
     create_topic,
@@ -111,7 +105,7 @@ def test_splits_follow_min_partitions_and_max_records(
     produced = produce(kafka_broker.bootstrap, simple_records(topic_name, 3, 900))
     base = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
 
-    def splits(**extra: str) -> list[KafkaSplit]:
+    def splits(**extra: str) -> list[OffsetRange]:
         return [p.split for p in SluiceBatchReader({**base, **extra}).partitions()]
 
     assert [s.count for s in splits()] == [300, 300, 300]
@@ -181,7 +175,7 @@ def test_out_of_range_fails_or_clamps(spark: Any, kafka_broker: Any, topic_name:
         "startingOffsets": json.dumps({topic_name: {"0": 50}}),
     }
     with pytest.raises(
-        OffsetOutOfRangeError, match=rf"{topic_name}-0: start offset 50 .*log end 5"
+        OffsetsOutOfBoundsError, match=rf"{topic_name}-0: start offset 50 .*log end 5"
     ):
         SluiceBatchReader(base).partitions()
     with pytest.raises(Exception, match=rf"{topic_name}-0: start offset 50"):
@@ -189,46 +183,22 @@ def test_out_of_range_fails_or_clamps(spark: Any, kafka_broker: Any, topic_name:
     assert _read(spark, **base, failOnDataLoss="false").count() == 0
 
 
-# -- the executor-side reader alone (no Spark) ---------------------------------------------
-
-
-def test_reader_bounds_a_range_inside_compressed_batches(
-    kafka_broker: Any, topic_name: str
-) -> None:
-    """Big lz4 batches: a range that starts and ends mid-batch gets exactly its offsets;
-    the records of the fetched batch past ``end`` are dropped."""
-    create_topic(kafka_broker.bootstrap, topic_name, 1)
-    produce(
-        kafka_broker.bootstrap,
-        simple_records(topic_name, 1, 500),
-        compression="lz4",
-        linger_ms=50,
-        batch_size=1_000_000,
+def test_a_read_plan_is_read_as_planned(spark: Any, kafka_broker: Any, topic_name: str) -> None:
+    """``readPlan``: exactly the planned ranges, split by the plan's options, with no offset
+    options; offsets the plan names past the log end are data loss at read time."""
+    create_topic(kafka_broker.bootstrap, topic_name, 2)
+    produce(kafka_broker.bootstrap, simple_records(topic_name, 2, 100))
+    plan = ReadPlan(
+        (OffsetRange(topic_name, 0, 10, 30), OffsetRange(topic_name, 1, 0, 5)), min_partitions=3
     )
-    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
-    for start, end in ((13, 27), (0, 1), (499, 500), (250, 500), (100, 100)):
-        result = SplitResult()
-        batches = list(
-            read_split(KafkaSplit(topic_name, 0, start, end), config, batch_rows=7, result=result)
-        )
-        offsets = [o for b in batches for o in b.column("offset").to_pylist()]
-        assert offsets == list(range(start, end))
-        assert result.rows == end - start
-        assert all(b.num_rows <= 7 and b.schema.equals(ARROW_SCHEMA) for b in batches)
-
-
-def test_reader_detects_offsets_that_are_gone(kafka_broker: Any, topic_name: str) -> None:
-    """A split planned past what the log holds (truncation/recreation) is data loss: the
-    reader fails by default and stops at the log end otherwise."""
-    create_topic(kafka_broker.bootstrap, topic_name, 1)
-    produce(kafka_broker.bootstrap, simple_records(topic_name, 1, 10))
-    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
-    split = KafkaSplit(topic_name, 0, 5, 30)
-    with pytest.raises(DataLossError, match=rf"{topic_name}-0: expected offsets \[10, 30\)"):
-        list(read_split(split, config, poll_timeout_s=20))
-    result = SplitResult()
-    batches = list(
-        read_split(split, config, fail_on_data_loss=False, poll_timeout_s=20, result=result)
-    )
-    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(5, 10))
-    assert result.lost == 20
+    base = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "readPlan": plan.encode()}
+    assert len(SluiceBatchReader(base).partitions()) >= 3
+    df = _read(spark, **base)
+    got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(10, 30)] + [(1, o) for o in range(5)]
+    with pytest.raises(Exception, match="expected no option the plan decides"):
+        _read(spark, **base, subscribe=topic_name).collect()
+    gone = ReadPlan((OffsetRange(topic_name, 0, 40, 60),))
+    options = {**base, "readPlan": gone.encode(), "kafkaConsumer.pollTimeoutMs": "20000"}
+    with pytest.raises(Exception, match=rf"{topic_name}-0: expected offsets \[50, 60\)"):
+        _read(spark, **options).collect()

@@ -1,4 +1,5 @@
-"""The nightly load end to end: a real broker, real Spark, Parquet read back with duckdb.
+"""Tests for sluice.pipeline.load.run (and its command line, sluice.cli.load_command): the
+nightly load end to end — a real broker, real Spark, Parquet read back with duckdb.
 
 The invariant every test checks: the table holds each produced (topic, partition, offset)
 exactly once — after incremental runs, runs with nothing new, data loss, and SIGKILLs of the
@@ -32,7 +33,7 @@ from tests.pipeline.broker_fixture import (
 
 pytestmark = pytest.mark.broker
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DAY_MS = 86_400_000
 
 
@@ -102,7 +103,10 @@ def test_incremental_runs_and_a_run_with_nothing_new(
     third = run_load(config, spark)
     assert third.status == "published" and third.sequence == 2 and third.total_rows == 31
     _assert_exactly_once(tmp_path, produced)
-    ranges = {(r.partition, r.start, r.end) for r in latest_manifest(config.table_uri).ranges}
+    ranges = {
+        (r.range.partition, r.range.start, r.range.end)
+        for r in latest_manifest(config.table_uri).ranges
+    }
     assert ranges == {(0, 100, 111), (1, 100, 110), (2, 100, 110)}
 
 
