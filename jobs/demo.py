@@ -37,7 +37,10 @@ from sluice.testing.process import ChildProcess
 from sluice.testing.registry import RegistryProcess
 from sluice.testing.spark import spark_submit
 
-REPO = Path(__file__).resolve().parents[1]
+# The Spark applications sit beside this module (in the repository's jobs/, or in an installed
+# wheel's sluice/jobs/); data and tables go under the directory the demo is run from.
+JOBS = Path(__file__).resolve().parent
+REPO = Path.cwd()
 DATA = REPO / "data" / "demo"
 WAREHOUSE = REPO / "warehouse"
 TOPIC = "page_views"
@@ -168,7 +171,7 @@ def produce_corrupt(bootstrap: str) -> None:
 
 
 def run_load(config: Path) -> None:
-    code = spark_submit(REPO / "jobs" / "nightly_load.py", config, cwd=REPO)
+    code = spark_submit(JOBS / "nightly_load.py", config, cwd=REPO)
     if code != 0:
         raise SystemExit(f"the nightly load failed with exit status {code}")
 

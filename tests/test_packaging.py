@@ -94,3 +94,19 @@ def test_sluice_help_from_the_wheel(installed: Path, tmp_path: Path) -> None:
         assert "usage: sluice" in proc.stdout
         for command in ("broker", "topics", "registry", "load", "mirror", "audit"):
             assert command in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_demo_and_its_spark_submit_load_run_from_the_wheel(
+    installed: Path, tmp_path: Path
+) -> None:
+    """``make demo``'s program from the wheel: a broker, the registry, two nightly loads
+    through ``spark-submit <wheel>/sluice/jobs/nightly_load.py``, all from installed code."""
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice.jobs.demo"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert str(installed / "sluice" / "jobs" / "nightly_load.py") in proc.stdout
+    assert (tmp_path / "warehouse" / "events").is_dir()
