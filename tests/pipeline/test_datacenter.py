@@ -22,14 +22,11 @@ from sluice.pipeline.audit.producer import AuditingProducer
 from sluice.pipeline.audit.run import run_audit
 from sluice.pipeline.mirror.config import MirrorConfig
 from sluice.pipeline.mirror.mirror import mirror_lag
-from tests.pipeline.broker_fixture import SluiceBroker, create_topic
-from tests.pipeline.mirror_fixture import (
-    MirrorProcess,
-    Traffic,
-    mirror_properties,
-    origins,
-    wait_until,
-)
+from sluice.testing.broker import create_topic
+from sluice.testing.mirror import MirrorProcess
+from sluice.testing.net import wait_until
+from tests.pipeline.broker_fixture import SluiceBroker
+from tests.pipeline.mirror_fixture import Traffic, mirror_properties, origins
 from tests.pipeline.topic_reader import read_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -46,12 +46,10 @@ from sluice.pipeline.audit.report import (
 from sluice.pipeline.audit.run import AuditError, run_audit
 from sluice.pipeline.lineage import LINEAGE_HEADER, Lineage
 from sluice.pipeline.load.run import LoadConfig, run_load
-from tests.pipeline.audit_helpers import (
-    aligned_base,
-    produce_audited,
-    write_properties,
-)
-from tests.pipeline.broker_fixture import SluiceBroker, create_topic, produce
+from sluice.testing.broker import create_topic
+from sluice.testing.mirror import write_properties
+from tests.pipeline.audit_helpers import aligned_base, produce_audited
+from tests.pipeline.broker_fixture import SluiceBroker, produce
 from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker

@@ -19,8 +19,8 @@ from sluice.pipeline.audit.producer import (
 from sluice.schemas import schema_path
 from sluice.schemas.client import RegistryClient
 from sluice.schemas.serde import AvroDeserializer, decode_header
+from sluice.testing.broker import create_topic
 from tests.pipeline.audit_helpers import FakeClock
-from tests.pipeline.broker_fixture import create_topic
 from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker

@@ -31,14 +31,9 @@ from sluice.pipeline.consumer.connector import (
     create_java_consumer_connector,
 )
 from sluice.pipeline.consumer.registry import OffsetZNode, OwnerZNode, thread_id
-from tests.pipeline.zk_broker_fixture import (
-    Broker,
-    Collector,
-    counts,
-    start_child,
-    wait_until,
-)
-from tests.zookeeper_server import ZooKeeperServer
+from sluice.testing.net import wait_until
+from sluice.testing.zookeeper import ZooKeeperServer
+from tests.pipeline.zk_broker_fixture import Broker, Collector, counts, start_child
 
 PARTITIONS = 6
 

@@ -20,24 +20,19 @@ from sluice.cli import main as sluice_main
 from sluice.pipeline.lineage import LINEAGE_HEADER
 from sluice.pipeline.mirror.config import MirrorConfig
 from sluice.pipeline.mirror.mirror import DeliveryError, Mirror, mirror_lag
-from tests.broker.cluster.cluster_fixture import QUIET, BrokerCluster
-from tests.conftest import new_chroot
-from tests.net import free_port
+from sluice.testing.cluster import QUIET, BrokerCluster
+from sluice.testing.mirror import MirrorProcess, write_properties
+from sluice.testing.net import free_port, wait_until
+from sluice.testing.prometheus import samples_named, scrape
+from sluice.testing.zookeeper import ZooKeeperServer, make_chroots, new_chroot
 from tests.pipeline.mirror_fixture import (
     CLUSTER_SETTINGS,
-    MirrorProcess,
     Traffic,
-    make_chroots,
     mirror_properties,
     origins,
     produce,
-    samples_named,
-    scrape,
-    wait_until,
-    write_properties,
 )
 from tests.pipeline.topic_reader import Record, read_all
-from tests.zookeeper_server import ZooKeeperServer
 
 with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with deprecated importlib.resources calls.
