@@ -2,6 +2,8 @@
 
 Only keys Sluice acts on are read; the rest of a Kafka file is ignored, so a real
 ``server.properties`` works as a starting point. Sluice's own keys are marked (Sluice).
+Integers and booleans are parsed by ``sluice.common.options`` (a blank value takes the
+default); a malformed value raises ``ConfigError`` naming the key.
 
 =========================================  =========================  =====================
 key                                        default                    meaning
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from sluice.broker.log.log_config import LogConfig
+from sluice.common import options
 
 
 class ConfigError(ValueError):
@@ -62,22 +65,11 @@ class Listener:
 
 
 def _int(props: Mapping[str, str], key: str, default: int) -> int:
-    raw = props.get(key)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{key}: expected an integer, found {raw!r}") from None
+    return options.integer(props, key, default, error=ConfigError)
 
 
 def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    if raw.strip().lower() not in ("true", "false"):
-        raise ConfigError(f"{key}: expected true or false, found {raw!r}")
-    return raw.strip().lower() == "true"
+    return options.boolean(props, key, default, error=ConfigError)
 
 
 @dataclass(frozen=True)

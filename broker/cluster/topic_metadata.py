@@ -1,7 +1,12 @@
 """What every metadata store holds about a topic, and the errors creating one can raise.
 
-Standalone mode keeps it in the log dirs (``local_metadata``); cluster mode will keep it in
-ZooKeeper. Handlers only see this interface.
+Standalone mode keeps topics in the log dirs (``local_metadata``, served to the broker as a
+cluster of one by ``single_broker``); cluster mode keeps them in ZooKeeper
+(``cluster_metadata``). Both are a ``MetadataStore``, extended by ``cluster_view.ClusterView``,
+the interface everything above this package sees.
+
+One exception per failure mode of topic administration; they know nothing of Kafka's error
+codes (``sluice.broker.server.error_mapping`` maps each to its code, once).
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ States (Kafka's ``GroupState``)::
   waits up to ``heartbeat.interval.ms`` for the others, as on Kafka; the join completes the
   moment the last known member rejoins.
 
-Errors are Kafka's codes (module constants below); every method returns them rather than
-raising, since each is an ordinary answer to a client. Not thread-safe: it runs on the
-broker's event loop.
+Errors are Kafka's codes (members of ``sluice.broker.protocol.errors.Errors``); every method
+returns them rather than raising, since each is an ordinary answer to a client. Not
+thread-safe: it runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -43,19 +43,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-log = logging.getLogger(__name__)
+from sluice.broker.protocol.errors import Errors
 
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-NON_EMPTY_GROUP = 68
+log = logging.getLogger(__name__)
 
 
 class GroupState(Enum):
@@ -68,7 +58,7 @@ class GroupState(Enum):
 
 @dataclass(frozen=True)
 class JoinResult:
-    error: int
+    error: Errors
     generation: int = -1
     protocol_name: str = ""
     leader: str = ""
@@ -78,7 +68,7 @@ class JoinResult:
 
 @dataclass(frozen=True)
 class SyncResult:
-    error: int
+    error: Errors
     assignment: bytes = b""
 
 
@@ -171,22 +161,22 @@ class GroupCoordinator:
     ) -> JoinResult:
         self._ensure_expiry_task()
         if not group_id:
-            return JoinResult(INVALID_GROUP_ID, member_id=member_id)
+            return JoinResult(Errors.INVALID_GROUP_ID, member_id=member_id)
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
-            return JoinResult(INVALID_SESSION_TIMEOUT, member_id=member_id)
+            return JoinResult(Errors.INVALID_SESSION_TIMEOUT, member_id=member_id)
         group = self.groups.setdefault(group_id, Group(group_id))
         if not protocols or not group.supports(protocol_type, protocols):
-            return JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            return JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
                 group.pending_members.add(new_id)
-                return JoinResult(MEMBER_ID_REQUIRED, member_id=new_id)
+                return JoinResult(Errors.MEMBER_ID_REQUIRED, member_id=new_id)
             member_id = new_id
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
         elif member_id not in group.members:
-            return JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id)
+            return JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id)
 
         member = group.members.get(member_id)
         now = self._now()
@@ -220,7 +210,7 @@ class GroupCoordinator:
                   group.state.value, "changed" if changed else "same")  # fmt: skip
         loop = asyncio.get_running_loop()
         if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+            member.join_future.set_result(JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id))
         member.join_future = loop.create_future()
         future = member.join_future
         if group.state is not GroupState.PREPARING_REBALANCE:
@@ -236,14 +226,19 @@ class GroupCoordinator:
                 for m in group.members.values()
             )
         return JoinResult(
-            NONE, group.generation, group.protocol_name, group.leader, member.member_id, members
+            Errors.NONE,
+            group.generation,
+            group.protocol_name,
+            group.leader,
+            member.member_id,
+            members,
         )
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.state is GroupState.COMPLETING_REBALANCE:
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
-                    m.sync_future.set_result(SyncResult(REBALANCE_IN_PROGRESS))
+                    m.sync_future.set_result(SyncResult(Errors.REBALANCE_IN_PROGRESS))
         initial = group.state is GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
         group.all_joined = asyncio.Event()
@@ -313,12 +308,12 @@ class GroupCoordinator:
 
     # -- SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
 
-    def _check_member(self, group_id: str, generation: int, member_id: str) -> Group | int:
+    def _check_member(self, group_id: str, generation: int, member_id: str) -> Group | Errors:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
-            return UNKNOWN_MEMBER_ID
+            return Errors.UNKNOWN_MEMBER_ID
         if generation != group.generation:
-            return ILLEGAL_GENERATION
+            return Errors.ILLEGAL_GENERATION
         return group
 
     async def sync(
@@ -326,16 +321,16 @@ class GroupCoordinator:
     ) -> SyncResult:
         checked = self._check_member(group_id, generation, member_id)
         log.debug("group %s: sync from %s generation %d: %s", group_id, member_id, generation,
-                  checked if isinstance(checked, int) else checked.state.value)  # fmt: skip
-        if isinstance(checked, int):
+                  checked if isinstance(checked, Errors) else checked.state.value)  # fmt: skip
+        if isinstance(checked, Errors):
             return SyncResult(checked)
         group = checked
         member = group.members[member_id]
         member.last_heartbeat = self._now()
         if group.state is GroupState.PREPARING_REBALANCE:
-            return SyncResult(REBALANCE_IN_PROGRESS)
+            return SyncResult(Errors.REBALANCE_IN_PROGRESS)
         if group.state is GroupState.STABLE:
-            return SyncResult(NONE, member.assignment)
+            return SyncResult(Errors.NONE, member.assignment)
         member.sync_future = asyncio.get_running_loop().create_future()
         future = member.sync_future
         if member_id == group.leader:
@@ -344,44 +339,44 @@ class GroupCoordinator:
             group.state = GroupState.STABLE
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
-                    m.sync_future.set_result(SyncResult(NONE, m.assignment))
+                    m.sync_future.set_result(SyncResult(Errors.NONE, m.assignment))
                 m.sync_future = None
         return await future
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+    def heartbeat(self, group_id: str, generation: int, member_id: str) -> Errors:
         checked = self._check_member(group_id, generation, member_id)
-        state = checked if isinstance(checked, int) else checked.state.value
+        state = checked if isinstance(checked, Errors) else checked.state.value
         log.debug("group %s: heartbeat from %s generation %d: %s",
                   group_id, member_id, generation, state)  # fmt: skip
-        if isinstance(checked, int):
+        if isinstance(checked, Errors):
             return checked
         checked.members[member_id].last_heartbeat = self._now()
         if checked.state is GroupState.PREPARING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
-        return NONE
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
 
-    def leave(self, group_id: str, member_ids: Sequence[str]) -> tuple[int, list[int]]:
+    def leave(self, group_id: str, member_ids: Sequence[str]) -> tuple[Errors, list[Errors]]:
         group = self.groups.get(group_id)
         if group is None:
-            return UNKNOWN_MEMBER_ID, [UNKNOWN_MEMBER_ID] * len(member_ids)
-        errors = []
+            return Errors.UNKNOWN_MEMBER_ID, [Errors.UNKNOWN_MEMBER_ID] * len(member_ids)
+        errors: list[Errors] = []
         for member_id in member_ids:
             member = group.members.pop(member_id, None)
             if member is None:
-                errors.append(UNKNOWN_MEMBER_ID)
+                errors.append(Errors.UNKNOWN_MEMBER_ID)
                 continue
-            errors.append(NONE)
+            errors.append(Errors.NONE)
             self._drop(member)
-        if any(e == NONE for e in errors):
+        if any(e == Errors.NONE for e in errors):
             self._member_gone(group, f"{len(member_ids)} member(s) left")
-        return NONE, errors
+        return Errors.NONE, errors
 
     def _drop(self, member: Member) -> None:
         """Answer whatever the removed member was waiting for."""
         if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(UNKNOWN_MEMBER_ID))
+            member.join_future.set_result(JoinResult(Errors.UNKNOWN_MEMBER_ID))
         if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result(SyncResult(UNKNOWN_MEMBER_ID))
+            member.sync_future.set_result(SyncResult(Errors.UNKNOWN_MEMBER_ID))
 
     def _member_gone(self, group: Group, reason: str) -> None:
         if group.state is GroupState.PREPARING_REBALANCE:
@@ -434,7 +429,7 @@ class GroupCoordinator:
 
     # -- offsets and introspection ---------------------------------------------------------
 
-    def validate_commit(self, group_id: str, generation: int, member_id: str) -> int:
+    def validate_commit(self, group_id: str, generation: int, member_id: str) -> Errors:
         """Kafka's checks before an OffsetCommit is stored (GroupCoordinator.doCommitOffsets).
 
         Generation -1 is a "simple" commit from a consumer that does not use group
@@ -443,16 +438,16 @@ class GroupCoordinator:
         not while the new assignment is being handed out."""
         group = self.groups.get(group_id)
         if group is None:
-            return NONE if generation < 0 else ILLEGAL_GENERATION
+            return Errors.NONE if generation < 0 else Errors.ILLEGAL_GENERATION
         if generation < 0 and group.state is GroupState.EMPTY:
-            return NONE
+            return Errors.NONE
         if group.state is GroupState.COMPLETING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
+            return Errors.REBALANCE_IN_PROGRESS
         if member_id not in group.members:
-            return UNKNOWN_MEMBER_ID
+            return Errors.UNKNOWN_MEMBER_ID
         if generation != group.generation:
-            return ILLEGAL_GENERATION
-        return NONE
+            return Errors.ILLEGAL_GENERATION
+        return Errors.NONE
 
     def list_groups(self, with_offsets: Sequence[str] = ()) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group, including offset-only groups."""

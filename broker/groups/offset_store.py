@@ -16,10 +16,11 @@ Each commit request is one batch; each committed partition one record::
              "commit_timestamp": ms}                      (null: the offset was deleted)
 
 The store replays a partition into a map when this broker becomes its leader (all of them
-at startup on a standalone broker). With no log compaction, a standalone broker rewrites a
-partition at startup when its records outnumber live entries by far: the live entries are
-appended again and the log start offset moves past the old records, whose segments retention
-then deletes. Thread-safe: one lock around the map.
+at startup on a standalone broker, which leads every partition). With no log compaction, the
+only replica of a partition (a standalone broker) rewrites it as it loads it when its records
+outnumber live entries by far: the live entries are appended again and the log start offset
+moves past the old records, whose segments retention then deletes. Thread-safe: one lock
+around the map.
 """
 
 from __future__ import annotations
@@ -30,11 +31,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sluice.broker.cluster.topic_metadata import MetadataStore
 from sluice.broker.log.log import Log
-from sluice.broker.log.log_manager import LogManager
 from sluice.broker.log.record_batch import iter_batches
 from sluice.broker.log.records import decode_batch, encode_batch
+from sluice.broker.protocol.errors import Errors
 
 TOPIC = "__consumer_offsets"
 COMPACT_SLACK = 10_000
@@ -72,7 +72,7 @@ Appender = Callable[[int, bytes], Awaitable[None]]
 class OffsetCommitFailedError(Exception):
     """A commit batch was not made durable (e.g. the partition's leadership moved)."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: Errors, message: str) -> None:
         super().__init__(f"offset commit failed with error {error_code}: {message}")
         self.error_code = error_code
 
@@ -80,10 +80,13 @@ class OffsetCommitFailedError(Exception):
 class OffsetStore:
     """Committed offsets in memory, made durable by appending to ``__consumer_offsets``.
 
-    ``append(partition, batch)`` writes a commit batch durably: a plain log append on a
-    standalone broker, a replicated append (acks=-1) in cluster mode. A broker holds the
-    offsets of the partitions it leads: ``load_partition`` replays one when it becomes its
-    leader, ``unload_partition`` forgets it when leadership moves away.
+    ``append(partition, batch)`` writes a commit batch durably: the broker passes a replicated
+    append (acks=-1) through its replica manager — standalone, the broker is the partition's
+    only replica and the append commits at once. A broker holds the offsets of the
+    partitions it leads: ``load_partition`` replays one when it becomes its leader,
+    ``unload_partition`` forgets it when leadership moves away. So ``loaded`` is the set of
+    partitions this broker leads, and :meth:`coordinates` answers whether it is a group's
+    coordinator.
     """
 
     def __init__(self, num_partitions: int, append: Appender) -> None:
@@ -92,28 +95,6 @@ class OffsetStore:
         self._append = append
         self._offsets: dict[Key, CommittedOffset] = {}
         self.loaded: set[int] = set()
-
-    @classmethod
-    def standalone(
-        cls, log_manager: LogManager, metadata: MetadataStore, num_partitions: int
-    ) -> OffsetStore:
-        """The store of a single broker: every partition local, loaded (and compacted) now."""
-        existing = metadata.get(TOPIC)
-        if existing is None:
-            existing = metadata.create_topic(TOPIC, num_partitions, 1, {}, internal=True)
-        logs = [log_manager.get_or_create_log(TOPIC, p) for p in range(existing.partitions)]
-
-        async def append(partition: int, batch: bytes) -> None:
-            logs[partition].append(batch)
-
-        store = cls(existing.partitions, append)
-        for p, partition_log in enumerate(logs):
-            live = store.load_partition(p, partition_log)
-            if partition_log.log_end_offset - partition_log.log_start_offset > 2 * live + (
-                COMPACT_SLACK
-            ):
-                store._compact(p, partition_log)
-        return store
 
     @staticmethod
     def _records(partition_log: Log) -> Iterable[tuple[bytes | None, bytes | None]]:
@@ -129,8 +110,20 @@ class OffsetStore:
                         yield record.key, record.value
                 offset = header.next_offset
 
-    def load_partition(self, partition: int, partition_log: Log) -> int:
-        """Replay one partition of the offsets topic; returns how many entries are live."""
+    def load_partition(self, partition: int, partition_log: Log, *, compact: bool = False) -> int:
+        """Replay one partition of the offsets topic; returns how many entries are live.
+
+        ``compact``: the caller is the partition's only replica (a standalone broker), so it
+        may rewrite the partition when its records outnumber the live entries by far (see the
+        module docstring). A partition with followers is never rewritten: they would not
+        follow the moved log start."""
+        live = self._load(partition, partition_log)
+        stale = partition_log.log_end_offset - partition_log.log_start_offset - 2 * live
+        if compact and stale > COMPACT_SLACK:
+            self._compact(partition, partition_log)
+        return live
+
+    def _load(self, partition: int, partition_log: Log) -> int:
         with self._lock:
             self._forget(partition)
             for key, value in self._records(partition_log):
@@ -167,11 +160,18 @@ class OffsetStore:
         for i in range(0, len(keys), 500):
             partition_log.append(_encode([(k, self._offsets[k]) for k in keys[i : i + 500]]))
         partition_log.flush()
+        # The only replica is the whole ISR: what it just wrote is committed.
+        partition_log.high_watermark = partition_log.log_end_offset
         partition_log.increment_log_start_offset(start)
         partition_log.delete_old_segments()
 
     def partition_for(self, group: str) -> int:
         return partition_for(group, self.num_partitions)
+
+    def coordinates(self, group: str) -> bool:
+        """Whether this broker is ``group``'s coordinator: it leads (so has loaded) the
+        group's partition."""
+        return self.partition_for(group) in self.loaded
 
     async def commit(self, group: str, offsets: Sequence[tuple[str, int, CommittedOffset]]) -> None:
         """Durably record one commit request's offsets (one batch, so all or nothing)."""

@@ -6,7 +6,7 @@ No sockets and no asyncio here: the server (``broker/server``) reads from the ne
 
 Modules, each named after what it holds:
 
-- ``errors``          protocol errors (local vs remote) and the Kafka error-code registry
+- ``errors``          protocol errors (local vs remote) and ``Errors``, the Kafka error codes
 - ``primitives``      the few wire primitives the codec handles by hand (varints, tagged fields)
 - ``framing``         ``FrameDecoder``: size-prefixed frames out of a byte stream
 - ``headers``         request header v1/v2, response header v0/v1
@@ -26,8 +26,7 @@ from .codec import (
     encode_unsupported_version,
 )
 from .errors import (
-    BrokerResponseError,
-    KafkaError,
+    Errors,
     LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
@@ -47,13 +46,12 @@ __all__ = [
     "APIS",
     "ApiKey",
     "ApiSpec",
-    "BrokerResponseError",
     "DEFAULT_MAX_REQUEST_BYTES",
     "EncodedFetchResponse",
+    "Errors",
     "FetchPartition",
     "FetchTopic",
     "FrameDecoder",
-    "KafkaError",
     "LocalProtocolError",
     "NEED_DATA",
     "NeedData",

@@ -48,7 +48,6 @@ import io
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from .apis import (
@@ -61,7 +60,7 @@ from .apis import (
     supported_api_versions,
 )
 from .bounds import check_bounds
-from .errors import LocalProtocolError, RemoteProtocolError, UnsupportedVersion
+from .errors import Errors, LocalProtocolError, RemoteProtocolError, UnsupportedVersion
 from .headers import (
     RequestHeader,
     encode_request_header,
@@ -198,7 +197,7 @@ def encode_unsupported_version(exc: UnsupportedVersion) -> bytes:
             f"only ApiVersions is answered at an unsupported version, not api key {exc.api_key}"
         )
     body = response_type(ApiKey.API_VERSIONS, 0)(
-        error_code=ErrorCode.unsupported_version,
+        error_code=Errors.UNSUPPORTED_VERSION.code,
         api_keys=supported_api_versions(0),
     )
     return _encode(encode_response_header(exc.correlation_id, 0), body)

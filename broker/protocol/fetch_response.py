@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from .apis import ApiKey
-from .errors import LocalProtocolError
+from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
 
 __all__ = [
@@ -75,7 +75,7 @@ class FetchPartition:
     """One partition of a Fetch response; field names and defaults as Kafka's schema."""
 
     partition_index: int
-    error_code: int = 0
+    error_code: int = Errors.NONE
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1  # v5+
@@ -119,7 +119,7 @@ def encode_fetch_response(
     topics: Sequence[FetchTopic],
     *,
     throttle_time_ms: int = 0,
-    error_code: int = 0,
+    error_code: int = Errors.NONE,
     session_id: int = 0,
 ) -> EncodedFetchResponse:
     """Encode the Fetch response to the request with ``header`` (Fetch v4–v11)."""

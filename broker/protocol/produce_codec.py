@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sluice.broker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from sluice.broker.protocol.errors import Errors, LocalProtocolError, RemoteProtocolError
 
 VERSIONS: Final = range(3, 9)
 _H: Final = struct.Struct(">h")
@@ -144,7 +144,7 @@ def decode_produce_body(frame: memoryview, pos: int) -> ProduceRequest:
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
     index: int
-    error_code: int = 0
+    error_code: int = Errors.NONE
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1

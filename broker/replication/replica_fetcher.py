@@ -23,17 +23,16 @@ import logging
 from typing import Any
 
 from sluice.broker.log.errors import StorageError
-from sluice.broker.protocol import ProtocolError
+from sluice.broker.protocol import ApiKey, ProtocolError
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
+from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import BrokerClient
 from sluice.broker.replication.partition import Partition, Role
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
 FETCH_MAX_WAIT_MS = 500
 PARTITION_MAX_BYTES = 1 << 20
 RESPONSE_MAX_BYTES = 16 << 20
@@ -130,7 +129,7 @@ class ReplicaFetcher:
         if not by_topic:
             return
         body = build(
-            request_type(23, 3),
+            request_type(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3),
             {"replica_id": self.broker_id,
              "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]},
         )  # fmt: skip
@@ -139,7 +138,7 @@ class ReplicaFetcher:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition)
                 partition = self.partitions.get(tp)
-                if partition is None or p.error_code != NONE:
+                if partition is None or p.error_code != Errors.NONE:
                     continue  # retried on the next round (or the metadata moves it)
                 local = partition.log
                 target = local.log_end_offset
@@ -180,7 +179,7 @@ class ReplicaFetcher:
                 }  # fmt: skip
             )
         body = build(
-            request_type(1, 11),
+            request_type(ApiKey.FETCH, 11),
             {"replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
              "max_bytes": RESPONSE_MAX_BYTES, "isolation_level": 0, "session_id": 0,
              "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
@@ -194,14 +193,14 @@ class ReplicaFetcher:
                 if fetched is None or self.partitions.get(tp) is not fetched:
                     continue
                 local = fetched.log
-                if p.error_code == OFFSET_OUT_OF_RANGE:
+                if p.error_code == Errors.OFFSET_OUT_OF_RANGE:
                     if local.log_end_offset < p.log_start_offset:
                         # Retention on the leader passed us: start over where it starts.
                         local.truncate_fully_and_start_at(p.log_start_offset)
                     else:
                         self._needs_truncation.add(tp)
                     continue
-                if p.error_code != NONE:
+                if p.error_code != Errors.NONE:
                     continue
                 if p.records:
                     local.append(p.records, assign=False)

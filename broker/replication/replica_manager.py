@@ -1,64 +1,54 @@
-"""``ReplicaManager``: this broker's replicas in cluster mode (Kafka's ReplicaManager).
+"""``ReplicaManager``: this broker's replicas (Kafka's ReplicaManager), in either mode.
 
-Roles come from ZooKeeper through watches (the choice design.md leaves open): the cluster
-metadata calls back on every partition-state change, and the manager makes each local replica
-leader or follower to match — no controller-to-broker RPC. Followers are grouped into one
-``ReplicaFetcher`` per leader broker.
+Roles come from the :class:`~sluice.broker.cluster.cluster_view.ClusterView`: in cluster mode
+from ZooKeeper through watches (the choice design.md leaves open), standalone from a cluster of
+one in which this broker leads every partition. The view calls back on every partition-state
+change, and the manager makes each local replica leader or follower to match — no
+controller-to-broker RPC. Followers are grouped into one ``ReplicaFetcher`` per leader broker.
+Standalone, every replica is a leader with an ISR of one, so there are no fetchers and every
+append is committed as it is written.
 
-**Produce** goes through :meth:`append`: only the leader accepts it (else
-NOT_LEADER_OR_FOLLOWER); with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses
-it before the append (NOT_ENOUGH_REPLICAS), and the response is a delayed operation completed
-when the high watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT),
-or with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
+**Clients** are served by a partition's leader only: :meth:`leader_or_error` answers the
+partition, or UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition in the cluster) or
+NOT_LEADER_OR_FOLLOWER (it exists, but this broker does not lead it).
+
+**Produce** goes through :meth:`append`: only the leader accepts it (else the error above);
+with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses it before the append
+(NOT_ENOUGH_REPLICAS), and the response is a delayed operation completed when the high
+watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT), or with
+NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 
 **ISR**: a follower's fetch moves its LEO (and maybe the HW); a follower that caught up joins
 the ISR; a periodic check drops followers that lagged ``replica.lag.time.max.ms``. Each change
 is written by the leader to the partition's state znode, conditional on its version, off the
 event loop.
 
-Runs on the broker's event loop; metadata callbacks arrive from another thread and are handed
-over with ``call_soon_threadsafe``.
+Runs on the broker's event loop. A metadata callback made on the loop's own thread (a single
+broker's topic change) is applied at once, so the topic's replicas exist when the call that
+changed it returns; one from another thread (the cluster's metadata worker) is handed over with
+``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
 
+from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.log.log import AppendInfo, Log
+from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.replication.replica_fetcher import ReplicaFetcher
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-UNKNOWN_TOPIC_OR_PARTITION = 3
-
-
-class ClusterView(Protocol):
-    """What the manager needs of ``sluice.broker.cluster.cluster_metadata.ClusterMetadata``."""
-
-    def brokers(self) -> dict[int, Any]: ...
-    def topics(self) -> dict[str, Any]: ...
-    def replicas(self, topic: str, partition: int) -> tuple[int, ...]: ...
-    def partition_state(self, topic: str, partition: int) -> Any: ...
-    def update_isr(
-        self, topic: str, partition: int, leader_epoch: int, isr: Sequence[int], zk_version: int
-    ) -> Any: ...
-    def add_listener(self, callback: Callable[[set[tuple[str, int]] | None], None]) -> None: ...
-
 
 @dataclass
 class AppendResult:
-    error: int
+    error: Errors
     info: AppendInfo | None = None
     message: str | None = None
 
@@ -71,6 +61,7 @@ class ReplicaManager:
         get_log: Callable[[str, int], Log],
         delete_log: Callable[[str, int], None],
         *,
+        min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = 30_000,
         on_high_watermark: Callable[[TopicPartition], None] = lambda _tp: None,
         on_role_change: Callable[[TopicPartition, Role, Log | None], None] = lambda *_: None,
@@ -79,12 +70,13 @@ class ReplicaManager:
         self.cluster = cluster
         self._get_log = get_log
         self._delete_log = delete_log
+        self.default_min_insync_replicas = min_insync_replicas
         self.max_lag_ms = replica_lag_time_max_ms
         self._on_hw = on_high_watermark
         self._on_role = on_role_change
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[int]]]] = {}
+        self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[Errors]]]] = {}
         self._isr_writes: set[TopicPartition] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -106,11 +98,19 @@ class ReplicaManager:
         for waiters in self._waiters.values():
             for _, future in waiters:
                 if not future.done():
-                    future.set_result(NOT_LEADER_OR_FOLLOWER)
+                    future.set_result(Errors.NOT_LEADER_OR_FOLLOWER)
 
     def _changed_from_any_thread(self, changed: set[tuple[str, int]] | None) -> None:
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.apply(changed)  # raises what creating a log raises, to the caller's change
+        else:
             loop.call_soon_threadsafe(self.apply, changed)
 
     # -- roles -----------------------------------------------------------------------------
@@ -210,6 +210,24 @@ class ReplicaManager:
         p = self.partitions.get(TopicPartition(topic, partition))
         return p if p is not None and p.role is Role.LEADER else None
 
+    def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, Errors]:
+        """(the partition, NONE) where this broker leads it and may serve clients from it;
+        else (None, UNKNOWN_TOPIC_OR_PARTITION) if the cluster has no such partition, or
+        (None, NOT_LEADER_OR_FOLLOWER) if another broker leads it (or none yet)."""
+        info = self.cluster.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        leading = self.leader_partition(topic, partition)
+        if leading is None:
+            return None, Errors.NOT_LEADER_OR_FOLLOWER
+        return leading, Errors.NONE
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's ``min.insync.replicas``, else the broker's."""
+        info = self.cluster.get(topic)
+        raw = info.config.get("min.insync.replicas") if info is not None else None
+        return int(raw) if raw else self.default_min_insync_replicas
+
     async def append(
         self,
         topic: str,
@@ -218,14 +236,22 @@ class ReplicaManager:
         *,
         acks: int,
         timeout_ms: int,
-        min_insync_replicas: int,
+        min_insync_replicas: int | None = None,
     ) -> AppendResult:
-        p = self.leader_partition(topic, partition)
+        """Append one batch as the partition's leader and wait as ``acks`` asks (see the module
+        docstring). ``min_insync_replicas``: None for the topic's. Raises the log's
+        ``StorageError`` if the log refuses the batch."""
+        p, error = self.leader_or_error(topic, partition)
         if p is None:
-            return AppendResult(NOT_LEADER_OR_FOLLOWER, message="this broker does not lead it")
+            message = (
+                "this broker does not lead it" if error is Errors.NOT_LEADER_OR_FOLLOWER else None
+            )
+            return AppendResult(error, message=message)
+        if min_insync_replicas is None:
+            min_insync_replicas = self.min_insync_replicas(topic)
         if acks == -1 and len(p.isr) < min_insync_replicas:
             return AppendResult(
-                NOT_ENOUGH_REPLICAS,
+                Errors.NOT_ENOUGH_REPLICAS,
                 message=f"expected an ISR of at least {min_insync_replicas} "
                 f"(min.insync.replicas), found {list(p.isr)}",
             )
@@ -233,18 +259,18 @@ class ReplicaManager:
         p.maybe_advance_hw()  # a single-replica ISR commits at once
         if acks != -1 or p.committed(info.last_offset + 1):
             self._completed_by_hw(p.tp, p)
-            return AppendResult(NONE, info)
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            return AppendResult(Errors.NONE, info)
+        future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(p.tp, []).append((info.last_offset + 1, future))
         try:
             error = await asyncio.wait_for(future, timeout_ms / 1000)
         except TimeoutError:
             return AppendResult(
-                REQUEST_TIMED_OUT, info,
+                Errors.REQUEST_TIMED_OUT, info,
                 f"not replicated to the ISR {list(p.isr)} within {timeout_ms} ms",
             )  # fmt: skip
-        if error == NONE and len(p.isr) < min_insync_replicas:
-            return AppendResult(NOT_ENOUGH_REPLICAS_AFTER_APPEND, info,
+        if error is Errors.NONE and len(p.isr) < min_insync_replicas:
+            return AppendResult(Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, info,
                                 f"the ISR shrank to {list(p.isr)}")  # fmt: skip
         return AppendResult(error, info)
 
@@ -257,7 +283,7 @@ class ReplicaManager:
                 if future.done():
                     continue
                 if hw >= required:
-                    future.set_result(NONE)
+                    future.set_result(Errors.NONE)
                 else:
                     still.append((required, future))
             self._waiters[tp] = still
@@ -266,17 +292,17 @@ class ReplicaManager:
     def _fail_waiters(self, tp: TopicPartition) -> None:
         for _, future in self._waiters.pop(tp, []):
             if not future.done():
-                future.set_result(NOT_LEADER_OR_FOLLOWER)
+                future.set_result(Errors.NOT_LEADER_OR_FOLLOWER)
 
     def record_follower_fetch(
         self, replica_id: int, topic: str, partition: int, fetch_offset: int
-    ) -> int:
-        """A follower fetched; returns an error code for that partition (0 if fine)."""
+    ) -> Errors:
+        """A follower fetched; returns the error for that partition (NONE if fine)."""
         p = self.leader_partition(topic, partition)
         if p is None:
-            return NOT_LEADER_OR_FOLLOWER
+            return Errors.NOT_LEADER_OR_FOLLOWER
         if replica_id not in p.replicas:
-            return UNKNOWN_TOPIC_OR_PARTITION
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
         if p.record_follower_fetch(replica_id, fetch_offset):
             self._completed_by_hw(p.tp, p)
         expanded = p.isr_to_expand()
@@ -287,7 +313,7 @@ class ReplicaManager:
             expanded = tuple(r for r in expanded if r in p.isr or r in live)
             if expanded != p.isr:
                 self._write_isr(p, expanded)
-        return NONE
+        return Errors.NONE
 
     # -- ISR changes -----------------------------------------------------------------------
 

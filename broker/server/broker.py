@@ -1,25 +1,45 @@
-"""``Broker``: one broker's components and lifecycle, shared by every request handler.
+"""``Broker``: one broker's components and lifecycle; the context every request handler gets.
 
-Startup: load (and if need be recover) the logs, make sure every partition of every known
-topic has a log, open the committed-offset store, start the log manager's background threads,
-then listen. Shutdown (SIGTERM or SIGINT): stop accepting, close connections, flush and close
-every log, write the checkpoints and the clean-shutdown marker.
+Components, built once from the config. The only place where standalone and cluster mode
+differ is the cluster view chosen here, and the ZooKeeper client cluster mode needs:
 
-Everything here runs on the broker's asyncio loop except the log manager's background threads
-and fsyncs, which run in the loop's default executor.
+* ``cluster``: a :class:`~sluice.broker.cluster.cluster_view.ClusterView` — standalone a
+  :class:`~sluice.broker.cluster.single_broker.SingleBrokerCluster` (topics in the first log
+  dir; this broker the only replica and leader of everything), in cluster mode a
+  :class:`~sluice.broker.cluster.cluster_metadata.ClusterMetadata` over ZooKeeper;
+* ``log_manager``: the partitions' logs in the log dirs;
+* ``replicas``: the :class:`~sluice.broker.replication.replica_manager.ReplicaManager`, which
+  makes each local replica leader or follower as the cluster view says, creates and deletes
+  the logs, and takes every append (a single broker's appends commit at once);
+* ``offsets`` (committed offsets in ``__consumer_offsets``, appended through the replica
+  manager, loaded for the partitions this broker leads), ``groups``, ``purgatory``, ``metrics``.
+
+The request handlers (``sluice.broker.server.handlers``) see it only as a
+:class:`~sluice.broker.server.context.BrokerContext`; this module imports them, they never
+import it.
+
+Startup: load (and if need be recover) the logs; standalone, make sure the offsets topic
+exists; start the log manager's background threads; bind the listener; join the cluster (a
+no-op for a single broker; in cluster mode register in ZooKeeper) and start the replica
+manager, which creates the log of every partition this broker holds and takes the roles the
+cluster view gives; then serve. Shutdown (SIGTERM or SIGINT): stop accepting, close
+connections, stop the replicas, leave the cluster (leadership moves away first), flush and
+close every log, write the checkpoints and the clean-shutdown marker.
+
+Everything here runs on the broker's asyncio loop except the log manager's background threads,
+the fsyncs and the ZooKeeper calls, which run in the loop's default executor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import os
 import resource
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
@@ -27,11 +47,12 @@ from kazoo.exceptions import KazooException
 from prometheus_client import start_http_server
 
 from sluice.broker.cluster.cluster_metadata import ClusterMetadata
+from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.local_metadata import LocalMetadataStore
+from sluice.broker.cluster.single_broker import SingleBrokerCluster
 from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
-    MetadataStore,
     MetadataUnavailableError,
     TopicInfo,
 )
@@ -39,7 +60,6 @@ from sluice.broker.config import BrokerConfig
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import OffsetCommitFailedError, OffsetStore
-from sluice.broker.log.errors import StorageError
 from sluice.broker.log.log import Log
 from sluice.broker.log.log_config import LogConfig
 from sluice.broker.log.log_manager import LogManager
@@ -54,8 +74,11 @@ from sluice.broker.protocol import (
     decode_request,
     encode_unsupported_version,
 )
+from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.server.context import CURRENT_PEER, Handler, Response
+from sluice.broker.server.handlers import HANDLERS
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
 from sluice.common.topic_partition import TopicPartition
@@ -63,11 +86,6 @@ from sluice.common.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Response = bytes | EncodedFetchResponse | None
-
-# The client address of the connection a handler is serving (each connection runs in its
-# own task, so its own context); DescribeGroups reports it as the member's host.
-CURRENT_PEER: contextvars.ContextVar[str] = contextvars.ContextVar("CURRENT_PEER", default="")
 
 # Every partition is a directory and three open files (the active segment's .log, .index and
 # .timeindex), created on the event loop. Kafka sets no limit on partitions, but one int32 in a
@@ -79,10 +97,7 @@ MAX_PARTITIONS_PER_TOPIC = 1000
 FDS_PER_PARTITION = 3
 FD_HEADROOM = 64
 
-Handler = Callable[["Broker", Any], Awaitable[Response]]
 _API_NAMES = {int(key): key.name.lower() for key in ApiKey}
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
 _PRODUCE_KEY = int(ApiKey.PRODUCE).to_bytes(2, "big")
 
 
@@ -112,19 +127,42 @@ class FdFile:
 
 
 class Broker:
+    """One broker; implements :class:`~sluice.broker.server.context.BrokerContext`. See the
+    module docstring."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        self.port = config.listener.port
+        advertised_port = config.advertised.port or config.listener.port  # set again once bound
         self.zk: KazooClient | None = None
-        self.cluster: ClusterMetadata | None = None
-        self.metadata: MetadataStore
+        self.cluster: ClusterView
         if config.standalone:
-            self.metadata = LocalMetadataStore(config.log_dirs[0], config.broker_id)
+            self.cluster = SingleBrokerCluster(
+                LocalMetadataStore(config.log_dirs[0], config.broker_id),
+                config.broker_id,
+                listener_host=config.advertised.host,
+                listener_port=advertised_port,
+            )
         else:
             # Cluster mode: topics, leaders and ISRs live in ZooKeeper (registered once the
             # listener is bound, so the advertised port is known).
             self.zk = KazooClient(
                 hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000
             )
+            self.cluster = ClusterMetadata(
+                self.zk,
+                config.broker_id,
+                listener_host=config.advertised.host,
+                listener_port=advertised_port,
+                default_replication_factor=config.default_replication_factor,
+                num_partitions=config.num_partitions,
+                unclean_leader_election=config.unclean_leader_election,
+                # Restarted right after a crash, the broker finds its previous session's
+                # registration still there until that session expires: wait that long.
+                registration_timeout=max(10.0, config.zookeeper_session_timeout_ms / 1000 + 5),
+            )
+        # In a cluster a produce may wait for followers (acks=-1); a single broker's never does.
+        self._produce_may_wait = not config.standalone
         self.log_manager = LogManager(
             config.log_dirs,
             config.log,
@@ -135,55 +173,42 @@ class Broker:
         )
         self.purgatory = FetchPurgatory()
         self.metrics = BrokerMetrics(self.log_manager.logs)
-        self.offsets: OffsetStore | None = None
-        self.replicas: ReplicaManager | None = None  # cluster mode only
+        self.replicas = ReplicaManager(
+            config.broker_id,
+            self.cluster,
+            self._replica_log,
+            self._delete_log,
+            min_insync_replicas=config.min_insync_replicas,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            on_high_watermark=self.purgatory.notify,
+            on_role_change=self._on_role_change,
+        )
+        # The offsets topic's own partition count where it exists (standalone: known now),
+        # else the configured one.
+        existing = self.cluster.get(OFFSETS_TOPIC)
+        self.offsets = OffsetStore(
+            existing.partitions if existing else config.offsets_topic_num_partitions,
+            self._append_offsets,
+        )
         self.groups = GroupCoordinator(
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
         )
+        self.handlers: dict[int, Handler] = HANDLERS
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
-        self.port = config.listener.port
-        from sluice.broker.server.handlers import HANDLERS  # handlers import this module
-
-        self.handlers: dict[int, Handler] = HANDLERS
+        self._joined = False
 
     # -- topics and partitions -------------------------------------------------------------
 
     def topic_log_config(self, topic: str) -> LogConfig:
-        if self.zk is not None and self.cluster is None:
-            # Loading logs before joining the cluster: broker defaults for now; the topic's
-            # overrides are applied when the replica manager takes the partition on.
-            return self.config.log
-        info = self.metadata.get(topic)
+        """The broker's log settings with the topic's overrides. In cluster mode, logs loaded
+        before joining get the broker defaults (the view is still empty); the replica manager
+        applies the topic's overrides when it takes the partition on."""
+        info = self.cluster.get(topic)
         return self.config.log.with_overrides(info.config) if info else self.config.log
-
-    def min_insync_replicas(self, topic: str) -> int:
-        """The topic's ``min.insync.replicas``, else the broker's."""
-        info = self.metadata.get(topic)
-        raw = info.config.get("min.insync.replicas") if info is not None else None
-        return int(raw) if raw else self.config.min_insync_replicas
-
-    def leader_log(self, topic: str, partition: int) -> tuple[Log | None, int]:
-        """(the partition's log, 0) where this broker may serve clients from it, else
-        (None, UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER). Standalone, every
-        existing partition is served here (its log created on first use)."""
-        info = self.metadata.get(topic)
-        if info is None or not 0 <= partition < info.partitions:
-            return None, UNKNOWN_TOPIC_OR_PARTITION
-        if self.replicas is None:
-            existing = self.log_manager.get_log(topic, partition)
-            return existing or self.log_manager.get_or_create_log(topic, partition), 0
-        leading = self.replicas.leader_partition(topic, partition)
-        if leading is None:
-            return None, NOT_LEADER_OR_FOLLOWER
-        return leading.log, 0
-
-    def log_for(self, topic: str, partition: int) -> Log | None:
-        """The partition's log where this broker serves it, else None."""
-        return self.leader_log(topic, partition)[0]
 
     def create_topic(
         self,
@@ -194,12 +219,14 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> TopicInfo:
-        """Register a topic and create its partitions' logs.
+        """Register a topic; the replicas create its partitions' logs (standalone, before this
+        returns).
 
-        Raises the metadata store's ``TopicError`` subclasses, and ``InvalidPartitionsError``
-        beyond ``MAX_PARTITIONS_PER_TOPIC`` or the file descriptors left. If a log cannot be
-        created (``OSError``, ``StorageError``) the topic is removed again before the error
-        propagates, so that it is not left registered with partitions that have no log.
+        Raises the cluster view's ``TopicError`` subclasses and ``InvalidTopicError``;
+        ``InvalidPartitionsError`` beyond ``MAX_PARTITIONS_PER_TOPIC`` or the file descriptors
+        left; ``InvalidConfigError`` for a config the log settings refuse. Standalone, if a log
+        cannot be created (``OSError``, ``StorageError``) the topic is removed again before the
+        error propagates, so that it is not left registered with partitions that have no log.
         """
         if partitions > MAX_PARTITIONS_PER_TOPIC:
             raise InvalidPartitionsError(
@@ -207,35 +234,26 @@ class Broker:
                 f"found {partitions}"
             )
         try:
-            log_config = self.config.log.with_overrides(config)
+            self.config.log.with_overrides(config)
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from None
         _check_file_descriptors(partitions)
-        info = self.metadata.create_topic(
+        return self.cluster.create_topic(
             name, partitions, replication_factor, config, validate_only=validate_only
         )
-        if self.cluster is not None:
-            return info  # each replica creates its log when the controller assigns it
-        if not validate_only:
-            try:
-                for p in range(partitions):
-                    self.log_manager.get_or_create_log(name, p, log_config)
-            except (OSError, StorageError):
-                log.exception("creating the logs of topic %s failed; removing it", name)
-                try:
-                    self.delete_topic(name)
-                except (OSError, StorageError):
-                    log.exception("removing the half-created topic %s failed", name)
-                raise
-            log.info("created topic %s with %d partitions", name, partitions)
-        return info
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic; each replica deletes its log when the topic is gone (standalone,
+        before this returns)."""
+        self.cluster.delete_topic(name)
 
     async def off_loop(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a metadata ``call`` (``create_topic``, ``next_producer_id``, …) — in cluster mode
         in the executor, because it talks to ZooKeeper and kazoo blocks while disconnected,
         which on the event loop would stall every connection for the whole outage. A
         ZooKeeper failure is raised as ``MetadataUnavailableError`` (a retriable error code).
-        Standalone, the call runs inline, as it always did."""
+        Standalone, the call runs inline, as it always did: it only touches local files, and
+        the replicas it creates must exist when it returns."""
         if self.zk is None:
             return call(*args, **kwargs)
         loop = asyncio.get_running_loop()
@@ -244,28 +262,52 @@ class Broker:
         except KazooException as exc:
             raise MetadataUnavailableError(f"ZooKeeper is unavailable: {exc!r}") from None
 
-    def delete_topic(self, name: str) -> None:
-        info = self.metadata.delete_topic(name)
-        if self.cluster is not None:
-            return  # the controller removes it; replicas delete their logs when it is gone
-        for p in range(info.partitions):
-            self.log_manager.delete_log(name, p)
-        log.info("deleted topic %s", name)
+    def _replica_log(self, topic: str, partition: int) -> Log:
+        config = self.topic_log_config(topic)
+        partition_log = self.log_manager.get_or_create_log(topic, partition, config)
+        partition_log.config = config  # a log loaded at startup gets the topic's overrides
+        return partition_log
+
+    def _delete_log(self, topic: str, partition: int) -> None:
+        self.log_manager.delete_log(topic, partition)
+
+    async def _append_offsets(self, partition: int, batch: bytes) -> None:
+        """Make a commit batch durable: a replicated append to the offsets partition."""
+        result = await self.replicas.append(
+            OFFSETS_TOPIC, partition, batch, acks=-1,
+            timeout_ms=self.config.offsets_commit_timeout_ms, min_insync_replicas=1,
+        )  # fmt: skip
+        if result.error != Errors.NONE:
+            raise OffsetCommitFailedError(result.error, result.message or "")
+
+    def _on_role_change(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
+        """Coordinate the groups of the offsets partitions this broker leads."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        if role is Role.LEADER and partition_log is not None:
+            # Only a standalone broker rewrites a mostly stale partition as it loads it (at
+            # startup, before it serves): in a cluster the rewrite would run on the event loop
+            # while serving, and followers would have to follow the moved log start.
+            live = self.offsets.load_partition(
+                tp.partition, partition_log, compact=self.config.standalone
+            )
+            log.info("coordinating groups of %s (%d committed offsets)", tp, live)
+        else:
+            self.offsets.unload_partition(tp.partition)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def startup(self) -> None:
         started = time.monotonic()
         self.log_manager.startup()
-        if self.zk is None:
-            for info in self.metadata.topics().values():
-                for p in range(info.partitions):
-                    self.log_manager.get_or_create_log(info.name, p)
-            self.offsets = OffsetStore.standalone(
-                self.log_manager, self.metadata, self.config.offsets_topic_num_partitions
-            )
-        else:
+        if self.zk is not None:
             self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+        elif self.cluster.get(OFFSETS_TOPIC) is None:
+            # A single broker has its offsets topic from the start (a cluster creates it on
+            # the first FindCoordinator, with the brokers then alive).
+            self.cluster.create_topic(
+                OFFSETS_TOPIC, self.offsets.num_partitions, 1, {}, internal=True
+            )
         self.log_manager.start_background()
         log.info(
             "broker %d loaded %d partitions in %.2fs (%d bytes cut by recovery)",
@@ -295,14 +337,13 @@ class Broker:
                 limit=1 << 20,
                 reuse_address=True,
                 # Bound (so the port is known for the registration) but not yet listening:
-                # in cluster mode, requests wait until the broker has joined (as Kafka starts
-                # processing requests only after registering), so no client sees a broker
-                # with an empty view of the cluster.
+                # requests wait until the broker has joined (as Kafka starts processing
+                # requests only after registering), so no client sees a broker with an empty
+                # view of the cluster or without its replicas.
                 start_serving=False,
             )
             self.port = self._server.sockets[0].getsockname()[1]
-            if self.zk is not None:
-                await self._join_cluster()
+            await self._join()
             await self._server.start_serving()
             if self.config.metrics_port is not None:
                 start_http_server(
@@ -322,75 +363,13 @@ class Broker:
         finally:
             await self._shutdown()
 
-    async def _join_cluster(self) -> None:
-        """Register in ZooKeeper, start the controller candidate and the replica manager."""
-        assert self.zk is not None
-        loop = asyncio.get_running_loop()
-        cfg = self.config
-        self.cluster = ClusterMetadata(
-            self.zk,
-            cfg.broker_id,
-            listener_host=cfg.advertised.host,
-            listener_port=cfg.advertised.port or self.port,
-            default_replication_factor=cfg.default_replication_factor,
-            num_partitions=cfg.num_partitions,
-            unclean_leader_election=cfg.unclean_leader_election,
-            # Restarted right after a crash, the broker finds its previous session's
-            # registration still there until that session expires: wait that long, not less.
-            registration_timeout=max(10.0, cfg.zookeeper_session_timeout_ms / 1000 + 5),
-        )
-        self.metadata = self.cluster
-
-        async def append_offsets(partition: int, batch: bytes) -> None:
-            assert self.replicas is not None
-            result = await self.replicas.append(
-                OFFSETS_TOPIC, partition, batch, acks=-1, timeout_ms=cfg.offsets_commit_timeout_ms,
-                min_insync_replicas=1,
-            )  # fmt: skip
-            if result.error != 0:
-                raise OffsetCommitFailedError(result.error, result.message or "")
-
-        self.offsets = OffsetStore(cfg.offsets_topic_num_partitions, append_offsets)
-        self.replicas = ReplicaManager(
-            cfg.broker_id,
-            self.cluster,
-            self._replica_log,
-            self._delete_log,
-            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
-            on_high_watermark=self.purgatory.notify,
-            on_role_change=self._on_role_change,
-        )
-        await loop.run_in_executor(None, self.cluster.start)
+    async def _join(self) -> None:
+        """Register in the cluster (in cluster mode: in ZooKeeper, starting the controller
+        candidate) and start the replica manager."""
+        self.cluster.listener_port = self.config.advertised.port or self.port
+        await asyncio.get_running_loop().run_in_executor(None, self.cluster.start)
+        self._joined = True
         self.replicas.start()
-
-    def _replica_log(self, topic: str, partition: int) -> Log:
-        config = self.topic_log_config(topic)
-        partition_log = self.log_manager.get_or_create_log(topic, partition, config)
-        partition_log.config = config  # a log loaded at startup gets the topic's overrides
-        return partition_log
-
-    def _delete_log(self, topic: str, partition: int) -> None:
-        self.log_manager.delete_log(topic, partition)
-
-    def _on_role_change(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
-        """Coordinate the groups of the offsets partitions this broker leads."""
-        if tp.topic != OFFSETS_TOPIC or self.offsets is None:
-            return
-        if role is Role.LEADER and partition_log is not None:
-            live = self.offsets.load_partition(tp.partition, partition_log)
-            log.info("coordinating groups of %s (%d committed offsets)", tp, live)
-        else:
-            self.offsets.unload_partition(tp.partition)
-
-    def is_coordinator(self, group_id: str) -> bool:
-        """Whether this broker coordinates ``group_id`` (always, standalone)."""
-        if self.replicas is None or self.offsets is None:
-            return True
-        partition = self.offsets.partition_for(group_id)
-        return (
-            partition in self.offsets.loaded
-            and self.replicas.leader_partition(OFFSETS_TOPIC, partition) is not None
-        )
 
     def stop(self) -> None:
         self._stopped.set()
@@ -407,15 +386,14 @@ class Broker:
             await self._server.wait_closed()
         self.groups.close()
         loop = asyncio.get_running_loop()
-        if self.replicas is not None:
-            await self.replicas.stop()
-        if self.cluster is not None:
+        await self.replicas.stop()
+        if self._joined:
             # Deregister first: the controller moves leadership away before the logs close.
             await loop.run_in_executor(None, self.cluster.stop)
         if self.zk is not None:
             await loop.run_in_executor(None, self.zk.stop)
             self.zk.close()
-        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        await loop.run_in_executor(None, self.log_manager.shutdown)
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     # -- connections -----------------------------------------------------------------------
@@ -442,7 +420,7 @@ class Broker:
                 pending: list[bytes] = []
                 while (frame := decoder.next_frame()) is not NEED_DATA:
                     assert isinstance(frame, bytes | bytearray | memoryview)
-                    if pending and (frame[:2] != _PRODUCE_KEY or self.replicas is not None):
+                    if pending and (frame[:2] != _PRODUCE_KEY or self._produce_may_wait):
                         await self._flush(writer, pending)
                     response = await self.handle_frame(frame)
                     if isinstance(response, bytes):
@@ -516,9 +494,6 @@ class Broker:
                     chunk.size,
                 )
         await writer.drain()
-
-    def notify_append(self, tp: TopicPartition) -> None:
-        self.purgatory.notify(tp)
 
 
 def _check_file_descriptors(partitions: int) -> None:

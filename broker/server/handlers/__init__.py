@@ -1,14 +1,21 @@
-"""One coroutine per Kafka API: ``handle(broker, request) -> bytes | fetch response | None``.
+"""One coroutine per Kafka API: ``handle(ctx, request) -> bytes | fetch response | None``.
 
 Each module holds one API family; ``HANDLERS`` maps API keys to them, and ApiVersions
 advertises exactly the APIs listed here.
+
+Handlers see the broker only as a :class:`~sluice.broker.server.context.BrokerContext` (they
+never import ``sluice.broker.server.broker``, which imports them), and have one path for
+standalone and cluster mode: leadership questions go to the replica manager
+(``ctx.replicas.leader_or_error``), cluster questions to the cluster view (``ctx.cluster``),
+which standalone is a cluster of one led entirely by this broker. Error codes are members of
+``sluice.broker.protocol.errors.Errors``; a caught exception becomes a code through
+``sluice.broker.server.error_mapping``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sluice.broker.protocol import ApiKey
+from sluice.broker.server.context import Handler
 from sluice.broker.server.handlers import (
     epochs,
     fetch,
@@ -19,9 +26,6 @@ from sluice.broker.server.handlers import (
     produce,
     topics,
 )
-
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Handler
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: metadata.handle_api_versions,

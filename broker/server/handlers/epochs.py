@@ -4,43 +4,39 @@ A follower that starts following a new leader asks where its own latest epoch en
 and truncates to that (KIP-101); librdkafka asks the same to validate a consumer position
 after a leader change (KIP-320). The answer is the largest epoch <= the one asked and the
 offset where it ended (the log end for the current epoch); -1/-1 for an epoch older than
-any this log knows.
+any this log knows. A ``current_leader_epoch`` older than this leader's is FENCED_LEADER_EPOCH,
+a newer one UNKNOWN_LEADER_EPOCH (-1 skips the check); standalone the leader epoch is 0.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice.broker.protocol import Request
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.responses import respond
 
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Broker
 
-
-async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> bytes:
+async def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> bytes:
     topics = []
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []
         for p in t.partitions:
-            out = {"error_code": ec.NONE, "partition": p.partition, "leader_epoch": -1,
+            out = {"error_code": Errors.NONE, "partition": p.partition, "leader_epoch": -1,
                    "end_offset": -1}  # fmt: skip
             partitions.append(out)
-            partition_log, error = broker.leader_log(t.topic, p.partition)
-            if partition_log is None:
+            leading, error = ctx.replicas.leader_or_error(t.topic, p.partition)
+            if leading is None:
                 out["error_code"] = error
                 continue
-            if broker.replicas is not None and p.current_leader_epoch >= 0:
-                leading = broker.replicas.leader_partition(t.topic, p.partition)
-                ours = leading.leader_epoch if leading is not None else -1
-                if p.current_leader_epoch < ours:
-                    out["error_code"] = ec.FENCED_LEADER_EPOCH
-                    continue
-                if p.current_leader_epoch > ours:
-                    out["error_code"] = ec.UNKNOWN_LEADER_EPOCH
-                    continue
-            out["leader_epoch"], out["end_offset"] = partition_log.end_offset_for_epoch(
+            if 0 <= p.current_leader_epoch < leading.leader_epoch:
+                out["error_code"] = Errors.FENCED_LEADER_EPOCH
+                continue
+            if p.current_leader_epoch > leading.leader_epoch:
+                out["error_code"] = Errors.UNKNOWN_LEADER_EPOCH
+                continue
+            out["leader_epoch"], out["end_offset"] = leading.log.end_offset_for_epoch(
                 p.leader_epoch
             )
         topics.append({"topic": t.topic, "partitions": partitions})

@@ -8,6 +8,10 @@ batch larger than the limit still gets through, as KIP-74); the rest share what 
 If the response would hold less than ``min_bytes`` and ``max_wait`` is not up, the fetch waits
 in the purgatory until an append to one of its partitions, then reads again.
 
+Each partition is read from its leader only (``ctx.replicas.leader_or_error``), after the
+KIP-320 leader-epoch check; a follower's fetch (``replica_id >= 0``) reads up to the log end
+and records the follower's position, which may move the high watermark.
+
 Sessions (KIP-227): Sluice answers with session id 0, "no session", so clients keep sending
 full fetch requests; librdkafka never opens sessions anyway.
 Transactions are not supported, so the last stable offset is the high watermark.
@@ -16,22 +20,22 @@ Transactions are not supported, so the last stable offset is the high watermark.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice.broker.log.errors import OffsetOutOfRangeError
 from sluice.broker.log.log_segment import FileSlice
 from sluice.broker.protocol import EncodedFetchResponse, FetchPartition, FetchTopic, Request
 from sluice.broker.protocol.build import ms
+from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.fetch_response import encode_fetch_response
-from sluice.broker.server import error_codes as ec
+from sluice.broker.replication.partition import Partition
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import code_for
 from sluice.common.topic_partition import TopicPartition
-
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Broker
 
 
 def _read_all(
-    broker: Broker, request: Request, *, first: bool
+    ctx: BrokerContext, request: Request, *, first: bool
 ) -> tuple[list[FetchTopic], int, bool]:
     """Read every partition of the request. ``first``: this is the read on the request's
     arrival, the only one that records a follower's position (a re-read after a long-poll
@@ -48,18 +52,19 @@ def _read_all(
         for p in t.partitions:
             out = FetchPartition(partition_index=p.partition, records=b"")
             partitions.append(out)
-            partition_log, error = broker.leader_log(t.topic, p.partition)
-            if partition_log is not None:
-                error = _check_leader_epoch(broker, t.topic, p)
-            if error == ec.NONE and body.replica_id >= 0 and broker.replicas is not None and first:
+            leading, error = ctx.replicas.leader_or_error(t.topic, p.partition)
+            if leading is not None:
+                error = _check_leader_epoch(leading, p)
+            if error == Errors.NONE and body.replica_id >= 0 and first:
                 # A follower: its fetch offset is its log end; the leader's HW may move.
-                error = broker.replicas.record_follower_fetch(
+                error = ctx.replicas.record_follower_fetch(
                     body.replica_id, t.topic, p.partition, p.fetch_offset
                 )
-            if partition_log is None or error != ec.NONE:
+            if leading is None or error != Errors.NONE:
                 out.error_code = error
                 has_error = True
                 continue
+            partition_log = leading.log
             limit = min(p.partition_max_bytes, remaining)
             try:
                 info = partition_log.read(
@@ -68,8 +73,8 @@ def _read_all(
                     upper_bound=upper,
                     min_one_batch=total == 0,
                 )
-            except OffsetOutOfRangeError:
-                out.error_code = ec.OFFSET_OUT_OF_RANGE
+            except OffsetOutOfRangeError as exc:
+                out.error_code = code_for(exc)
                 has_error = True
                 info = None
             hw = partition_log.high_watermark
@@ -84,42 +89,39 @@ def _read_all(
     return topics, total, has_error
 
 
-def _check_leader_epoch(broker: Broker, topic: str, p: Any) -> int:
+def _check_leader_epoch(leading: Partition, p: Any) -> Errors:
     """KIP-320: a client that knows a newer epoch than ours talks to a stale leader
     (UNKNOWN_LEADER_EPOCH); one with an older epoch has stale metadata (FENCED_LEADER_EPOCH).
     -1 (or Fetch before v9) skips the check."""
     current = getattr(p, "current_leader_epoch", -1)
-    if current < 0 or broker.replicas is None:
-        return ec.NONE
-    leading = broker.replicas.leader_partition(topic, p.partition)
-    if leading is None:
-        return ec.NOT_LEADER_OR_FOLLOWER
+    if current < 0:
+        return Errors.NONE
     if current < leading.leader_epoch:
-        return ec.FENCED_LEADER_EPOCH
+        return Errors.FENCED_LEADER_EPOCH
     if current > leading.leader_epoch:
-        return ec.UNKNOWN_LEADER_EPOCH
-    return ec.NONE
+        return Errors.UNKNOWN_LEADER_EPOCH
+    return Errors.NONE
 
 
-async def handle_fetch(broker: Broker, request: Request) -> EncodedFetchResponse:
+async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResponse:
     body = request.body
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
     watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]
     first = True
     while True:
-        topics, total, has_error = _read_all(broker, request, first=first)
+        topics, total, has_error = _read_all(ctx, request, first=first)
         first = False
         if total >= body.min_bytes or has_error or total >= body.max_bytes:
             break
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
-        if not await broker.purgatory.wait(watched, remaining):
-            topics, total, has_error = _read_all(broker, request, first=False)
+        if not await ctx.purgatory.wait(watched, remaining):
+            topics, total, has_error = _read_all(ctx, request, first=False)
             break
     for topic in topics:
         sent = sum(p.records.size for p in topic.partitions if isinstance(p.records, FileSlice))
         if sent:
-            broker.metrics.bytes_out.labels(topic.topic).inc(sent)
+            ctx.metrics.bytes_out.labels(topic.topic).inc(sent)
     return encode_fetch_response(request.header, topics, session_id=0)

@@ -4,37 +4,35 @@
 JoinGroup v0 has no rebalance timeout: the session timeout stands in, as in Kafka. Before
 v4 a member may join without an id and gets one at once; from v4 it is asked to rejoin
 with the id it was given (MEMBER_ID_REQUIRED). LeaveGroup v0–2 names one member; v3+ a list.
+A broker that does not lead the group's ``__consumer_offsets`` partition answers
+NOT_COORDINATOR (a standalone broker leads them all).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice.broker.groups.coordinator import GroupState
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import CURRENT_PEER, BrokerContext
 from sluice.broker.server.responses import respond
-
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Broker
-
-from sluice.broker.server.broker import CURRENT_PEER  # noqa: E402  (the broker imports handlers lazily)
 
 
 def _client(request: Request) -> str:
     return request.header.client_id or ""
 
 
-async def handle_join_group(broker: Broker, request: Request) -> bytes:
+async def handle_join_group(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    if not broker.is_coordinator(body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": ec.NOT_COORDINATOR,
+    if not ctx.offsets.coordinates(body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": Errors.NOT_COORDINATOR,
                                  "generation_id": -1, "protocol_name": "", "leader": "",
                                  "member_id": body.member_id, "members": []})  # fmt: skip
     session_ms = ms(body.session_timeout)
     rebalance = getattr(body, "rebalance_timeout", None)
-    result = await broker.groups.join(
+    result = await ctx.groups.join(
         body.group_id,
         body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None),
@@ -63,38 +61,36 @@ async def handle_join_group(broker: Broker, request: Request) -> bytes:
     )
 
 
-async def handle_sync_group(broker: Broker, request: Request) -> bytes:
+async def handle_sync_group(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    if not broker.is_coordinator(body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": ec.NOT_COORDINATOR,
+    if not ctx.offsets.coordinates(body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": Errors.NOT_COORDINATOR,
                                  "assignment": b""})  # fmt: skip
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
-    result = await broker.groups.sync(
-        body.group_id, body.generation_id, body.member_id, assignments
-    )
+    result = await ctx.groups.sync(body.group_id, body.generation_id, body.member_id, assignments)
     return respond(
         request,
         {"throttle_time": 0, "error_code": result.error, "assignment": result.assignment},
     )
 
 
-async def handle_heartbeat(broker: Broker, request: Request) -> bytes:
+async def handle_heartbeat(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     error = (
-        broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
-        if broker.is_coordinator(body.group_id)
-        else ec.NOT_COORDINATOR
+        ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+        if ctx.offsets.coordinates(body.group_id)
+        else Errors.NOT_COORDINATOR
     )
     return respond(request, {"throttle_time": 0, "error_code": error})
 
 
-async def handle_leave_group(broker: Broker, request: Request) -> bytes:
+async def handle_leave_group(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     if request.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         members = [(body.member_id, None)]
-    error, errors = broker.groups.leave(body.group_id, [m for m, _ in members])
+    error, errors = ctx.groups.leave(body.group_id, [m for m, _ in members])
     if request.api_version < 3 and errors:
         error = errors[0]
     return respond(
@@ -110,32 +106,30 @@ async def handle_leave_group(broker: Broker, request: Request) -> bytes:
     )
 
 
-async def handle_list_groups(broker: Broker, request: Request) -> bytes:
-    assert broker.offsets is not None
-    groups = broker.groups.list_groups(sorted(broker.offsets.groups()))
+async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
+    groups = ctx.groups.list_groups(sorted(ctx.offsets.groups()))
     return respond(
         request,
         {
             "throttle_time": 0,
-            "error_code": ec.NONE,
+            "error_code": Errors.NONE,
             "groups": [{"group_id": g, "protocol_type": t} for g, t, _state in groups],
         },
     )
 
 
-async def handle_describe_groups(broker: Broker, request: Request) -> bytes:
-    assert broker.offsets is not None
+async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
     described: list[dict[str, Any]] = []
     for group_id in request.body.groups:
-        group = broker.groups.describe(group_id)
+        group = ctx.groups.describe(group_id)
         if group is None:
-            state = GroupState.EMPTY.value if group_id in broker.offsets.groups() else "Dead"
-            described.append({"error_code": ec.NONE, "group_id": group_id, "group_state": state,
+            state = GroupState.EMPTY.value if group_id in ctx.offsets.groups() else "Dead"
+            described.append({"error_code": Errors.NONE, "group_id": group_id, "group_state": state,
                               "protocol_type": "", "protocol_data": "", "members": []})  # fmt: skip
             continue
         described.append(
             {
-                "error_code": ec.NONE,
+                "error_code": Errors.NONE,
                 "group_id": group_id,
                 "group_state": group.state.value,
                 "protocol_type": group.protocol_type,

@@ -1,119 +1,112 @@
-"""ApiVersions and Metadata."""
+"""ApiVersions and Metadata.
+
+Metadata answers from the cluster view: the live brokers, the controller, and each topic's
+partitions with their leader, leader epoch, replicas and ISR — standalone, this broker alone,
+leading every partition at epoch 0. A partition with no leader yet (being created) or none
+alive is LEADER_NOT_AVAILABLE, and clients retry after a refresh. A requested topic that does
+not exist is created if ``auto.create.topics.enable`` (and, from v4, the client) allows it.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sluice.broker.cluster.topic_metadata import TopicError, TopicInfo
-from sluice.broker.log.errors import StorageError
+from sluice.broker.cluster.cluster_view import ClusterView
+from sluice.broker.cluster.topic_metadata import TopicInfo
 from sluice.broker.protocol import APIS, Request
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import ADMIN_ERRORS
 from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import InvalidTopicError, validate_topic
-
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
 
-async def handle_api_versions(broker: Broker, request: Request) -> bytes:
+async def handle_api_versions(ctx: BrokerContext, request: Request) -> bytes:
     # Advertise exactly what this broker handles (kafka-python infers the broker's version
     # from these ranges, librdkafka picks request versions from them).
     api_keys = [
         {"api_key": int(s.key), "min_version": s.advertised_min, "max_version": s.advertised_max}
         for s in sorted(APIS.values(), key=lambda s: s.key)
-        if s.key in broker.handlers
+        if s.key in ctx.handlers
     ]
-    return respond(request, {"error_code": ec.NONE, "api_keys": api_keys, "throttle_time": 0})
+    return respond(request, {"error_code": Errors.NONE, "api_keys": api_keys, "throttle_time": 0})
 
 
-def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
-    node = broker.config.broker_id
-    cluster = broker.cluster
-    if cluster is None:
-        partitions = [
-            {"error_code": ec.NONE, "partition_index": p, "leader_id": node, "leader_epoch": 0,
-             "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
-            for p in range(info.partitions)
-        ]  # fmt: skip
-    else:
-        live = set(cluster.brokers())
-        partitions = []
-        for p in range(info.partitions):
-            replicas = list(cluster.replicas(info.name, p))
-            state = cluster.partition_state(info.name, p)
-            leader = state.leader if state is not None else -1
-            partitions.append({
-                # No leader yet (being created) or none alive: clients retry after a refresh.
-                "error_code": ec.NONE if leader >= 0 else ec.LEADER_NOT_AVAILABLE,
-                "partition_index": p,
-                "leader_id": leader,
-                "leader_epoch": state.leader_epoch if state is not None else -1,
-                "replica_nodes": replicas,
-                "isr_nodes": list(state.isr) if state is not None else [],
-                "offline_replicas": [r for r in replicas if r not in live],
-            })  # fmt: skip
+def _topic_entry(cluster: ClusterView, info: TopicInfo) -> dict[str, Any]:
+    live = set(cluster.brokers())
+    partitions = []
+    for p in range(info.partitions):
+        replicas = list(cluster.replicas(info.name, p))
+        state = cluster.partition_state(info.name, p)
+        leader = state.leader if state is not None else -1
+        partitions.append({
+            "error_code": Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
+            "partition_index": p,
+            "leader_id": leader,
+            "leader_epoch": state.leader_epoch if state is not None else -1,
+            "replica_nodes": replicas,
+            "isr_nodes": list(state.isr) if state is not None else [],
+            "offline_replicas": [r for r in replicas if r not in live],
+        })  # fmt: skip
     return {
-        "error_code": ec.NONE,
+        "error_code": Errors.NONE,
         "name": info.name,
         "is_internal": info.internal,
         "partitions": partitions,
     }
 
 
-async def handle_metadata(broker: Broker, request: Request) -> bytes:
+async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    cfg = broker.config
+    cfg = ctx.config
+    cluster = ctx.cluster
     if body.topics is None:
-        infos = list(broker.metadata.topics().values())
-        topics = [_topic_entry(broker, info) for info in infos]
+        infos = list(cluster.topics().values())
+        topics = [_topic_entry(cluster, info) for info in infos]
     else:
         # v4+ lets the client forbid auto-creation; before v4 it is always allowed.
         allow = getattr(body, "allow_auto_topic_creation", True) and cfg.auto_create_topics
         topics = []
         for requested in body.topics:
             name = requested.name
-            info = broker.metadata.get(name)
+            info = cluster.get(name)
             if info is None and allow:
                 try:
                     validate_topic(name)
-                    info = await broker.off_loop(
-                        broker.create_topic,
+                    info = await ctx.off_loop(
+                        ctx.create_topic,
                         name, cfg.num_partitions, cfg.default_replication_factor, {},
                     )  # fmt: skip
                 except InvalidTopicError:
                     topics.append(
-                        {"error_code": ec.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
-                    )
+                        {"error_code": Errors.INVALID_TOPIC_EXCEPTION, "name": name,
+                         "partitions": []}
+                    )  # fmt: skip
                     continue
-                except (TopicError, StorageError, OSError) as exc:
+                except ADMIN_ERRORS as exc:
                     log.warning("auto-creating topic %s failed: %s", name, exc)
-                    info = broker.metadata.get(name)
+                    info = cluster.get(name)
             if info is None:
                 topics.append(
-                    {"error_code": ec.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
-                )
+                    {"error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                     "partitions": []}
+                )  # fmt: skip
             else:
-                topics.append(_topic_entry(broker, info))
-    if broker.cluster is None:
-        adv = cfg.advertised
-        brokers = [{"node_id": cfg.broker_id, "host": adv.host, "port": broker.port}]
-        controller = cfg.broker_id
-    else:
-        brokers = [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in broker.cluster.brokers().values()
-        ]
-        controller = broker.cluster.controller_id()
+                topics.append(_topic_entry(cluster, info))
+    brokers = [
+        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in cluster.brokers().values()
+    ]
     return respond(
         request,
         {
             "throttle_time": 0,
             "brokers": brokers,
-            "cluster_id": broker.metadata.cluster_id,
-            "controller_id": controller,
+            "cluster_id": cluster.cluster_id,
+            "controller_id": cluster.controller_id(),
             "topics": topics,
         },
     )

@@ -1,6 +1,7 @@
 """FindCoordinator (v0–2), OffsetCommit (v2–7), OffsetFetch (v1–5).
 
-A standalone broker is every group's coordinator. Commits are stored durably in
+A group's coordinator is the leader of its ``__consumer_offsets`` partition (a standalone
+broker leads them all); another broker answers NOT_COORDINATOR. Commits are stored durably in
 ``__consumer_offsets`` (see ``sluice.broker.groups.offset_store``) before they are acknowledged.
 Commits are checked against the group coordinator's generations (Kafka's rules: a member
 commits for its current generation; ``assign()`` consumers commit with generation -1 while
@@ -11,64 +12,59 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice.broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
 from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from sluice.broker.protocol import Request
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
 
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Broker
-
-OFFSET_METADATA_TOO_LARGE = 12
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
-async def handle_find_coordinator(broker: Broker, request: Request) -> bytes:
+async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes:
     key_type = getattr(request.body, "key_type", 0)
     if key_type != 0:
-        return respond(request, {"throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": Errors.COORDINATOR_NOT_AVAILABLE,
                                  "error_message": "transactions are not supported",
                                  "node_id": -1, "host": "", "port": -1})  # fmt: skip
-    if broker.cluster is None:
-        adv = broker.config.advertised
-        node, host, port = broker.config.broker_id, adv.host, broker.port
-    else:
-        try:
-            found = await _coordinator_in_cluster(broker, request.body.key)
-        except MetadataUnavailableError:
-            found = None
-        if found is None:
-            return respond(request, {
-                "throttle_time": 0, "error_code": ec.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "the group's offsets partition has no leader yet",
-                "node_id": -1, "host": "", "port": -1,
-            })  # fmt: skip
-        node, host, port = found
+    try:
+        found = await _coordinator(ctx, request.body.key)
+        error = Errors.NONE if found is not None else Errors.COORDINATOR_NOT_AVAILABLE
+    except MetadataUnavailableError as exc:
+        found, error = None, coordinator_code_for(exc)
+    if found is None:
+        return respond(request, {
+            "throttle_time": 0, "error_code": error,
+            "error_message": "the group's offsets partition has no leader yet",
+            "node_id": -1, "host": "", "port": -1,
+        })  # fmt: skip
+    node, host, port = found
     return respond(
         request,
-        {"throttle_time": 0, "error_code": ec.NONE, "error_message": None,
+        {"throttle_time": 0, "error_code": Errors.NONE, "error_message": None,
          "node_id": node, "host": host, "port": port},
     )  # fmt: skip
 
 
-async def _coordinator_in_cluster(broker: Broker, group_id: str) -> tuple[int, str, int] | None:
+async def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[int, str, int] | None:
     """The leader of the group's ``__consumer_offsets`` partition (creating the topic on
-    first use, as Kafka does: replication min(3, live brokers))."""
-    cluster = broker.cluster
-    assert cluster is not None and broker.offsets is not None
+    first use, as Kafka does: replication min(3, live brokers)); None while it has none."""
+    cluster = ctx.cluster
     if cluster.get(OFFSETS_TOPIC) is None:
         replication = min(3, len(cluster.brokers()))
         with contextlib.suppress(TopicExistsError):  # another broker created it meanwhile
-            await broker.off_loop(
+            await ctx.off_loop(
                 cluster.create_topic,
-                OFFSETS_TOPIC, broker.config.offsets_topic_num_partitions, replication, {},
+                OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions, replication, {},
                 internal=True,
             )  # fmt: skip
-    state = cluster.partition_state(OFFSETS_TOPIC, broker.offsets.partition_for(group_id))
+    state = cluster.partition_state(OFFSETS_TOPIC, ctx.offsets.partition_for(group_id))
     if state is None or state.leader < 0:
         return None
     leader = cluster.brokers().get(state.leader)
@@ -77,38 +73,37 @@ async def _coordinator_in_cluster(broker: Broker, group_id: str) -> tuple[int, s
     return leader.broker_id, leader.host, leader.port
 
 
-def _exists(broker: Broker, topic: str, partition: int) -> bool:
+def _exists(ctx: BrokerContext, topic: str, partition: int) -> bool:
     """Whether the partition exists in the cluster (the coordinator need not host it)."""
-    info = broker.metadata.get(topic)
+    info = ctx.cluster.get(topic)
     return info is not None and 0 <= partition < info.partitions
 
 
-async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
+async def handle_offset_commit(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    assert broker.offsets is not None
     now = int(time.time() * 1000)
     accepted: list[tuple[str, int, CommittedOffset]] = []
     topics = []
     # Members of a managed group commit for their generation; assign() consumers with -1.
     group_error = (
-        broker.groups.validate_commit(
+        ctx.groups.validate_commit(
             body.group_id, body.generation_id_or_member_epoch, body.member_id
         )
-        if broker.is_coordinator(body.group_id)
-        else ec.NOT_COORDINATOR
+        if ctx.offsets.coordinates(body.group_id)
+        else Errors.NOT_COORDINATOR
     )
     for t in body.topics:
         partitions: list[dict[str, Any]] = []
         for p in t.partitions:
-            code = ec.NONE
+            code = Errors.NONE
             if not body.group_id:
-                code = ec.INVALID_GROUP_ID
-            elif group_error != ec.NONE:
+                code = Errors.INVALID_GROUP_ID
+            elif group_error != Errors.NONE:
                 code = group_error
-            elif not _exists(broker, t.name, p.partition_index):
-                code = ec.UNKNOWN_TOPIC_OR_PARTITION
+            elif not _exists(ctx, t.name, p.partition_index):
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif p.committed_metadata and len(p.committed_metadata) > MAX_METADATA_BYTES:
-                code = OFFSET_METADATA_TOO_LARGE
+                code = Errors.OFFSET_METADATA_TOO_LARGE
             else:
                 epoch = getattr(p, "committed_leader_epoch", -1)
                 accepted.append(
@@ -118,30 +113,25 @@ async def handle_offset_commit(broker: Broker, request: Request) -> bytes:
             partitions.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": t.name, "partitions": partitions})
     try:
-        await broker.offsets.commit(body.group_id, accepted)
+        await ctx.offsets.commit(body.group_id, accepted)
     except OffsetCommitFailedError as exc:
         # Not made durable (leadership moved, ISR too small): the client retries elsewhere.
-        code = (
-            ec.NOT_COORDINATOR
-            if exc.error_code == ec.NOT_LEADER_OR_FOLLOWER
-            else (ec.COORDINATOR_NOT_AVAILABLE)
-        )
+        code = coordinator_code_for(exc)
         for t in topics:
             for p in t["partitions"]:
-                if p["error_code"] == ec.NONE:
+                if p["error_code"] == Errors.NONE:
                     p["error_code"] = code
     return respond(request, {"throttle_time": 0, "topics": topics})
 
 
-async def handle_offset_fetch(broker: Broker, request: Request) -> bytes:
+async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    assert broker.offsets is not None
-    if not broker.is_coordinator(body.group_id):
+    if not ctx.offsets.coordinates(body.group_id):
         return respond(request, {"throttle_time": 0, "topics": [],
-                                 "error_code": ec.NOT_COORDINATOR})  # fmt: skip
+                                 "error_code": Errors.NOT_COORDINATOR})  # fmt: skip
     if body.topics is None:
         wanted: dict[str, list[int]] = {}
-        for topic, partition in sorted(broker.offsets.committed(body.group_id)):
+        for topic, partition in sorted(ctx.offsets.committed(body.group_id)):
             wanted.setdefault(topic, []).append(partition)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in body.topics}
@@ -149,13 +139,13 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> bytes:
     for topic, partitions in wanted.items():
         out = []
         for partition in partitions:
-            c = broker.offsets.fetch(body.group_id, topic, partition)
+            c = ctx.offsets.fetch(body.group_id, topic, partition)
             out.append(
                 {"partition_index": partition,
                  "committed_offset": c.offset if c else -1,
                  "committed_leader_epoch": c.leader_epoch if c else -1,
                  "metadata": (c.metadata if c else "") or "",
-                 "error_code": ec.NONE}
+                 "error_code": Errors.NONE}
             )  # fmt: skip
         topics.append({"name": topic, "partitions": out})
-    return respond(request, {"throttle_time": 0, "topics": topics, "error_code": ec.NONE})
+    return respond(request, {"throttle_time": 0, "topics": topics, "error_code": Errors.NONE})

@@ -1,28 +1,31 @@
-"""CreateTopics (v2–4) and DeleteTopics (v1–3)."""
+"""CreateTopics (v2–4) and DeleteTopics (v1–3).
+
+Both go through the broker's ``create_topic``/``delete_topic`` (off the event loop where they
+talk to ZooKeeper); a refused topic gets the code ``error_mapping`` gives its exception. A
+topic's partitions get their logs on the brokers that hold its replicas — standalone, this one,
+before the answer is sent. Internal topics cannot be deleted (INVALID_REQUEST, as Kafka).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sluice.broker.cluster.topic_metadata import TopicError
-from sluice.broker.log.errors import StorageError
 from sluice.broker.protocol import Request
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import respond
-
-if TYPE_CHECKING:
-    from sluice.broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
 
-async def handle_create_topics(broker: Broker, request: Request) -> bytes:
+async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    cfg = broker.config
+    cfg = ctx.config
     results: list[dict[str, Any]] = []
     for topic in body.topics:
-        result: dict[str, Any] = {"name": topic.name, "error_code": ec.NONE,
+        result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
                                   "error_message": None}  # fmt: skip
         results.append(result)
         partitions = topic.num_partitions
@@ -36,27 +39,27 @@ async def handle_create_topics(broker: Broker, request: Request) -> bytes:
             replication = cfg.default_replication_factor
         config = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            await broker.off_loop(
-                broker.create_topic,
+            await ctx.off_loop(
+                ctx.create_topic,
                 topic.name, partitions, replication, config, validate_only=body.validate_only,
             )  # fmt: skip
-        except (TopicError, StorageError, OSError) as exc:
-            result["error_code"] = ec.code_for(exc)
+        except ADMIN_ERRORS as exc:
+            result["error_code"] = code_for(exc)
             result["error_message"] = str(exc)
     return respond(request, {"throttle_time": 0, "topics": results})
 
 
-async def handle_delete_topics(broker: Broker, request: Request) -> bytes:
+async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
     results = []
     for name in request.body.topic_names:
-        code = ec.NONE
-        info = broker.metadata.get(name)
+        code = Errors.NONE
+        info = ctx.cluster.get(name)
         if info is not None and info.internal:
-            code = ec.INVALID_REQUEST  # Kafka refuses to delete internal topics too
+            code = Errors.INVALID_REQUEST  # Kafka refuses to delete internal topics too
         else:
             try:
-                await broker.off_loop(broker.delete_topic, name)
-            except (TopicError, StorageError) as exc:
-                code = ec.code_for(exc)
+                await ctx.off_loop(ctx.delete_topic, name)
+            except ADMIN_ERRORS as exc:
+                code = code_for(exc)
         results.append({"name": name, "error_code": code})
     return respond(request, {"throttle_time": 0, "responses": results})

@@ -10,7 +10,8 @@ coordinator's: the join completes the moment C0 rejoins.
 
 import asyncio
 
-from sluice.broker.groups.coordinator import NONE, REBALANCE_IN_PROGRESS, GroupState
+from sluice.broker.groups.coordinator import GroupState
+from sluice.broker.protocol.errors import Errors
 from tests.broker.groups.test_coordinator import coordinator, join, run
 
 REBALANCE_MS = 5_000  # far longer than any wait below: a timer would show
@@ -42,7 +43,9 @@ def test_the_follow_up_rebalance_completes_when_the_last_member_rejoins():
         )
         await asyncio.sleep(0.01)
         assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
-        assert [c.heartbeat("g", 1, m.member_id) for m in (c1, c2)] == [REBALANCE_IN_PROGRESS] * 2
+        assert [c.heartbeat("g", 1, m.member_id) for m in (c1, c2)] == [
+            Errors.REBALANCE_IN_PROGRESS
+        ] * 2
         c1, c2 = await asyncio.gather(rejoin(c, c1, "t0p0", "t0p1"), rejoin(c, c2, "t0p2"))
         c0 = await c0_join
         assert {m.generation for m in (c0, c1, c2)} == {2}
@@ -53,14 +56,14 @@ def test_the_follow_up_rebalance_completes_when_the_last_member_rejoins():
 
         # C0's first heartbeat of generation 2 comes right after its SyncGroup, before the
         # revoking members rejoin: nothing to report yet.
-        assert c.heartbeat("g", 2, c0.member_id) == NONE
+        assert c.heartbeat("g", 2, c0.member_id) == Errors.NONE
         c2_join = asyncio.ensure_future(rejoin(c, c2))  # revoked t0p2: metadata changed
         await asyncio.sleep(0.01)
         assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
         c1_join = asyncio.ensure_future(rejoin(c, c1))
         await asyncio.sleep(0.3)  # C0's heartbeat interval: the group waits for C0, only
         assert not c2_join.done() and not c1_join.done()
-        assert c.heartbeat("g", 2, c0.member_id) == REBALANCE_IN_PROGRESS
+        assert c.heartbeat("g", 2, c0.member_id) == Errors.REBALANCE_IN_PROGRESS
         started = loop.time()
         c0 = await rejoin(c, c0)
         c1, c2 = await asyncio.gather(c1_join, c2_join)

@@ -2,17 +2,8 @@
 
 import asyncio
 
-from sluice.broker.groups.coordinator import (
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_SESSION_TIMEOUT,
-    MEMBER_ID_REQUIRED,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    GroupCoordinator,
-    GroupState,
-)
+from sluice.broker.groups.coordinator import GroupCoordinator, GroupState
+from sluice.broker.protocol.errors import Errors
 
 PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
 
@@ -30,7 +21,7 @@ async def join(c, member_id="", protocols=PROTOCOLS, session_ms=10_000, rebalanc
         session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
         protocol_type="consumer", protocols=protocols, require_known_member_id=require_known,
     )  # fmt: skip
-    if result.error == MEMBER_ID_REQUIRED:
+    if result.error == Errors.MEMBER_ID_REQUIRED:
         return await join(c, result.member_id, protocols, session_ms, rebalance_ms, client,
                           require_known, group)  # fmt: skip
     return result
@@ -47,21 +38,21 @@ def test_one_member_joins_syncs_and_heartbeats():
                              session_timeout_ms=10_000, rebalance_timeout_ms=1000,
                              protocol_type="consumer", protocols=PROTOCOLS,
                              require_known_member_id=True)  # fmt: skip
-        assert first.error == MEMBER_ID_REQUIRED and first.member_id.startswith("c-")
+        assert first.error == Errors.MEMBER_ID_REQUIRED and first.member_id.startswith("c-")
         loop = asyncio.get_running_loop()
         started = loop.time()
         result = await join(c, first.member_id)
         waited = loop.time() - started
         assert 0.09 < waited < 1.0  # the initial delay, not the rebalance timeout
-        assert (result.error, result.generation, result.leader) == (NONE, 1, first.member_id)
+        assert (result.error, result.generation, result.leader) == (Errors.NONE, 1, first.member_id)
         assert result.protocol_name == "range"
         assert result.members == ((first.member_id, None, b"meta-range"),)
         sync = await c.sync("g", 1, first.member_id, {first.member_id: b"assignment"})
-        assert (sync.error, sync.assignment) == (NONE, b"assignment")
+        assert (sync.error, sync.assignment) == (Errors.NONE, b"assignment")
         assert c.groups["g"].state is GroupState.STABLE
-        assert c.heartbeat("g", 1, first.member_id) == NONE
-        assert c.heartbeat("g", 0, first.member_id) == ILLEGAL_GENERATION
-        assert c.heartbeat("g", 1, "nobody") == UNKNOWN_MEMBER_ID
+        assert c.heartbeat("g", 1, first.member_id) == Errors.NONE
+        assert c.heartbeat("g", 0, first.member_id) == Errors.ILLEGAL_GENERATION
+        assert c.heartbeat("g", 1, "nobody") == Errors.UNKNOWN_MEMBER_ID
         c.close()
 
     run(scenario())
@@ -92,15 +83,15 @@ def test_a_new_member_triggers_a_rebalance_that_existing_members_join():
         await c.sync("g", 1, a.member_id, {a.member_id: b"x"})
         newcomer = asyncio.ensure_future(join(c, client="b"))
         await asyncio.sleep(0.05)
-        assert c.heartbeat("g", 1, a.member_id) == REBALANCE_IN_PROGRESS
+        assert c.heartbeat("g", 1, a.member_id) == Errors.REBALANCE_IN_PROGRESS
         again = await join(c, a.member_id, client="a")
         b = await newcomer
         assert again.generation == b.generation == 2
         # generation 2 awaits its assignment: commits wait; then the old generation is stale
-        assert c.validate_commit("g", 2, a.member_id) == REBALANCE_IN_PROGRESS
+        assert c.validate_commit("g", 2, a.member_id) == Errors.REBALANCE_IN_PROGRESS
         leader = again if again.leader == again.member_id else b
         await asyncio.gather(c.sync("g", 2, a.member_id, {}), c.sync("g", 2, b.member_id, {}))
-        assert c.validate_commit("g", 1, a.member_id) == ILLEGAL_GENERATION
+        assert c.validate_commit("g", 1, a.member_id) == Errors.ILLEGAL_GENERATION
         assert leader.members
         c.close()
 
@@ -136,7 +127,7 @@ def test_leave_and_expiry():
         await asyncio.gather(
             c.sync("g", 1, leader.member_id, {}), c.sync("g", 1, other.member_id, {})
         )
-        assert c.leave("g", [other.member_id]) == (NONE, [NONE])
+        assert c.leave("g", [other.member_id]) == (Errors.NONE, [Errors.NONE])
         assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
         again = await join(c, leader.member_id, client="a", session_ms=300)
         assert again.generation == 2
@@ -154,10 +145,10 @@ def test_protocol_and_session_checks():
         c = coordinator()
         a = await join(c, client="a")
         bad = await join(c, client="b", protocols=[("sticky", b"")])
-        assert bad.error == INCONSISTENT_GROUP_PROTOCOL
-        assert (await join(c, client="b", session_ms=1)).error == INVALID_SESSION_TIMEOUT
-        assert (await join(c, "ghost", client="b")).error == UNKNOWN_MEMBER_ID
-        assert a.error == NONE
+        assert bad.error == Errors.INCONSISTENT_GROUP_PROTOCOL
+        assert (await join(c, client="b", session_ms=1)).error == Errors.INVALID_SESSION_TIMEOUT
+        assert (await join(c, "ghost", client="b")).error == Errors.UNKNOWN_MEMBER_ID
+        assert a.error == Errors.NONE
         c.close()
 
     run(scenario())
@@ -166,14 +157,16 @@ def test_protocol_and_session_checks():
 def test_commit_validation():
     async def scenario():
         c = coordinator()
-        assert c.validate_commit("none", -1, "") == NONE  # simple (assign()) commits
-        assert c.validate_commit("none", 3, "m") == ILLEGAL_GENERATION
+        assert c.validate_commit("none", -1, "") == Errors.NONE  # simple (assign()) commits
+        assert c.validate_commit("none", 3, "m") == Errors.ILLEGAL_GENERATION
         a = await join(c, client="a")
-        assert c.validate_commit("g", 1, a.member_id) == REBALANCE_IN_PROGRESS  # awaiting sync
+        assert (
+            c.validate_commit("g", 1, a.member_id) == Errors.REBALANCE_IN_PROGRESS
+        )  # awaiting sync
         await c.sync("g", 1, a.member_id, {})
-        assert c.validate_commit("g", 1, a.member_id) == NONE
-        assert c.validate_commit("g", 1, "other") == UNKNOWN_MEMBER_ID
-        assert c.validate_commit("g", -1, "") == UNKNOWN_MEMBER_ID
+        assert c.validate_commit("g", 1, a.member_id) == Errors.NONE
+        assert c.validate_commit("g", 1, "other") == Errors.UNKNOWN_MEMBER_ID
+        assert c.validate_commit("g", -1, "") == Errors.UNKNOWN_MEMBER_ID
         c.close()
 
     run(scenario())
@@ -188,7 +181,7 @@ def test_a_member_rejoining_unchanged_while_the_assignment_is_pending_gets_the_g
         a, b = await asyncio.gather(join(c, client="a"), join(c, client="b"))
         leader, follower = (a, b) if a.leader == a.member_id else (b, a)
         again = await asyncio.wait_for(join(c, leader.member_id), 1.0)
-        assert (again.error, again.generation, again.members) == (NONE, 1, leader.members)
+        assert (again.error, again.generation, again.members) == (Errors.NONE, 1, leader.members)
         assert c.groups["g"].state is GroupState.COMPLETING_REBALANCE
         await asyncio.gather(c.sync("g", 1, follower.member_id, {}),
                              c.sync("g", 1, leader.member_id, {}))  # fmt: skip
@@ -197,7 +190,7 @@ def test_a_member_rejoining_unchanged_while_the_assignment_is_pending_gets_the_g
         leader_join = asyncio.ensure_future(join(c, leader.member_id))
         await asyncio.sleep(0.01)
         assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
-        assert c.heartbeat("g", 1, follower.member_id) == REBALANCE_IN_PROGRESS
+        assert c.heartbeat("g", 1, follower.member_id) == Errors.REBALANCE_IN_PROGRESS
         await join(c, follower.member_id)
         assert (await leader_join).generation == 2
         c.close()

@@ -17,10 +17,22 @@ def test_java_string_hash_matches_java():
 
 
 def open_store(tmp_path, partitions=3):
+    """A store over local logs, loaded as a standalone broker loads it: every partition, as
+    its only replica (so a mostly stale one is compacted)."""
     manager = LogManager([tmp_path / "logs"])
     manager.startup()
     metadata = LocalMetadataStore(tmp_path / "logs", 0)
-    return manager, OffsetStore.standalone(manager, metadata, partitions)
+    if metadata.get(offset_store.TOPIC) is None:
+        metadata.create_topic(offset_store.TOPIC, partitions, 1, {}, internal=True)
+    logs = [manager.get_or_create_log(offset_store.TOPIC, p) for p in range(partitions)]
+
+    async def append(partition, batch):
+        logs[partition].append(batch)
+
+    store = OffsetStore(partitions, append)
+    for p, partition_log in enumerate(logs):
+        store.load_partition(p, partition_log, compact=True)
+    return manager, store
 
 
 def test_commits_survive_a_restart_and_deletes_too(tmp_path):
@@ -57,8 +69,24 @@ def test_load_and_unload_follow_leadership(tmp_path):
     manager, store = open_store(tmp_path, partitions=2)
     group = next(g for g in ("a", "b", "c", "d") if store.partition_for(g) == 1)
     asyncio.run(store.commit(group, [("t", 0, CommittedOffset(5, -1, None, 0))]))
+    assert store.coordinates(group)
     store.unload_partition(1)
     assert store.fetch(group, "t", 0) is None and 1 not in store.loaded
+    assert not store.coordinates(group)  # leadership moved: another broker coordinates it
     store.load_partition(1, manager.get_log("__consumer_offsets", 1))
     assert store.fetch(group, "t", 0).offset == 5
+    assert store.coordinates(group)
+    manager.shutdown()
+
+
+def test_a_partition_with_followers_is_never_compacted(tmp_path, monkeypatch):
+    monkeypatch.setattr(offset_store, "COMPACT_SLACK", 10)
+    manager, store = open_store(tmp_path, partitions=1)
+    for i in range(100):
+        asyncio.run(store.commit("g", [("t", 0, CommittedOffset(i, -1, None, i))]))
+    log = manager.get_log("__consumer_offsets", 0)
+    store.unload_partition(0)
+    assert store.load_partition(0, log) == 1  # compact=False: a replicated partition
+    assert (log.log_start_offset, log.log_end_offset) == (0, 100)
+    assert store.fetch("g", "t", 0).offset == 99
     manager.shutdown()

@@ -12,7 +12,7 @@ import pytest
 
 from sluice.broker.log.record_batch import iter_batches
 from sluice.broker.log.records import decode_batch, encode_batch
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import create_topic, unique
 from tests.broker.server.wire import WireClient
@@ -42,14 +42,14 @@ def test_resent_batch_is_acknowledged_with_its_original_offset(broker: BrokerPro
     with WireClient(broker.port) as wire:
         pid, epoch = wire.init_producer_id()
         # Someone else's records first, so the producer's batch does not start at offset 0.
-        assert wire.produce(topic, 0, encode_batch([(None, b"other")])).error_code == ec.NONE
+        assert wire.produce(topic, 0, encode_batch([(None, b"other")])).error_code == Errors.NONE
         first = _batch(pid, epoch, 0, 5, "a")
         answer = wire.produce(topic, 0, first)
-        assert (answer.error_code, answer.base_offset) == (ec.NONE, 1)
+        assert (answer.error_code, answer.base_offset) == (Errors.NONE, 1)
         again = wire.produce(topic, 0, first)  # the same bytes: a retry after a lost response
-        assert (again.error_code, again.base_offset) == (ec.NONE, 1)
+        assert (again.error_code, again.base_offset) == (Errors.NONE, 1)
         second = wire.produce(topic, 0, _batch(pid, epoch, 5, 3, "a"))
-        assert (second.error_code, second.base_offset) == (ec.NONE, 6)
+        assert (second.error_code, second.base_offset) == (Errors.NONE, 6)
         # An older batch among the last five is still recognised as a duplicate.
         assert wire.produce(topic, 0, first).base_offset == 1
         assert wire.list_offset(topic, 0, -1) == 9
@@ -77,9 +77,9 @@ def test_sequence_gap_is_out_of_order(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, topic)
     with WireClient(broker.port) as wire:
         pid, epoch = wire.init_producer_id()
-        assert wire.produce(topic, 0, _batch(pid, epoch, 0, 3, "g")).error_code == ec.NONE
+        assert wire.produce(topic, 0, _batch(pid, epoch, 0, 3, "g")).error_code == Errors.NONE
         gap = wire.produce(topic, 0, _batch(pid, epoch, 5, 2, "g"))  # expected sequence 3
-        assert gap.error_code == ec.OUT_OF_ORDER_SEQUENCE_NUMBER == 45
+        assert gap.error_code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER == 45
         assert gap.base_offset == -1
         assert "expected sequence 3, found 5" in (gap.error_message or "")
         # The gap wrote nothing, and the right next sequence is still accepted.
@@ -94,10 +94,10 @@ def test_unknown_producer_and_stale_epoch(broker: BrokerProcess) -> None:
         pid, _ = wire.init_producer_id()
         # The first batch this partition sees from a producer must have sequence 0.
         unknown = wire.produce(topic, 0, _batch(pid, 0, 7, 1, "u"))
-        assert unknown.error_code == ec.UNKNOWN_PRODUCER_ID
-        assert wire.produce(topic, 0, _batch(pid, 3, 0, 1, "u")).error_code == ec.NONE
+        assert unknown.error_code == Errors.UNKNOWN_PRODUCER_ID
+        assert wire.produce(topic, 0, _batch(pid, 3, 0, 1, "u")).error_code == Errors.NONE
         stale = wire.produce(topic, 0, _batch(pid, 2, 1, 1, "u"))
-        assert stale.error_code == ec.INVALID_PRODUCER_EPOCH
+        assert stale.error_code == Errors.INVALID_PRODUCER_EPOCH
         assert wire.list_offset(topic, 0, -1) == 1
 
 
@@ -115,6 +115,6 @@ def test_invalid_acks_is_answered_per_partition(broker: BrokerProcess, version: 
     create_topic(broker.bootstrap, topic)
     with WireClient(broker.port) as wire:
         answer = wire.produce(topic, 0, encode_batch([(None, b"x")]), acks=2, version=version)
-        assert answer.error_code == ec.INVALID_REQUIRED_ACKS
+        assert answer.error_code == Errors.INVALID_REQUIRED_ACKS
         assert answer.base_offset == -1
         assert wire.list_offset(topic, 0, -1) == 0

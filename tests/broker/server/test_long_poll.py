@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_END, Producer, TopicPartition
 
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import Msg, consumer, create_topic, poll_messages, produce, unique
 from tests.broker.server.wire import WireClient
@@ -51,7 +51,7 @@ def test_idle_fetch_returns_after_about_max_wait(broker: BrokerProcess, max_wait
         started = time.monotonic()
         answer = wire.fetch(topic, 0, 0, max_wait_ms=max_wait_ms, min_bytes=1)
         elapsed = time.monotonic() - started
-    assert answer.error_code == ec.NONE
+    assert answer.error_code == Errors.NONE
     assert answer.records in (b"", None)
     assert max_wait_ms / 1000 * 0.95 <= elapsed < max_wait_ms / 1000 + 0.5
 

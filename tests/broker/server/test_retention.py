@@ -16,7 +16,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
 from tests.broker.server.broker_process import BrokerProcess, StartBroker
 from tests.broker.server.clients import Msg, consumer, create_topic, poll_messages, produce, unique
 from tests.broker.server.wire import WireClient
@@ -62,9 +62,9 @@ def test_retention_by_size_then_out_of_range(start_broker: StartBroker) -> None:
         assert 0 < earliest < COUNT
         assert (COUNT - earliest) * 300 >= 4000
         below = wire.fetch(topic, 0, 0)
-        assert below.error_code == ec.OFFSET_OUT_OF_RANGE
+        assert below.error_code == Errors.OFFSET_OUT_OF_RANGE
         assert below.log_start_offset == earliest
-        assert wire.fetch(topic, 0, earliest).error_code == ec.NONE
+        assert wire.fetch(topic, 0, earliest).error_code == Errors.NONE
     assert not list((broker.log_dir / f"{topic}-0").glob("00000000000000000000.*"))
 
     strict = consumer(broker.bootstrap, auto_offset_reset="error")

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from sluice.broker.protocol import APIS, ApiKey
-from sluice.broker.server import error_codes as ec
+from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.handlers import HANDLERS
 from tests.broker.server.broker_process import BrokerProcess, StartBroker
 from tests.broker.server.clients import ContinuousProducer, consumer, create_topic, unique
@@ -122,7 +122,7 @@ def test_api_versions_v99_gets_unsupported_version_and_the_connection_stays(
         frame = client.recv_frame()
         assert frame is not None
         correlation_id, error_code = struct.unpack_from(">ih", frame)
-        assert (correlation_id, error_code) == (42, ec.UNSUPPORTED_VERSION)
+        assert (correlation_id, error_code) == (42, Errors.UNSUPPORTED_VERSION)
         # What librdkafka does next: retry at a version the answer lists; same connection.
         response = client.call(
             request(
@@ -131,7 +131,7 @@ def test_api_versions_v99_gets_unsupported_version_and_the_connection_stays(
                 {"client_software_name": "t", "client_software_version": "1"},
             )
         )
-        assert response.error_code == ec.NONE
+        assert response.error_code == Errors.NONE
         ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         assert ranges[ApiKey.API_VERSIONS] == (0, 3)
         assert ranges[ApiKey.PRODUCE] == (0, 8)
@@ -290,7 +290,7 @@ def test_absurd_partition_count_is_refused(broker: BrokerProcess) -> None:
     )  # fmt: skip
     with WireClient(broker.port, timeout=10) as client:
         result = client.call(body).topics[0]
-        assert result.error_code == ec.INVALID_PARTITIONS, result
+        assert result.error_code == Errors.INVALID_PARTITIONS, result
         metadata = client.call(request(ApiKey.METADATA, 8, METADATA_ALL))
     assert name not in {t.name for t in metadata.topics}
 
@@ -312,7 +312,7 @@ def test_topic_needing_more_file_descriptors_than_are_left_is_refused(
     )  # fmt: skip
     with WireClient(broker.port) as client:
         result = client.call(body).topics[0]
-        assert result.error_code == ec.INVALID_PARTITIONS, result
+        assert result.error_code == Errors.INVALID_PARTITIONS, result
         assert "file descriptors" in result.error_message
         metadata = client.call(request(ApiKey.METADATA, 8, METADATA_ALL))
         assert name not in {t.name for t in metadata.topics}

@@ -1,0 +1,106 @@
+"""``BrokerContext``: what a request handler may use of the broker serving it — and nothing else.
+
+Handlers (``sluice.broker.server.handlers``) are coroutines ``handle(ctx, request)`` that see
+the broker only through this interface; ``sluice.broker.server.broker.Broker`` implements it
+and imports the handlers, never the other way round. The same context serves standalone and
+cluster mode: the mode is chosen once, by the cluster view the broker builds (a cluster of one,
+or ZooKeeper), so handlers have a single path.
+
+What it offers:
+
+* ``config``: the broker's settings (defaults for auto-created topics, offsets topic size).
+* ``cluster``: the :class:`~sluice.broker.cluster.cluster_view.ClusterView` — topics, live
+  brokers, leaders and ISRs, the controller, producer ids.
+* ``replicas``: the :class:`~sluice.broker.replication.replica_manager.ReplicaManager` — the
+  partitions this broker leads (``leader_or_error``), appends, followers' fetch positions.
+* ``offsets``, ``groups``: committed offsets and the group coordinator.
+* ``purgatory``, ``metrics``: where fetches wait for appends; the Prometheus metrics.
+* ``handlers``: the API keys served (what ApiVersions advertises).
+* ``create_topic``, ``delete_topic``: topic administration with the broker's own limits.
+* ``off_loop``: run a metadata call that may block on ZooKeeper without stalling the loop.
+
+``CURRENT_PEER`` holds the client address of the connection a handler is serving.
+
+Every member is used on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from sluice.broker.cluster.cluster_view import ClusterView
+from sluice.broker.cluster.topic_metadata import TopicInfo
+from sluice.broker.config import BrokerConfig
+from sluice.broker.groups.coordinator import GroupCoordinator
+from sluice.broker.groups.offset_store import OffsetStore
+from sluice.broker.protocol import EncodedFetchResponse
+from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.server.metrics import BrokerMetrics
+from sluice.broker.server.purgatory import FetchPurgatory
+
+T = TypeVar("T")
+
+#: What a handler returns: encoded bytes, a zero-copy fetch response, or None (no response:
+#: Produce with acks=0).
+Response = bytes | EncodedFetchResponse | None
+
+# The client address of the connection a handler is serving (each connection runs in its
+# own task, so its own context); DescribeGroups reports it as the member's host.
+CURRENT_PEER: contextvars.ContextVar[str] = contextvars.ContextVar("CURRENT_PEER", default="")
+
+
+class BrokerContext(Protocol):
+    """The broker as its request handlers see it. See the module docstring."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def cluster(self) -> ClusterView: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def offsets(self) -> OffsetStore: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def purgatory(self) -> FetchPurgatory: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    @property
+    def handlers(self) -> Mapping[int, Handler]: ...
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Register a topic (its replicas create their logs). Raises the cluster view's
+        ``TopicError``s, ``InvalidTopicError``, and ``InvalidPartitionsError`` beyond the
+        broker's limits; standalone also what creating a log raises (``OSError``,
+        ``StorageError``). May block on ZooKeeper: call it through :meth:`off_loop`."""
+        ...
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic (``UnknownTopicError`` if there is none). Through :meth:`off_loop`."""
+        ...
+
+    async def off_loop(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``call(*args, **kwargs)`` where it cannot stall the event loop; a ZooKeeper failure
+        comes out as ``MetadataUnavailableError``."""
+        ...
+
+
+Handler = Callable[[BrokerContext, Any], Awaitable[Response]]

@@ -1,0 +1,75 @@
+"""Domain exceptions → Kafka error codes: the one place an exception becomes a code.
+
+The layers below the server raise exceptions of their own domain — storage
+(``sluice.broker.log.errors``), topic administration (``sluice.broker.cluster.topic_metadata``),
+topic names (``sluice.common.topic_partition``), committed offsets
+(``sluice.broker.groups.offset_store``) — and know nothing of Kafka's codes (see
+``sluice.broker.protocol.errors`` for why). A handler that catches one answers with
+:func:`code_for` (or, for the coordinator APIs, :func:`coordinator_code_for`); the codes are
+members of the registry, :class:`~sluice.broker.protocol.errors.Errors`.
+
+Order matters in ``_TABLE``: the first class the exception is an instance of wins, so a
+specific storage error comes before ``StorageError``. Pure; thread-safe.
+"""
+
+from __future__ import annotations
+
+from sluice.broker.cluster import topic_metadata as tm
+from sluice.broker.groups.offset_store import OffsetCommitFailedError
+from sluice.broker.log import errors as le
+from sluice.broker.protocol.errors import Errors
+from sluice.common.topic_partition import InvalidTopicError
+
+#: What topic administration (CreateTopics, DeleteTopics, auto-creation) may raise and
+#: answer with a code rather than close the connection.
+ADMIN_ERRORS: tuple[type[Exception], ...] = (
+    tm.TopicError,
+    InvalidTopicError,
+    le.StorageError,
+    OSError,
+)
+
+_TABLE: list[tuple[type[BaseException], Errors]] = [
+    (le.OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
+    (le.CorruptRecordError, Errors.CORRUPT_MESSAGE),
+    (le.InvalidRecordError, Errors.INVALID_RECORD),
+    (le.RecordBatchTooLargeError, Errors.MESSAGE_TOO_LARGE),
+    (le.OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (le.InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
+    (le.UnknownProducerIdError, Errors.UNKNOWN_PRODUCER_ID),
+    (InvalidTopicError, Errors.INVALID_TOPIC_EXCEPTION),
+    (le.StorageError, Errors.KAFKA_STORAGE_ERROR),
+    (tm.TopicExistsError, Errors.TOPIC_ALREADY_EXISTS),
+    (tm.UnknownTopicError, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    (tm.InvalidPartitionsError, Errors.INVALID_PARTITIONS),
+    (tm.InvalidReplicationFactorError, Errors.INVALID_REPLICATION_FACTOR),
+    (tm.InvalidConfigError, Errors.INVALID_CONFIG),
+    (tm.MetadataUnavailableError, Errors.REQUEST_TIMED_OUT),
+    (OSError, Errors.KAFKA_STORAGE_ERROR),
+]
+
+
+def code_for(exc: BaseException) -> Errors:
+    """The code a data or admin API answers for ``exc``; UNKNOWN_SERVER_ERROR if unmapped."""
+    for cls, code in _TABLE:
+        if isinstance(exc, cls):
+            return code
+    return Errors.UNKNOWN_SERVER_ERROR
+
+
+def coordinator_code_for(exc: BaseException) -> Errors:
+    """The code a coordinator API (FindCoordinator, InitProducerId, OffsetCommit) answers for
+    ``exc``: the client then looks for the coordinator again rather than fail.
+
+    * ``MetadataUnavailableError`` (ZooKeeper unreachable): COORDINATOR_NOT_AVAILABLE.
+    * ``OffsetCommitFailedError`` (the commit was not made durable): NOT_COORDINATOR if the
+      offsets partition's leadership moved away, else COORDINATOR_NOT_AVAILABLE (e.g. the ISR
+      is too small or replication timed out; the same coordinator may take the retry).
+    """
+    if isinstance(exc, OffsetCommitFailedError):
+        if exc.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
+            return Errors.NOT_COORDINATOR
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if isinstance(exc, tm.MetadataUnavailableError):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    return code_for(exc)
