@@ -368,7 +368,7 @@ def assignors_section(ctx: Context) -> list[str]:
            f"leaves and returns under a steady 2,000 msg/s; the clock marks {times} for the "
            "leave, the return and the end). Partitions moved are counted from the group's "
            "assignment before and after each change and set against what "
-           "`pipeline/assignors.py` predicts for the same membership; librdkafka's sticky "
+           "`pipeline/consumer/assignors.py` predicts for the same membership; librdkafka's sticky "
            "assignor is the cooperative one, which revokes only what moves. Its rebalance "
            "time on C0's return includes one `heartbeat.interval.ms` (1 s here): the members "
            "that revoked partitions rejoin at once, but C0 learns of that second rebalance "
