@@ -16,9 +16,9 @@ cooperative protocol, the whole set under the eager one). Recorded per strategy:
   assignment just before the change and just before the next one (or the end);
 * partitions revoked in the callbacks during that rebalance (eager revokes everything);
 * what ``pipeline/consumer/assignors.py`` says the moves should be for the same membership
-  changes. The
-  broker's group coordinator runs no assignor: the group leader (a librdkafka client) does, so
-  the measured moves are librdkafka's and the predicted ones are Sluice's own functions;
+  changes. The broker's group coordinator runs no assignor: the group leader (a librdkafka
+  client) does, so the measured moves are librdkafka's and the predicted ones are Sluice's own
+  functions;
 * the consumption rate per consumer (messages per 0.5 s) and the rate dip after each change;
 * the CPU of this process (all three consumers; the producer is another process), per 0.5 s.
 
