@@ -32,6 +32,10 @@ route                                                       body → response
 ``GET /mode``, ``GET /mode/{s}``                            ``{"mode": "READWRITE"}``
 ==========================================================  ===================================
 
+Authentication (:mod:`sluice.schemas.basic_auth`): with ``authentication.method=BASIC`` every
+route answers 401 (``WWW-Authenticate: Basic realm=...``, ``{"error_code": 401}``) without
+valid credentials, 403 without an allowed role, before the body is read.
+
 Hostile input (see :mod:`sluice.schemas.limits` for the keys): a body over the size limit is
 answered 413 before it is buffered (:mod:`sluice.schemas.request_body`); a body is measured for
 nesting before ``json`` decodes it (400 when too deep or not strict JSON); a schema is checked
@@ -57,6 +61,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from sluice.schemas.avro_schema import AVRO
+from sluice.schemas.basic_auth import BasicAuthenticator, BasicAuthMiddleware
 from sluice.schemas.errors import (
     BadRequestError,
     InvalidSchemaError,
@@ -139,8 +144,13 @@ def _schema_id(request: Request) -> int:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def create_app(registry: Registry, limits: RegistryLimits | None = None) -> Starlette:
-    """The ASGI application serving ``registry`` within ``limits`` (default: the defaults).
+def create_app(
+    registry: Registry,
+    limits: RegistryLimits | None = None,
+    authenticator: BasicAuthenticator | None = None,
+) -> Starlette:
+    """The ASGI application serving ``registry`` within ``limits`` (default: the defaults),
+    to the users of ``authenticator`` only when one is given (401/403 before anything else).
 
     Registry calls block (they may fsync), so they run in Starlette's thread pool; the
     registry's own lock orders them.
@@ -358,11 +368,15 @@ def create_app(registry: Registry, limits: RegistryLimits | None = None) -> Star
         Route("/mode/{subject}", mode, methods=["GET"]),
     ]
     middleware = []
+    if authenticator is not None:  # outermost: nothing is read before the credentials check
+        middleware.append(
+            Middleware(BasicAuthMiddleware, authenticator=authenticator, content_type=CONTENT_TYPE)
+        )
     if limits.max_body_size is not None:
         middleware.append(
             Middleware(BodySizeLimit, max_bytes=limits.max_body_size, content_type=CONTENT_TYPE)
         )
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={
@@ -372,3 +386,7 @@ def create_app(registry: Registry, limits: RegistryLimits | None = None) -> Star
             Exception: internal_error,
         },
     )
+    # Starlette answers "/subjects/" with a bodiless 307 to "/subjects"; a registry answers
+    # JSON only, so an unknown path (trailing slash included) is a 404 with an error body.
+    app.router.redirect_slashes = False
+    return app

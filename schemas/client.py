@@ -5,6 +5,14 @@ Standard library only (``urllib``), so the serde works wherever Sluice's client 
 Confluent ``error_code`` in the response (see :mod:`sluice.schemas.errors`); an unreachable registry
 raises :class:`~sluice.schemas.errors.RegistryConnectionError`.
 
+Security: ``https://`` URLs are checked against the system's CAs, or the ``ssl_context``
+given; ``basic_auth=(user, password)`` (or ``user:password@`` in the URL, Confluent's ``URL``
+credentials source) is sent with every request, preemptively, as confluent-kafka does, and
+never on a redirect. :meth:`RegistryClient.from_config` reads Confluent's client keys
+(``basic.auth.credentials.source``, ``basic.auth.user.info``, ``ssl.ca.location``, ...; see
+:mod:`sluice.schemas.client_config`). :attr:`RegistryClient.url` never holds credentials, so
+errors quoting it are safe to log.
+
 The client does not cache; :mod:`sluice.schemas.serde` caches what it needs. ``requests_sent``
 counts
 HTTP requests made, so callers (and tests) can check how often the registry is asked.
@@ -13,13 +21,17 @@ Thread-safe: each call opens its own connection.
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
+from sluice.schemas.client_config import RegistryClientConfig
 from sluice.schemas.errors import RegistryConnectionError, UnexpectedResponseError, error_for_code
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -32,11 +44,37 @@ def _quote(value: str | int) -> str:
 class RegistryClient:
     """Client for the registry at ``url`` (e.g. ``http://127.0.0.1:8081``)."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/")
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 10.0,
+        basic_auth: tuple[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        config = RegistryClientConfig.from_url(url, basic_auth, ssl_context)
+        self.url = config.url
         self.timeout = timeout
         self.requests_sent = 0
         self._count_lock = threading.Lock()
+        self._ssl_context = config.ssl_context
+        self._authorization: str | None = None
+        if config.basic_auth is not None:
+            token = base64.b64encode(":".join(config.basic_auth).encode("utf-8")).decode("ascii")
+            self._authorization = f"Basic {token}"
+
+    @classmethod
+    def from_config(cls, conf: Mapping[str, str], *, timeout: float = 10.0) -> RegistryClient:
+        """A client from Confluent's client keys, bare (``url``, ``basic.auth.user.info``,
+        ``ssl.ca.location``, as ``SchemaRegistryClient`` takes them) or with the
+        ``schema.registry.`` prefix of the serdes; see :mod:`sluice.schemas.client_config`."""
+        config = RegistryClientConfig.from_config(conf)
+        return cls(
+            config.url,
+            timeout=timeout,
+            basic_auth=config.basic_auth,
+            ssl_context=config.ssl_context,
+        )
 
     def __enter__(self) -> RegistryClient:
         return self
@@ -65,10 +103,14 @@ class RegistryClient:
         if data is not None:
             headers["Content-Type"] = CONTENT_TYPE
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        if self._authorization is not None:
+            req.add_unredirected_header("Authorization", self._authorization)
         with self._count_lock:
             self.requests_sent += 1
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(
+                req, timeout=self.timeout, context=self._ssl_context
+            ) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             with e:

@@ -22,6 +22,8 @@ error code status  class
 42208      422     :class:`InvalidSubjectError`
 42209      422     :class:`SchemaTooLargeError`
 400        400     :class:`BadRequestError`
+401        401     :class:`UnauthorizedError`
+403        403     :class:`ForbiddenError`
 404        404     :class:`RouteNotFoundError`
 413        413     :class:`RequestTooLargeError`
 50001      500     :class:`StoreError`
@@ -29,6 +31,10 @@ error code status  class
 
 Serde errors (:class:`SerdeError` and below) never cross HTTP; they say what the decoder
 expected and what it found in the bytes.
+
+Security configuration errors (:class:`RegistrySecurityConfigError` and below) are raised at
+start-up (server) or construction (client). None of them quotes a password, a key, a
+credential or a file's content; keys and file paths are named.
 """
 
 from __future__ import annotations
@@ -140,6 +146,18 @@ class BadRequestError(RegistryError):
     http_status, error_code = 400, 400
 
 
+class UnauthorizedError(RegistryError):
+    """No credentials, an unknown user or a wrong password (HTTP Basic authentication)."""
+
+    http_status, error_code = 401, 401
+
+
+class ForbiddenError(RegistryError):
+    """Authenticated, but the user holds none of ``authentication.roles``."""
+
+    http_status, error_code = 403, 403
+
+
 class RouteNotFoundError(RegistryError):
     """No such endpoint (Confluent answers unknown paths with ``error_code`` 404)."""
 
@@ -177,6 +195,8 @@ _BY_CODE: dict[int, type[RegistryError]] = {
         SchemaTooLargeError,
         StoreError,
         BadRequestError,
+        UnauthorizedError,
+        ForbiddenError,
         RouteNotFoundError,
         RequestTooLargeError,
     )
@@ -225,3 +245,21 @@ class UnencodableRecordError(SerdeError):
 
 class RegistryConnectionError(SchemasError):
     """The client could not reach the registry (refused, timed out, DNS)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Security configuration (TLS, HTTP Basic authentication), server and client side
+# --------------------------------------------------------------------------------------------
+
+
+class RegistrySecurityConfigError(SchemasError, ValueError):
+    """A security key is missing, unknown, contradictory or names something Sluice refuses
+    (a JKS keystore, ``CRYPT:`` passwords, ``SASL_INHERIT``)."""
+
+
+class RegistryKeystoreError(RegistrySecurityConfigError):
+    """A PEM key, certificate chain or CA file cannot be loaded."""
+
+
+class UsersFileError(RegistrySecurityConfigError):
+    """The JAAS file or the users (password) file it names cannot be read or parsed."""

@@ -14,6 +14,11 @@ deserializer reads, byte for byte; the tests check both directions.
 :class:`AvroDeserializer` fetches each writer schema once per id, then decodes with it, and
 with the optional reader schema resolves into that shape (Avro schema resolution). Both are
 thread-safe; a registry lookup is never made twice for the same id, even under concurrency.
+
+Both take a :class:`~sluice.schemas.client.RegistryClient`, or Confluent's client keys as a
+mapping (``{"schema.registry.url": "https://…", "basic.auth.user.info": "user:password",
+"schema.registry.ssl.ca.location": "ca.pem"}``; see :mod:`sluice.schemas.client_config`), from
+which they build one.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ HEADER = struct.Struct(">bI")  # magic byte, schema id
 HEADER_SIZE = HEADER.size  # 5
 
 SchemaLike = str | Mapping[str, Any] | list[Any]
+ClientLike = RegistryClient | Mapping[str, str]
+
+
+def _client(registry: ClientLike) -> RegistryClient:
+    return (
+        registry if isinstance(registry, RegistryClient) else RegistryClient.from_config(registry)
+    )
 
 
 def encode_header(schema_id: int) -> bytes:
@@ -76,13 +88,13 @@ class AvroSerializer:
 
     def __init__(
         self,
-        registry_client: RegistryClient,
+        registry_client: ClientLike,
         schema: SchemaLike,
         subject: str,
         *,
         auto_register: bool = True,
     ) -> None:
-        self.registry_client = registry_client
+        self.registry_client = _client(registry_client)
         self.subject = subject
         self.schema_text = _schema_text(schema)
         self.auto_register = auto_register
@@ -126,9 +138,9 @@ class AvroDeserializer:
     """Decode Confluent-framed Avro, fetching each writer schema from the registry once."""
 
     def __init__(
-        self, registry_client: RegistryClient, reader_schema: SchemaLike | None = None
+        self, registry_client: ClientLike, reader_schema: SchemaLike | None = None
     ) -> None:
-        self.registry_client = registry_client
+        self.registry_client = _client(registry_client)
         self._reader = (
             parse_schema(json.loads(_schema_text(reader_schema)))
             if reader_schema is not None

@@ -2,7 +2,7 @@
 
 Configuration (Confluent's key names where Confluent has one)::
 
-    listeners=http://127.0.0.1:8081          # first listener is served; http only
+    listeners=http://127.0.0.1:8081          # first listener is served; http or https
     schema.registry.data.dir=./data/registry # FileSchemaStore directory (standalone mode)
     schema.registry.zookeeper.connect=127.0.0.1:2181/sluice  # cluster mode: ZooKeeperSchemaStore
     schema.compatibility.level=BACKWARD      # default global level until PUT /config sets one
@@ -16,6 +16,12 @@ Request limits (:mod:`sluice.schemas.limits`; the first two are Confluent's keys
     schema.registry.max.schema.size=1048576             # UTF-8 bytes of a schema; 422/42209
     schema.registry.max.schema.depth=128                # JSON nesting of a schema (1..256); 42201
     schema.registry.max.subject.length=1024             # characters; 422/42208
+
+Security: ``listeners=https://host:port`` serves TLS with the ``ssl.*`` keys of
+:mod:`sluice.schemas.tls` (PEM keystore, optional client certificates); ``authentication.*``
+keys turn on HTTP Basic authentication of every route (:mod:`sluice.schemas.basic_auth`). Both
+are checked at start-up: a bad key, an unreadable keystore, JAAS or users file stops the
+registry with an error naming the key or file — never a password.
 
 Request line and headers are bounded by uvicorn (16 KiB, ``h11_max_incomplete_event_size``;
 over it the connection gets uvicorn's plain-text 400).
@@ -33,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import ssl
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,8 +47,11 @@ from pathlib import Path
 
 import uvicorn
 
+from sluice.schemas import tls
 from sluice.schemas.app import create_app
+from sluice.schemas.basic_auth import BasicAuthenticator
 from sluice.schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
+from sluice.schemas.errors import RegistrySecurityConfigError
 from sluice.schemas.file_store import FileSchemaStore
 from sluice.schemas.limits import RegistryLimits
 from sluice.schemas.registry import Registry
@@ -63,15 +73,26 @@ class RegistryConfig:
     log_level: str
     zookeeper_connect: str | None = None
     limits: RegistryLimits = RegistryLimits()
+    ssl_context: ssl.SSLContext | None = None  # set for an https listener
+    authenticator: BasicAuthenticator | None = None  # set with authentication.method=BASIC
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.ssl_context is None else "https"
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> RegistryConfig:
-        """Build from ``.properties`` keys; raise ``ValueError`` on a bad value."""
+        """Build from ``.properties`` keys; raise ``ValueError`` on a bad value (a
+        :class:`~sluice.schemas.errors.RegistrySecurityConfigError` for security keys)."""
         listeners = props.get("listeners", DEFAULT_LISTENER)
         first = listeners.split(",")[0].strip()
         url = urllib.parse.urlsplit(first)
-        if url.scheme != "http" or not url.hostname or url.port is None:
-            raise ValueError(f"listeners: expected http://host:port, found {first!r}")
+        if url.scheme not in ("http", "https") or not url.hostname or url.port is None:
+            raise ValueError(
+                f"listeners: expected http://host:port or https://host:port, found {first!r}"
+            )
+        if url.username is not None or url.password is not None:
+            raise RegistrySecurityConfigError("listeners: expected no user:password@ in the URL")
         level = props.get("schema.compatibility.level", DEFAULT_LEVEL.value)
         return cls(
             host=url.hostname,
@@ -81,6 +102,17 @@ class RegistryConfig:
             log_level=props.get("log.level", "info").lower(),
             zookeeper_connect=props.get("schema.registry.zookeeper.connect", "").strip() or None,
             limits=RegistryLimits.from_properties(props),
+            ssl_context=tls.server_context(props) if url.scheme == "https" else None,
+            authenticator=BasicAuthenticator.from_properties(props),
+        )
+
+    def describe_security(self) -> str:
+        if self.authenticator is None:
+            return "no authentication"
+        roles = ", ".join(sorted(self.authenticator.roles)) or "any role"
+        return (
+            f"basic authentication (realm {self.authenticator.realm}, "
+            f"{len(self.authenticator.users)} users, {roles})"
         )
 
     def open_store(self) -> SchemaStore:
@@ -93,6 +125,20 @@ class RegistryConfig:
         if self.zookeeper_connect:
             return f"ZooKeeper {self.zookeeper_connect}"
         return f"data dir {self.data_dir}"
+
+
+class _Config(uvicorn.Config):
+    """uvicorn's config with a ready-made ``SSLContext`` (uvicorn builds its own from file
+    names only, without Kafka's inline PEM, protocol range or password callback)."""
+
+    def __init__(self, *args: object, ssl_context: ssl.SSLContext | None, **kwargs: object):
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._ssl_context = ssl_context
+
+    def load(self) -> None:
+        super().load()
+        if self._ssl_context is not None:
+            self.ssl = self._ssl_context
 
 
 class _Server(uvicorn.Server):
@@ -122,20 +168,23 @@ def serve(config: RegistryConfig) -> None:
     try:
         registry = Registry(store, config.default_level)
         log.info(
-            "schema registry listening on http://%s:%d, %s, default compatibility %s",
+            "schema registry listening on %s://%s:%d, %s, %s, default compatibility %s",
+            config.scheme,
             config.host,
             config.port,
             config.describe_store(),
+            config.describe_security(),
             config.default_level.value,
         )
         server = _Server(
-            uvicorn.Config(
-                create_app(registry, config.limits),
+            _Config(
+                create_app(registry, config.limits, config.authenticator),
                 host=config.host,
                 port=config.port,
                 log_level=config.log_level,
                 access_log=config.log_level == "debug",
                 lifespan="off",
+                ssl_context=config.ssl_context,
             )
         )
         server.run()
