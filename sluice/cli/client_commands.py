@@ -3,6 +3,11 @@
 ``sluice topics create|list|describe|delete`` (kafka-topics.sh), ``sluice produce``
 (kafka-console-producer.sh: one message per stdin line, optional key separator) and
 ``sluice consume`` (kafka-console-consumer.sh: from the beginning, an offset or a time).
+
+Honest by construction: reading commands never create a topic (``describe`` asks with
+DescribeTopics, whose Metadata request does not allow auto-creation, as Kafka's tool does);
+``produce`` exits non-zero unless every message was acknowledged, and says how many were not;
+an unreachable cluster is exit 3 (``sluice.cli.errors``).
 """
 
 from __future__ import annotations
@@ -13,28 +18,53 @@ import time
 from datetime import datetime
 from typing import Any
 
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from sluice.cli.errors import (
+    CommandError,
+    CommandUsageError,
+    ServiceUnreachableError,
+    raise_for_kafka,
+    unreachable,
+)
+from sluice.cli.kafka_clients import client_config
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# How long a command waits for the cluster before it says it could not reach it.
+REQUEST_TIMEOUT_S = 10.0
 
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, help="host:port[,...]")
 
 
 def add_parsers(sub: Any) -> None:
     topics = sub.add_parser("topics", help="create, list, describe and delete topics")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create")
+    create = actions.add_parser("create", help="create a topic")
     create.add_argument("--topic", required=True)
-    create.add_argument("--partitions", type=int, default=-1)
-    create.add_argument("--replication-factor", type=int, default=-1)
-    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument("--partitions", type=int, default=-1, help="-1: the broker's default")
+    create.add_argument("--replication-factor", type=int, default=-1,
+                        help="-1: the broker's default")  # fmt: skip
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a topic config (repeatable)")  # fmt: skip
     create.set_defaults(func=topics_create)
-    listing = actions.add_parser("list")
+    listing = actions.add_parser("list", help="list topic names")
     listing.set_defaults(func=topics_list)
-    describe = actions.add_parser("describe")
-    describe.add_argument("--topic")
+    describe = actions.add_parser("describe", help="partitions, leaders, replicas and ISR")
+    describe.add_argument("--topic", help="one topic (default: every topic)")
     describe.set_defaults(func=topics_describe)
-    delete = actions.add_parser("delete")
+    delete = actions.add_parser("delete", help="delete a topic")
     delete.add_argument("--topic", required=True)
     delete.set_defaults(func=topics_delete)
     for p in (create, listing, describe, delete):
@@ -46,6 +76,8 @@ def add_parsers(sub: Any) -> None:
     produce.add_argument("--key-separator", help="split each line into key and value here")
     produce.add_argument("--acks", default="all")
     produce.add_argument("--compression", default="none")
+    produce.add_argument("--timeout-ms", type=int, default=30_000,
+                         help="give up on a message not acknowledged after this long")  # fmt: skip
     produce.set_defaults(func=produce_lines)
 
     consume = sub.add_parser("consume", help="print messages of a topic")
@@ -65,17 +97,32 @@ def add_parsers(sub: Any) -> None:
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from confluent_kafka.admin import AdminClient
+    return AdminClient(client_config(args.bootstrap_server))
 
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+
+def _config_pairs(items: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CommandUsageError(f"--config: expected KEY=VALUE, found {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _check_reachable(admin: Any, bootstrap: str) -> None:
+    """Fail with exit 3 when no broker answers (before a request whose future would hang)."""
+    try:
+        admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        raise_for_kafka(exc, "cannot reach the cluster", bootstrap)
 
 
 def topics_create(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-    config = dict(item.split("=", 1) for item in args.config)
+    config = _config_pairs(args.config)
     new = NewTopic(args.topic, args.partitions, args.replication_factor, config=config)
     admin = _admin(args)  # keep a reference: a collected client fails its futures
+    _check_reachable(admin, args.bootstrap_server)
     for topic, future in admin.create_topics([new]).items():
         try:
             future.result()
@@ -88,30 +135,54 @@ def topics_create(args: argparse.Namespace) -> int:
 
 def topics_list(args: argparse.Namespace) -> int:
     admin = _admin(args)
-    for name in sorted(admin.list_topics(timeout=10).topics):
+    try:
+        topics = admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics
+    except KafkaException as exc:
+        raise_for_kafka(exc, "cannot list topics", args.bootstrap_server)
+    for name in sorted(topics):
         print(name)
     return 0
 
 
 def topics_describe(args: argparse.Namespace) -> int:
+    """Kafka's ``--describe`` layout. A missing topic is an error, never created."""
     admin = _admin(args)
-    md = admin.list_topics(topic=args.topic, timeout=10)
-    for name in sorted(md.topics):
-        t = md.topics[name]
-        if t.error is not None:
-            print(f"Topic: {name}\tError: {t.error}", file=sys.stderr)
-            return 1
-        print(f"Topic: {name}\tPartitionCount: {len(t.partitions)}")
-        for p in sorted(t.partitions.values(), key=lambda p: p.id):
-            replicas = ",".join(map(str, p.replicas))
-            isr = ",".join(map(str, p.isrs))
-            print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
+    try:
+        names = (
+            [args.topic]
+            if args.topic
+            else sorted(admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics)
+        )
+    except KafkaException as exc:
+        raise_for_kafka(exc, "cannot list topics", args.bootstrap_server)
+    if not names:
+        return 0
+    _check_reachable(admin, args.bootstrap_server)
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
+    for name in names:
+        try:
+            description = futures[name].result()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise CommandError(f"topic {name!r} does not exist") from exc
+            raise_for_kafka(exc, f"cannot describe topic {name!r}", args.bootstrap_server)
+        partitions = sorted(description.partitions, key=lambda p: p.id)
+        replication = len(partitions[0].replicas) if partitions else 0
+        print(f"Topic: {name}\tPartitionCount: {len(partitions)}\t"
+              f"ReplicationFactor: {replication}")  # fmt: skip
+        for p in partitions:
+            leader = p.leader.id if p.leader is not None else -1
+            replicas = ",".join(str(r.id) for r in p.replicas)
+            isr = ",".join(str(r.id) for r in p.isr)
+            print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
                   f"Replicas: {replicas}\tIsr: {isr}")  # fmt: skip
     return 0
 
 
 def topics_delete(args: argparse.Namespace) -> int:
     admin = _admin(args)  # keep a reference: a collected client fails its futures
+    _check_reachable(admin, args.bootstrap_server)
     for topic, future in admin.delete_topics([args.topic]).items():
         try:
             future.result()
@@ -123,16 +194,20 @@ def topics_delete(args: argparse.Namespace) -> int:
 
 
 def produce_lines(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
+    """One message per stdin line; exit 0 only when every one was acknowledged."""
+    errors: list[KafkaError] = []
+    delivered = 0
 
-    errors: list[str] = []
+    def report(err: KafkaError | None, _msg: Any) -> None:
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        else:
+            errors.append(err)
 
-    def report(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks,
-                         "compression.type": args.compression})  # fmt: skip
+    producer = Producer(client_config(args.bootstrap_server, **{"acks": args.acks,
+                         "compression.type": args.compression,
+                         "message.timeout.ms": args.timeout_ms}))  # fmt: skip
     count = 0
     for line in sys.stdin:
         line = line.rstrip("\n")
@@ -143,12 +218,19 @@ def produce_lines(args: argparse.Namespace) -> int:
                          on_delivery=report)  # fmt: skip
         producer.poll(0)
         count += 1
-    producer.flush(30)
-    if errors:
-        print(f"{len(errors)} of {count} messages failed: {errors[0]}", file=sys.stderr)
-        return 1
-    print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
-    return 0
+    # flush() returns how many are still queued: never acknowledged, never failed either.
+    queued = producer.flush(args.timeout_ms / 1000 + 5)
+    if delivered == count:
+        print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
+        return 0
+    failed = count - delivered
+    detail = f"first error: {errors[0].str()}" if errors else f"{queued} still queued"
+    message = f"{failed} of {count} messages to {args.topic} were not delivered ({detail})"
+    if delivered == 0 and (not errors or all(unreachable(e) for e in errors)):
+        raise ServiceUnreachableError(
+            f"{message}: no broker of {args.bootstrap_server} acknowledged any"
+        )
+    raise CommandError(message)
 
 
 def _start_time_ms(text: str) -> int:
@@ -158,20 +240,20 @@ def _start_time_ms(text: str) -> int:
 
 
 def consume_messages(args: argparse.Namespace) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
-
     consumer = Consumer({
-        "bootstrap.servers": args.bootstrap_server,
+        **client_config(args.bootstrap_server),
         "group.id": args.group or f"sluice-console-{int(time.time())}",
         "enable.auto.commit": bool(args.group),
         "auto.offset.reset": "earliest",
         "enable.partition.eof": False,
     })  # fmt: skip
     try:
-        md = consumer.list_topics(args.topic, timeout=10).topics[args.topic]
+        try:
+            md = consumer.list_topics(args.topic, timeout=REQUEST_TIMEOUT_S).topics[args.topic]
+        except KafkaException as exc:
+            raise_for_kafka(exc, f"cannot read topic {args.topic!r}", args.bootstrap_server)
         if md.error is not None:
-            print(f"Topic {args.topic}: {md.error}", file=sys.stderr)
-            return 1
+            raise CommandError(f"topic {args.topic!r}: {md.error.str()}")
         partitions = args.partition or sorted(md.partitions)
         if args.offset is not None:
             start = args.offset

@@ -11,9 +11,14 @@ overwrite it at its next commit.
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import datetime
 from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from sluice.cli.errors import CommandError, raise_for_kafka
+from sluice.cli.kafka_clients import client_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # librdkafka's ConsumerGroupState names → the names Kafka's own tools print.
@@ -30,12 +35,12 @@ _KAFKA_STATE_NAMES = {
 def add_parser(sub: Any) -> None:
     groups = sub.add_parser("groups", help="list, describe and reset consumer groups")
     actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list")
+    listing = actions.add_parser("list", help="list consumer groups")
     listing.set_defaults(func=groups_list)
-    describe = actions.add_parser("describe")
+    describe = actions.add_parser("describe", help="offsets, lag and owners per partition")
     describe.add_argument("--group", required=True)
     describe.set_defaults(func=groups_describe)
-    reset = actions.add_parser("reset-offsets")
+    reset = actions.add_parser("reset-offsets", help="move a stopped group's committed offsets")
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True, help="a topic, or topic:0,1 for partitions")
     to = reset.add_mutually_exclusive_group(required=True)
@@ -53,16 +58,18 @@ def add_parser(sub: Any) -> None:
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+    """An AdminClient, after checking that the cluster answers (exit 3 when it does not)."""
+    admin = AdminClient(client_config(args.bootstrap_server))
+    try:
+        admin.list_topics(timeout=10)
+    except KafkaException as exc:
+        raise_for_kafka(exc, "cannot reach the cluster", args.bootstrap_server)
+    return admin
 
 
 def _consumer(args: argparse.Namespace) -> Any:
-    from confluent_kafka import Consumer
-
-    return Consumer({"bootstrap.servers": args.bootstrap_server, "group.id": args.group,
-                     "enable.auto.commit": False})  # fmt: skip
+    return Consumer(client_config(args.bootstrap_server, **{"group.id": args.group,
+                    "enable.auto.commit": False}))  # fmt: skip
 
 
 def groups_list(args: argparse.Namespace) -> int:
@@ -74,8 +81,6 @@ def groups_list(args: argparse.Namespace) -> int:
 
 
 def _committed(args: argparse.Namespace, admin: Any) -> list[Any]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(args.group)])
     return list(futures[args.group].result(timeout=15).topic_partitions)
 
@@ -97,8 +102,6 @@ def groups_describe(args: argparse.Namespace) -> int:
         header = f"{'TOPIC':<24} {'PARTITION':>9} {'CURRENT-OFFSET':>15} {'LOG-END-OFFSET':>15}"
         print(f"{header} {'LAG':>8}  OWNER")
         for topic, partition in sorted(set(committed) | set(owners)):
-            from confluent_kafka import TopicPartition
-
             _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             current = committed.get((topic, partition), -1)
             lag = end - current if current >= 0 else "-"
@@ -116,22 +119,18 @@ def _partitions(args: argparse.Namespace, consumer: Any) -> list[int]:
         return [int(p) for p in parts.split(",")]
     md = consumer.list_topics(topic, timeout=10).topics[topic]
     if md.error is not None:
-        raise SystemExit(f"topic {topic}: {md.error}")
+        raise CommandError(f"topic {topic!r}: {md.error.str()}")
     return sorted(md.partitions)
 
 
 def groups_reset(args: argparse.Namespace) -> int:
-    from confluent_kafka import TopicPartition
-
     admin = _admin(args)
     description = admin.describe_consumer_groups([args.group])[args.group].result(timeout=15)
     if description.members:
-        print(
-            f"Group {args.group} has {len(description.members)} active members: stop them "
-            "before resetting offsets (they would overwrite the reset).",
-            file=sys.stderr,
+        raise CommandError(
+            f"group {args.group} has {len(description.members)} active members: stop them "
+            "before resetting offsets (they would overwrite the reset)"
         )
-        return 1
     topic = args.topic.partition(":")[0]
     consumer = _consumer(args)
     try:

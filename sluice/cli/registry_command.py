@@ -28,7 +28,7 @@ from sluice.schemas.server import DEFAULT_LISTENER, RegistryConfig, serve
 def add_registry_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``registry`` with its ``start``, ``register`` and ``list`` subcommands."""
     registry = subparsers.add_parser("registry", help="Avro schema registry (Confluent API)")
-    commands = registry.add_subparsers(dest="registry_command", metavar="COMMAND")
+    commands = registry.add_subparsers(dest="registry_command", metavar="ACTION")
     commands.required = True
 
     start = commands.add_parser("start", help="run the registry in the foreground")

@@ -38,8 +38,7 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path_factory.mktemp("cli-broker")) as process:
-        process.start()
+    with BrokerProcess(tmp_path_factory.mktemp("cli-broker")) as process:  # started
         yield process
 
 
