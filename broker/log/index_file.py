@@ -66,6 +66,11 @@ class IndexFile:
         return len(self.keys)
 
     @property
+    def size_bytes(self) -> int:
+        """Bytes of entries in the file."""
+        return self._size
+
+    @property
     def is_full(self) -> bool:
         return len(self.keys) >= self.max_entries
 

@@ -20,6 +20,14 @@ one above the high watermark: by time (its largest timestamp older than ``retent
 by size (``retention.bytes``). A deleted segment is renamed ``.deleted`` and closed only after
 ``file.delete.delay.ms``, so a fetch already sending from it finishes (Kafka does the same).
 
+Compaction (``cleanup.policy`` with ``compact``): ``append`` refuses a record without a key
+(``NullKeyOnCompactedTopicError``); the log cleaner (``cleaner``) rewrites inactive
+segments below the high watermark and swaps them in with :meth:`Log.replace_segments`, the
+crash-safe rename sequence ``log_loader`` documents and finishes or undoes on open. The
+cleaner reads segments without the lock: between ``begin_cleaning`` and ``end_cleaning``
+no segment file is closed (deleted segments wait in ``_deleted``), and every change to the
+inactive segments (truncation, retention) bumps ``_generation``, which makes the swap abort.
+
 Flushing: ``append`` never fsyncs. It counts unflushed messages; ``needs_flush`` says when
 ``flush.messages`` or ``flush.ms`` is reached, and the log manager's flusher thread calls
 ``flush``, whose fsyncs run outside the lock.
@@ -32,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -41,8 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from sluice.broker.log.compaction_errors import CleaningAbortedError
 from sluice.broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -53,8 +59,9 @@ from sluice.broker.log.errors import (
 )
 from sluice.broker.log.leader_epoch_cache import LeaderEpochCache
 from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_loader import prepare_directory, swap_files
 from sluice.broker.log.log_segment import (
-    DELETED_SUFFIX,
+    CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -65,17 +72,15 @@ from sluice.broker.log.log_segment import (
 from sluice.broker.log.producer_state import BatchMetadata, ProducerStateManager
 from sluice.broker.log.record_batch import (
     CONTROL_BIT,
-    CRC_START,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     assign_offsets,
     iter_batches,
+    stamp_log_append_time,
     validate_batch,
 )
+from sluice.broker.log.record_filter import check_keys
 
 log = logging.getLogger(__name__)
-
-_ATTRS_AND_CRC = struct.Struct(">I")
 
 
 class AppendInfo(NamedTuple):
@@ -136,6 +141,8 @@ class Log:
         self._segments: dict[int, LogSegment] = {}
         self._bases: list[int] = []
         self._deleted: list[tuple[int, LogSegment]] = []  # (delete after ms, segment)
+        self._generation = 0  # bumped when an inactive segment changes (see the cleaner)
+        self._cleaning = False
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.recovered_bytes_cut = 0
@@ -150,22 +157,22 @@ class Log:
 
     # -- loading and recovery ---------------------------------------------------------------
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         return LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
             now_ms=self._clock(),
+            suffix=suffix,
         )
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        prepare_directory(self.directory)  # .deleted, .cleaned and .swap files
         bases = set()
         for entry in os.listdir(self.directory):
             path = self.directory / entry
-            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".tmp"):
-                path.unlink()  # an unfinished delete or checkpoint from the last run
-            elif entry.endswith(LOG_SUFFIX):
+            if entry.endswith(LOG_SUFFIX):
                 try:
                     bases.add(parse_base_offset(entry))
                 except ValueError:
@@ -331,6 +338,8 @@ class Log:
                 duplicate = self._check_idempotence(headers)
                 if duplicate is not None:
                     return self._duplicate_info(duplicate, headers[0])
+                if config.compact:
+                    check_keys(buf, headers, self.directory.name)
                 next_offset = self._log_end_offset
                 log_append_time = config.message_timestamp_type == "LogAppendTime"
                 rewritten = []
@@ -351,7 +360,7 @@ class Log:
                     h = BatchHeader(h[0], next_offset, h[2], leader_epoch, *h[4:])
                     if log_append_time:
                         append_time = self._clock()
-                        h = _stamp_log_append_time(buf, h, append_time)
+                        h = stamp_log_append_time(buf, h, append_time)
                     rewritten.append(h)
                     next_offset += h.last_offset_delta + 1
                 headers = rewritten
@@ -427,7 +436,7 @@ class Log:
             # An empty active segment must start exactly where the appended batches do.
             return segment if segment.base_offset == first_offset else self._roll(first_offset)
         too_big = segment.size + size > self.config.segment_bytes
-        too_old = self._clock() - segment.created_ms > self.config.segment_ms
+        too_old = self._clock() - segment.created_ms > self.config.max_segment_ms
         if too_big or too_old or not segment.can_hold(last_offset):
             return self._roll(first_offset)
         return segment
@@ -574,9 +583,9 @@ class Log:
             if offset <= self._bases[0]:
                 self._truncate_fully(max(offset, 0))
                 return self._log_end_offset
+            self._generation += 1
             for base in [b for b in self._bases if b >= offset]:
-                segment = self._segments.pop(base)
-                segment.delete()
+                self._discard(self._segments.pop(base))
             self._bases = [b for b in self._bases if b < offset]
             active = self.active_segment
             active.truncate_to(offset)
@@ -589,9 +598,18 @@ class Log:
         with self._lock:
             self._truncate_fully(offset)
 
+    def _discard(self, segment: LogSegment) -> None:
+        """Delete a segment now, or once the cleaner is done if it may be reading it."""
+        if self._cleaning:
+            segment.rename_to_deleted()
+            self._deleted.append((self._clock(), segment))
+        else:
+            segment.delete()
+
     def _truncate_fully(self, offset: int) -> None:
+        self._generation += 1
         for base in self._bases:
-            self._segments[base].delete()
+            self._discard(self._segments[base])
         self._segments.clear()
         self._bases = [offset]
         self._segments[offset] = self._new_segment(offset)
@@ -628,11 +646,13 @@ class Log:
                 if next_base > self._high_watermark:
                     break
                 expired = (
-                    self.config.retention_ms >= 0
+                    self.config.delete
+                    and self.config.retention_ms >= 0
                     and now - segment.largest_timestamp() > self.config.retention_ms
                 )
                 oversized = (
-                    self.config.retention_bytes >= 0
+                    self.config.delete
+                    and self.config.retention_bytes >= 0
                     and total - segment.size >= self.config.retention_bytes
                 )
                 # Wholly below a log start moved by increment_log_start_offset.
@@ -647,6 +667,7 @@ class Log:
                 segment.rename_to_deleted()
                 self._deleted.append((now + self.config.file_delete_delay_ms, segment))
             if deletable:
+                self._generation += 1
                 self._log_start_offset = max(self._log_start_offset, self._bases[0])
                 self._recovery_point = max(self._recovery_point, self._log_start_offset)
                 self.leader_epochs.truncate_from_start(self._log_start_offset)
@@ -656,6 +677,8 @@ class Log:
         """Close and unlink segments deleted more than ``file.delete.delay.ms`` ago."""
         now = self._clock() if now is None else now
         with self._lock:
+            if self._cleaning and not force:
+                return 0  # the cleaner may be reading one of them
             due = [(t, s) for t, s in self._deleted if force or t <= now]
             self._deleted = [(t, s) for t, s in self._deleted if not (force or t <= now)]
         for _, segment in due:
@@ -675,6 +698,61 @@ class Log:
                     log_end=self._log_end_offset,
                 )
             self._log_start_offset = max(self._log_start_offset, offset)
+
+    # -- compaction ------------------------------------------------------------------------
+
+    def begin_cleaning(self) -> int:
+        """Mark the log as being read by the cleaner; returns the generation to hand back to
+        :meth:`replace_segments`. Until :meth:`end_cleaning`, no segment file is closed."""
+        with self._lock:
+            self._cleaning = True
+            return self._generation
+
+    def end_cleaning(self) -> None:
+        with self._lock:
+            self._cleaning = False
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty segment whose files end in ``.cleaned`` (stale ones are replaced)."""
+        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (self.directory / f"{base_offset:020d}{kind}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+        return self._new_segment(base_offset, CLEANED_SUFFIX)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], generation: int) -> None:
+        """Swap the flushed ``.cleaned`` segment ``new`` in for ``old`` (consecutive inactive
+        segments, ``new`` at the first one's base) by ``log_loader``'s crash-safe renames.
+        Raises :class:`CleaningAbortedError` (``new`` deleted, nothing changed) if the log's
+        inactive segments changed since ``generation``."""
+        with self._lock:
+            current = [self._segments.get(s.base_offset) for s in old]
+            if (
+                generation != self._generation
+                or any(c is not s for c, s in zip(current, old, strict=True))
+                or old[-1] is self.active_segment
+                or new.base_offset != old[0].base_offset
+            ):
+                new.delete()
+                raise CleaningAbortedError(
+                    f"{self.directory.name}: segments {[s.base_offset for s in old]} changed "
+                    "while they were cleaned"
+                )
+            swap_files(self.directory, new, old)  # steps 2-4 under the lock: only renames
+            delete_at = self._clock() + self.config.file_delete_delay_ms
+            for segment in old:
+                self._segments.pop(segment.base_offset)
+                self._deleted.append((delete_at, segment))
+            self._segments[new.base_offset] = new
+            self._bases = sorted(self._segments)
+
+    def last_data_offsets_of_producers(self) -> dict[int, int]:
+        """Producer id → last offset of its last batch (Kafka's
+        ``lastRecordsOfActiveProducers``): the cleaner keeps those batches."""
+        with self._lock:
+            return {
+                pid: entry.batches[-1].last_offset
+                for pid, entry in self.producer_state.entries.items()
+                if entry.batches
+            }
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -700,14 +778,3 @@ class Log:
         for entry in os.listdir(self.directory):
             (self.directory / entry).unlink()
         self.directory.rmdir()
-
-
-def _stamp_log_append_time(buf: bytearray, h: BatchHeader, append_time: int) -> BatchHeader:
-    """Set the LogAppendTime bit and MaxTimestamp, then the CRC they are covered by."""
-    attributes = h.attributes | TIMESTAMP_TYPE_BIT
-    struct.pack_into(">h", buf, h.position + 21, attributes)
-    struct.pack_into(">q", buf, h.position + 35, append_time)
-    end = h.position + h.size
-    crc = crc32c(memoryview(buf)[h.position + CRC_START : end])
-    _ATTRS_AND_CRC.pack_into(buf, h.position + 17, crc)
-    return h._replace(attributes=attributes, max_timestamp=append_time, crc=crc)

@@ -4,6 +4,22 @@ Broker-wide defaults come from ``server.properties`` keys (``log.segment.bytes``
 ``log.retention.hours`` ...); a topic may override them with the topic-level keys
 (``segment.bytes``, ``retention.ms`` ...), as in Kafka. The table below is the whole mapping.
 
+Compaction (Kafka's ``LogConfig``; broker key → topic key, default):
+
+    log.cleanup.policy                  cleanup.policy             delete
+    log.cleaner.min.cleanable.ratio     min.cleanable.dirty.ratio  0.5
+    log.cleaner.min.compaction.lag.ms   min.compaction.lag.ms      0
+    log.cleaner.max.compaction.lag.ms   max.compaction.lag.ms      2^63-1 (never forced)
+    log.cleaner.delete.retention.ms     delete.retention.ms        86400000 (one day)
+
+``cleanup.policy`` is ``delete``, ``compact`` or both (``compact,delete``, any order). With
+``compact`` the log cleaner keeps the latest record of every key, a record without a key is
+refused at append, and the active segment rolls after ``min(segment.ms,
+max.compaction.lag.ms)`` so no record waits longer than ``max.compaction.lag.ms`` to become
+cleanable (Kafka's ``maxSegmentMs``). Without ``delete`` the retention limits
+(``retention.ms``, ``retention.bytes``) do not apply. The broker-wide cleaner settings
+(threads, dedupe buffer, backoff) are in ``cleaner_config``.
+
 ``read.flushed.only`` (broker key ``log.read.flushed.only``) is Sluice's own: when true a
 consumer sees a message only after it was flushed to disk, as in the 2011 paper (§3.1). Kafka
 exposes messages as soon as they are appended (and replicated); that stays the default.
@@ -34,6 +50,29 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     message_timestamp_type: str = "CreateTime"
     read_flushed_only: bool = False
+    cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = MAX_LONG
+    delete_retention_ms: int = DAY_MS
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this log (``cleanup.policy`` holds ``compact``)."""
+        return "compact" in _policies(self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments (``cleanup.policy`` holds ``delete``)."""
+        return "delete" in _policies(self.cleanup_policy)
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How old the active segment may grow before it rolls: ``segment.ms``, or less on a
+        compacted log so ``max.compaction.lag.ms`` can be honoured (Kafka's rule)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_bytes > (1 << 31) - 1:
@@ -49,6 +88,31 @@ class LogConfig:
             raise ValueError(
                 f"message.timestamp.type: expected CreateTime or LogAppendTime, "
                 f"found {self.message_timestamp_type!r}"
+            )
+        policies = _policies(self.cleanup_policy)
+        if not policies or not policies <= {"compact", "delete"}:
+            raise ValueError(
+                f"cleanup.policy: expected delete, compact or compact,delete, "
+                f"found {self.cleanup_policy!r}"
+            )
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(
+                f"min.cleanable.dirty.ratio: expected 0 .. 1, "
+                f"found {self.min_cleanable_dirty_ratio}"
+            )
+        if self.min_compaction_lag_ms < 0 or self.delete_retention_ms < 0:
+            raise ValueError(
+                f"min.compaction.lag.ms and delete.retention.ms: expected >= 0, found "
+                f"{self.min_compaction_lag_ms} and {self.delete_retention_ms}"
+            )
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError(
+                f"max.compaction.lag.ms: expected >= 1, found {self.max_compaction_lag_ms}"
+            )
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ValueError(
+                f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed "
+                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
 
     def with_overrides(self, topic_config: Mapping[str, str]) -> LogConfig:
@@ -71,7 +135,8 @@ class LogConfig:
         changes: dict[str, Any] = {}
         for key, name, scale in _BROKER_KEYS:
             if key in props:
-                changes[name] = _convert(name, props[key]) * scale
+                value = _convert(name, props[key])
+                changes[name] = value if scale == 1 else value * scale
         # The most precise unit wins, as in Kafka (ms over minutes over hours).
         for name, keys in _UNIT_PRECEDENCE.items():
             for key, scale in keys:
@@ -82,8 +147,17 @@ class LogConfig:
         return cls(**changes)
 
 
+def _policies(raw: str) -> frozenset[str]:
+    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
 def _convert(name: str, raw: str) -> Any:
     field = {f.name: f for f in dataclasses.fields(LogConfig)}[name]
+    if field.type in ("float", float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"{name}: expected a number, found {raw!r}") from None
     if field.type in ("bool", bool):
         if raw.strip().lower() not in ("true", "false"):
             raise ValueError(f"{name}: expected true or false, found {raw!r}")
@@ -109,6 +183,11 @@ TOPIC_KEYS = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "message.timestamp.type": "message_timestamp_type",
     "read.flushed.only": "read_flushed_only",
+    "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
 
 
@@ -125,16 +204,10 @@ def _check_bool(key: str) -> Any:
     return check
 
 
-def _check_cleanup_policy(raw: str) -> None:
-    if raw.strip() != "delete":
-        raise ValueError(f"cleanup.policy: Sluice supports 'delete' only, found {raw!r}")
-
-
 # Topic keys that are not log settings: replication reads them from the topic's config.
 REPLICATION_TOPIC_KEYS: dict[str, Any] = {
     "min.insync.replicas": _check_min_isr,
     "unclean.leader.election.enable": _check_bool("unclean.leader.election.enable"),
-    "cleanup.policy": _check_cleanup_policy,
 }
 
 _BROKER_KEYS = [
@@ -148,6 +221,11 @@ _BROKER_KEYS = [
     ("log.segment.delete.delay.ms", "file_delete_delay_ms", 1),
     ("log.message.timestamp.type", "message_timestamp_type", 1),
     ("log.read.flushed.only", "read_flushed_only", 1),
+    ("log.cleanup.policy", "cleanup_policy", 1),
+    ("log.cleaner.min.cleanable.ratio", "min_cleanable_dirty_ratio", 1),
+    ("log.cleaner.min.compaction.lag.ms", "min_compaction_lag_ms", 1),
+    ("log.cleaner.max.compaction.lag.ms", "max_compaction_lag_ms", 1),
+    ("log.cleaner.delete.retention.ms", "delete_retention_ms", 1),
 ]
 
 _UNIT_PRECEDENCE = {

@@ -5,6 +5,7 @@ Layout of each log dir (Kafka's)::
     <log dir>/
         .kafka_cleanshutdown              present only after a clean shutdown
         recovery-point-offset-checkpoint  per partition: offsets below are fsynced
+        cleaner-offset-checkpoint         per compacted partition: where cleaning resumes
         log-start-offset-checkpoint       per partition: the log start offset
         <topic>-<partition>/              one ``Log`` (segments, indexes)
         <topic>-<partition>.<id>-delete/  a deleted partition, removed in the background
@@ -20,7 +21,11 @@ Placement: a new partition goes to the log dir holding the fewest partitions.
 Background work, on daemon threads: the flusher (every ``log.flush.scheduler.interval.ms``,
 and at once when a log reaches ``flush.messages``), retention (every
 ``log.retention.check.interval.ms``) and the checkpoints (every
-``log.flush.offset.checkpoint.interval.ms``). fsync never runs on the append path.
+``log.flush.offset.checkpoint.interval.ms``), and the log cleaner's threads
+(``log.cleaner.threads``, when ``log.cleaner.enable``; see ``cleaner``), which compact the
+logs whose ``cleanup.policy`` has ``compact``. fsync never runs on the append path.
+``shutdown`` stops the cleaner before it closes the logs; ``delete_log`` aborts a cleaning of
+that log and waits for it to stop.
 
 Thread safety: every public method is thread-safe.
 """
@@ -36,6 +41,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sluice.broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint, fsync_dir
+from sluice.broker.log.cleaner import LogCleaner
+from sluice.broker.log.cleaner_config import CleanerConfig
+from sluice.broker.log.cleaner_manager import LogCleanerManager
 from sluice.broker.log.errors import LogDirectoryError
 from sluice.broker.log.log import Log, now_ms
 from sluice.broker.log.log_config import LogConfig
@@ -62,6 +70,7 @@ class LogManager:
         retention_check_ms: int = 300_000,
         checkpoint_ms: int = 60_000,
         clock: Callable[[], int] = now_ms,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
@@ -80,6 +89,8 @@ class LogManager:
         self._threads: list[threading.Thread] = []
         self.clean_shutdown: dict[Path, bool] = {}
         self.recovered_bytes_cut = 0
+        self.cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner: LogCleaner | None = None  # made at startup, once the dirs exist
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -93,6 +104,8 @@ class LogManager:
         for log_dir in self.log_dirs:
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
             fsync_dir(log_dir)
+        manager = LogCleanerManager(self.log_dirs, self.logs, self._dir_of_tp)
+        self.cleaner = LogCleaner(self.cleaner_config, manager, clock=self._clock)
 
     def _read_checkpoint(self, path: Path) -> dict[tuple[str, int], int]:
         try:
@@ -182,6 +195,9 @@ class LogManager:
             log_dir = self._dir_of.pop(tp, None)
         if partition_log is None or log_dir is None:
             return False
+        if self.cleaner is not None:
+            self.cleaner.abort_cleaning(tp)
+            self.cleaner.manager.remove(tp, log_dir)
         partition_log.close()
         target = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         os.rename(partition_log.directory, target)
@@ -195,6 +211,9 @@ class LogManager:
 
     def dir_of(self, topic: str, partition: int) -> Path | None:
         return self._dir_of.get(TopicPartition(topic, partition))
+
+    def _dir_of_tp(self, tp: TopicPartition) -> Path | None:
+        return self._dir_of.get(tp)
 
     # -- background work -------------------------------------------------------------------
 
@@ -238,8 +257,10 @@ class LogManager:
             )
 
     def start_background(self) -> None:
-        """Start the flusher, retention and checkpoint threads."""
+        """Start the flusher, retention and checkpoint threads, and the log cleaner."""
         self._stop.clear()
+        if self.cleaner is not None:
+            self.cleaner.startup()
         jobs: list[tuple[str, Callable[[], object], float, threading.Event | None]] = [
             ("flusher", self.flush_dirty_logs, self.flush_check_ms / 1000, self._flush_wanted),
             ("retention", self.cleanup_logs, self.retention_check_ms / 1000, None),
@@ -275,6 +296,8 @@ class LogManager:
         """Stop the threads, flush and close every log, write checkpoints and the marker."""
         self._stop.set()
         self._flush_wanted.set()
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads.clear()

@@ -7,6 +7,11 @@ Files, named by the segment's base offset as 20 zero-padded digits (Kafka's
     00000000000000368769.index      OffsetIndex: last offset of a batch → its position
     00000000000000368769.timeindex  TimeIndex: largest timestamp so far → its offset
 
+While the log cleaner builds a replacement segment its files carry a suffix after the
+extension (``...log.cleaned``, then ``...log.swap``; see ``log_loader``): ``suffix`` names it
+and :meth:`change_file_suffixes` renames the three files, the ``.log`` first (the order
+``log_loader`` relies on).
+
 Invariants: every byte of ``.log`` belongs to a whole batch (``recover`` restores this after a
 crash by cutting at the first torn or corrupt batch); batch offsets strictly increase and are
 all >= the base offset; every offset is < base + 2^31 so it fits the indexes' 4-byte relative
@@ -40,6 +45,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 # Header scans read blocks this large: one pread covers an index interval (4 KiB) and more.
 _HEADER_BLOCK = 16 * 1024
@@ -83,18 +90,19 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_bytes: int = 10 * 1024 * 1024,
         now_ms: int | None = None,
+        suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.suffix = suffix
+        self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
         self._max_index_bytes = max_index_bytes
         self.index_rebuilt_because: str | None = None
         if self._size and not all(
-            (directory / file_name(base_offset, suffix)).exists()
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            self._index_path(kind).exists() for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         ):
             self.index_rebuilt_because = f"{self.log_path}: an index file is missing"
         try:
@@ -235,10 +243,13 @@ class LogSegment:
                     header.last_offset,
                 )
 
+    def _index_path(self, kind: str) -> Path:
+        return self.directory / (file_name(self.base_offset, kind) + self.suffix)
+
     def _open_indexes(self) -> None:
         """Open both index files; rebuild them empty if one fails its format check."""
-        offset_path = self.directory / file_name(self.base_offset, INDEX_SUFFIX)
-        time_path = self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX)
+        offset_path = self._index_path(INDEX_SUFFIX)
+        time_path = self._index_path(TIME_INDEX_SUFFIX)
         try:
             offset_index = OffsetIndex(offset_path, self.base_offset, self._max_index_bytes)
         except CorruptIndexError as exc:
@@ -262,16 +273,14 @@ class LogSegment:
         for index in (getattr(self, "offset_index", None), getattr(self, "time_index", None)):
             if index is not None:
                 index.close()
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (self.directory / file_name(self.base_offset, suffix)).unlink(missing_ok=True)
+        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            self._index_path(kind).unlink(missing_ok=True)
         offset_index = OffsetIndex(
-            self.directory / file_name(self.base_offset, INDEX_SUFFIX),
-            self.base_offset,
-            self._max_index_bytes,
+            self._index_path(INDEX_SUFFIX), self.base_offset, self._max_index_bytes
         )
         try:
             time_index = TimeIndex(
-                self.directory / file_name(self.base_offset, TIME_INDEX_SUFFIX),
+                self._index_path(TIME_INDEX_SUFFIX),
                 self.base_offset,
                 self._max_index_bytes,
             )
@@ -345,6 +354,14 @@ class LogSegment:
 
     def _iter_valid_batches(self, max_batch_bytes: int) -> Iterator[BatchHeader]:
         """Fully validated batches from position 0, reading the file in large blocks."""
+        for header, _ in self.iter_batches(max_batch_bytes):
+            yield header
+
+    def iter_batches(
+        self, max_batch_bytes: int = 1 << 31
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every batch from position 0, validated, with its bytes (recovery, the log
+        cleaner). Raises :class:`CorruptRecordError` at the first bad one."""
         position = 0
         block = b""
         block_start = 0
@@ -363,7 +380,8 @@ class LogSegment:
             if rel + header.size > len(block):
                 block = os.pread(self._fd, max(_RECOVERY_BLOCK, header.size), position)
                 block_start, rel = position, 0
-            yield validate_batch(block, rel, position)
+            header = validate_batch(block, rel, position)
+            yield header, memoryview(block)[rel : rel + header.size]
             position += header.size
 
     def batch_headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
@@ -440,6 +458,24 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the ``.log`` file's modification time (a cleaned segment keeps its source's)."""
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the three files from suffix ``old`` to ``new``, the ``.log`` first."""
+        if self.suffix != old:
+            raise ValueError(f"{self.log_path}: expected suffix {old!r}, found {self.suffix!r}")
+        target = self.directory / (file_name(self.base_offset, LOG_SUFFIX) + new)
+        os.rename(self.log_path, target)
+        self.log_path = target
+        self.suffix = new
+        for index, kind in (
+            (self.offset_index, INDEX_SUFFIX),
+            (self.time_index, TIME_INDEX_SUFFIX),
+        ):
+            index.rename(self._index_path(kind))
 
     def rename_to_deleted(self) -> None:
         """Mark the segment deleted without closing it, so in-flight reads of its file stay

@@ -9,7 +9,10 @@ Byte layout (big-endian; offsets from the start of the batch)::
     16  Magic                 int8       must be 2
     17  CRC                   uint32     CRC-32C (Castagnoli) of bytes 21 .. end
     21  Attributes            int16      bits 0-2 codec, 3 timestamp type,
-                                         4 transactional, 5 control
+                                         4 transactional, 5 control,
+                                         6 delete horizon (KIP-534: set by the
+                                         log cleaner, FirstTimestamp then holds
+                                         the time its tombstones may go)
     23  LastOffsetDelta       int32
     27  FirstTimestamp        int64
     35  MaxTimestamp          int64
@@ -49,11 +52,15 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")  # BaseOffset, Length
 _EPOCH = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -108,6 +115,12 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones (KIP-534), or None if no
+        cleaning has stamped it yet."""
+        return self.first_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
     @property
     def last_sequence(self) -> int:
@@ -228,3 +241,14 @@ def compute_crc(buf: bytes | bytearray | memoryview, position: int = 0) -> int:
     if size is None:
         raise CorruptRecordError(f"no batch at position {position}")
     return int(crc32c(memoryview(buf)[position + CRC_START : position + size]))
+
+
+def stamp_log_append_time(buf: bytearray, h: BatchHeader, append_time: int) -> BatchHeader:
+    """Set the LogAppendTime bit and MaxTimestamp, then the CRC they are covered by."""
+    attributes = h.attributes | TIMESTAMP_TYPE_BIT
+    _ATTRIBUTES.pack_into(buf, h.position + 21, attributes)
+    _TIMESTAMP.pack_into(buf, h.position + 35, append_time)
+    end = h.position + h.size
+    crc = crc32c(memoryview(buf)[h.position + CRC_START : end])
+    _CRC.pack_into(buf, h.position + 17, crc)
+    return h._replace(attributes=attributes, max_timestamp=append_time, crc=crc)
