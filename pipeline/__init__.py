@@ -3,6 +3,8 @@
 ===================  ===========================================================================
 ``source``           the ``sluice`` Spark data source: options, offset ranges, split reader,
                      partition metadata, Avro columns
+``sink``             the ``sluice`` format's writers: DataFrames into topics (options, columns,
+                     the write task, Avro values), at-least-once like Spark's Kafka sink
 ``table``            the warehouse table: filesystem access, offsets manifest, atomic commit
 ``load``             the nightly load: config, run, run report (uses ``source`` and ``table``)
 ``mirror``           live clusters into the offline cluster (uses ``lineage``)
