@@ -28,6 +28,19 @@ naming topic, partition and offsets; without it the reader skips to what the log
 (``SplitResult.lost`` counts the skipped offsets). No progress for ``poll_timeout_s`` raises
 ``SplitTimeoutError``: a split never hangs a job.
 
+Cost per record
+===============
+A chunk from ``consume()`` with no error event and every offset inside the range (nearly all
+of them) is kept whole; only a chunk with an event or a range bound in it is walked message by
+message with the rules above. Columns are made per batch, one list comprehension per
+``Message`` accessor, the rest in Arrow compute (``_BatchBuilder``). Measured on 125,000-record
+splits of 200-byte values: 1.85 µs → 1.4 µs of CPU per record in the process, of which about
+1 µs is librdkafka's own (fetch, parse, one ``Message`` object per record); bigger Arrow
+batches than 4,096 rows did not help. Going lower means not making a ``Message`` per record:
+speaking Fetch directly (plaintext, ``read_uncommitted``; the consumer stays for the rest) and
+decoding record batches into Arrow buffers in bulk, with one Python step per batch, not per
+record.
+
 Every function here is reentrant; a ``Consumer`` lives inside one ``read_split`` call.
 """
 
@@ -41,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -82,8 +96,8 @@ ARROW_SCHEMA_NO_HEADERS = pa.schema(
 )
 ARROW_SCHEMA = ARROW_SCHEMA_NO_HEADERS.append(pa.field("headers", HEADERS_TYPE))
 
-# librdkafka's timestamp types -> Kafka's TimestampType ids, which Spark's column carries.
-_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}  # not available, CreateTime, LogAppendTime
+# Messages asked of one consume() call: librdkafka hands over what it has fetched, up to this.
+_CONSUME_MAX = 10_000
 
 # Options Spark's Kafka source refuses as kafka.* params because the source owns them.
 _OWNED = {"enable.auto.commit", "auto.offset.reset", "enable.partition.eof"}
@@ -154,62 +168,64 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
 
 
 class _BatchBuilder:
-    """Column lists for the next RecordBatch of one split."""
+    """The records of the next RecordBatch of one split, as confluent-kafka ``Message``s.
+
+    The read path's cost is Python work per record (profiled: about 1.5 µs of a 200-byte
+    record's 2 µs went to one method call and six list appends per message). So a chunk that
+    ``consume()`` returns whole — no error event, every offset inside the range — is kept as
+    the list it came in (one ``extend``), and ``build`` turns the messages into columns with one
+    list comprehension per accessor and Arrow compute for the rest (timestamp units, timestamp
+    types, byte counts): no Python frame per record.
+    """
 
     def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.types: list[int] = []
-        self.headers: list[list[dict[str, Any]] | None] = []
+        self.messages: list[Any] = []
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.messages)
 
-    def add(self, message: Any) -> int:
-        """Append one confluent-kafka ``Message``; return its key + value + header bytes."""
-        key, value = message.key(), message.value()
-        ts_type, ts = message.timestamp()
-        self.keys.append(key)
-        self.values.append(value)
-        self.offsets.append(message.offset())
-        self.timestamps.append(ts * 1000)  # ms -> us; Spark keeps -1 ms for "no timestamp"
-        self.types.append(_TIMESTAMP_TYPES.get(ts_type, -1))
-        size = len(key or b"") + len(value or b"")
-        if self.include_headers:
-            raw = message.headers()
-            if raw:
-                self.headers.append([{"key": k, "value": v} for k, v in raw])
-                size += sum(len(k.encode()) + len(v or b"") for k, v in raw)
-            else:
-                self.headers.append(None)  # Spark: null, not an empty array
-        return size
-
-    def build(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+    def build(self, rows: int) -> tuple[pa.RecordBatch, int]:
+        """The first ``rows`` messages as a RecordBatch, and their key + value + header bytes."""
+        messages, self.messages = self.messages[:rows], self.messages[rows:]
+        n = len(messages)
+        keys = pa.array([m.key() for m in messages], pa.binary())
+        values = pa.array([m.value() for m in messages], pa.binary())
+        stamps = [m.timestamp() for m in messages]  # (librdkafka type, ms)
+        millis = pa.array([t[1] for t in stamps], pa.int64())
+        # librdkafka's types 0 (not available), 1 (CreateTime), 2 (LogAppendTime) are Kafka's
+        # TimestampType ids -1, 0, 1 plus one. Spark keeps -1 ms for "no timestamp".
+        kinds = pc.subtract(pa.array([t[0] for t in stamps], pa.int32()), 1)
         arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.types, pa.int32()),
+            keys,
+            values,
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            pa.array([m.offset() for m in messages], pa.int64()),
+            pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
+            kinds,
         ]
+        size = _binary_bytes(keys) + _binary_bytes(values)
         schema = ARROW_SCHEMA_NO_HEADERS
         if self.include_headers:
-            arrays.append(pa.array(self.headers, HEADERS_TYPE))
+            raw = [m.headers() for m in messages]
+            if any(raw):
+                # Spark: null, not an empty array, for a record without headers.
+                rows_ = [[{"key": k, "value": v} for k, v in h] if h else None for h in raw]
+                arrays.append(pa.array(rows_, HEADERS_TYPE))
+                size += sum(len(k.encode()) + len(v or b"") for h in raw if h for k, v in h)
+            else:
+                arrays.append(pa.nulls(n, HEADERS_TYPE))
             schema = ARROW_SCHEMA
-        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-        self.clear()
-        return batch
+        return pa.RecordBatch.from_arrays(arrays, schema=schema), size
+
+
+def _binary_bytes(array: pa.Array) -> int:
+    """The bytes of a binary array's values (nulls count 0)."""
+    total = pc.sum(pc.binary_length(array)).as_py()
+    return int(total or 0)
 
 
 def read_split(
@@ -246,6 +262,14 @@ def read_split(
         result.lost += min(skip_to, split.end) - position
         return skip_to
 
+    def emit() -> Iterator[pa.RecordBatch]:
+        while len(builder) >= batch_rows or (position >= split.end and len(builder)):
+            batch, size = builder.build(batch_rows)
+            result.rows += batch.num_rows
+            result.bytes += size
+            result.seconds = time.monotonic() - began
+            yield batch
+
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         position = split.start
@@ -253,7 +277,7 @@ def read_split(
         while position < split.end:
             # consume() returns early only once it has num_messages (records or events), so ask
             # for no more than the range still needs: otherwise every split ends on a timeout.
-            wanted = max(1, min(batch_rows - len(builder), split.end - position, 10_000))
+            wanted = max(1, min(split.end - position, _CONSUME_MAX))
             messages = consumer.consume(num_messages=wanted, timeout=0.5)
             if not messages:
                 if time.monotonic() - last_progress > poll_timeout_s:
@@ -262,6 +286,17 @@ def read_split(
                         f"expected offsets up to {split.end}"
                     )
                 continue
+            last_progress = time.monotonic()
+            # The common case, with no Python frame per record: only records, all in range
+            # (librdkafka delivers a partition's records in offset order).
+            if not any([m.error() for m in messages]):
+                first: int = messages[0].offset() or 0  # set on records
+                last: int = messages[-1].offset() or 0
+                if first >= position and last < split.end:
+                    builder.messages.extend(messages)
+                    position = last + 1
+                    yield from emit()
+                    continue
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -299,17 +334,12 @@ def read_split(
                 if offset >= split.end:
                     position = split.end  # past the range: drop it and the rest of the batch
                     break
-                result.bytes += builder.add(message)
-                result.rows += 1
+                builder.messages.append(message)
                 position = offset + 1
-                last_progress = time.monotonic()
-                if len(builder) >= batch_rows:
-                    result.seconds = time.monotonic() - began
-                    yield builder.build()
                 if position >= split.end:
                     break
-        if len(builder):
-            yield builder.build()
+            yield from emit()
+        yield from emit()
     finally:
         consumer.close()
         result.seconds = time.monotonic() - began

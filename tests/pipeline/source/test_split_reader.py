@@ -10,6 +10,7 @@ import pytest
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import (
     ARROW_SCHEMA,
+    ARROW_SCHEMA_NO_HEADERS,
     DataLossError,
     SplitResult,
     consumer_config,
@@ -60,3 +61,78 @@ def test_reader_detects_offsets_that_are_gone(kafka_broker: Any, topic_name: str
     )
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(5, 10))
     assert result.lost == 20
+
+
+def _mixed_records(topic: str, count: int) -> list[dict[str, Any]]:
+    """Null and empty keys and values, headers (some with null values) on some records,
+    explicit timestamps: every shape a column of ``ARROW_SCHEMA`` can hold."""
+    records: list[dict[str, Any]] = []
+    for i in range(count):
+        record: dict[str, Any] = {
+            "topic": topic,
+            "partition": 0,
+            "key": None if i % 3 == 0 else (b"" if i % 7 == 0 else f"k{i}".encode()),
+            "value": None if i % 5 == 0 else (b"" if i % 11 == 0 else bytes([i % 256]) * i),
+            "timestamp": 1_700_000_000_000 + i,
+        }
+        if i % 4 == 1:
+            record["headers"] = [("h", f"v{i}".encode()), ("null", None), ("é", b"")]
+        records.append(record)
+    return records
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_reader_columns_match_the_produced_records(
+    kafka_broker: Any, topic_name: str, codec: str
+) -> None:
+    """Every column of every row, for every codec, equals what the producer delivered at that
+    offset, and ``rows``/``bytes`` count it as Spark would (key + value + header bytes)."""
+    create_topic(kafka_broker.bootstrap, topic_name, 1)
+    sent = produce(
+        kafka_broker.bootstrap,
+        _mixed_records(topic_name, 300),
+        compression=codec,
+        linger_ms=20,
+        batch_size=20_000,
+    )
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    start, end = 3, 290
+    result = SplitResult()
+    batches = list(
+        read_split(OffsetRange(topic_name, 0, start, end), config, batch_rows=13, result=result)
+    )
+    assert all(b.num_rows <= 13 and b.schema.equals(ARROW_SCHEMA) for b in batches)
+    rows = [row for b in batches for row in b.to_pylist()]
+    expected = sorted((p for p in sent if start <= p.offset < end), key=lambda p: p.offset)
+    assert [r["offset"] for r in rows] == [p.offset for p in expected]
+    for row, produced in zip(rows, expected, strict=True):
+        assert (row["key"], row["value"]) == (produced.key, produced.value)
+        assert (row["topic"], row["partition"]) == (topic_name, 0)
+        assert int(row["timestamp"].timestamp() * 1000) == produced.timestamp_ms
+        assert row["timestampType"] == 0  # CreateTime
+        headers = produced.headers
+        assert row["headers"] == ([{"key": k, "value": v} for k, v in headers] if headers else None)
+    assert result.rows == len(expected)
+    assert result.bytes == sum(
+        len(p.key or b"")
+        + len(p.value or b"")
+        + sum(len(k.encode()) + len(v or b"") for k, v in p.headers or ())
+        for p in expected
+    )
+
+
+def test_reader_without_headers_and_in_big_batches(kafka_broker: Any, topic_name: str) -> None:
+    """``include_headers=False`` gives ``ARROW_SCHEMA_NO_HEADERS``; a batch size above what one
+    ``consume()`` returns still yields whole batches of exactly the range."""
+    create_topic(kafka_broker.bootstrap, topic_name, 1)
+    produce(kafka_broker.bootstrap, simple_records(topic_name, 1, 25_000), linger_ms=50)
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    batches = list(
+        read_split(
+            OffsetRange(topic_name, 0, 10, 24_990), config, include_headers=False, batch_rows=12_000
+        )
+    )
+    assert [b.num_rows for b in batches] == [12_000, 12_000, 980]
+    assert all(b.schema.equals(ARROW_SCHEMA_NO_HEADERS) for b in batches)
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(10, 24_990))
