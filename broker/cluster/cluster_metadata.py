@@ -9,26 +9,35 @@ What it does with ZooKeeper (layout in ``zk_data``):
   ``/brokers/ids/<id>`` (ephemeral), start this broker's :class:`Controller`, set the watches.
 * Watches keep an in-memory view so that every read (``partition_state`` and friends, called on
   every request) is a dict lookup: children of ``/brokers/ids`` and ``/brokers/topics``, the data
-  of each known topic znode and of each of its partition state znodes.
+  of each known topic znode and of each of its partition state znodes, and the children of
+  ``/config/changes``: a new ``config_change_<seq>`` naming ``topics/<t>`` makes the broker
+  re-read ``/config/topics/<t>`` (Kafka's ``ZkConfigChangeNotificationListener``), so an
+  altered topic config reaches every broker's replicas live.
+* Topic administration beyond creation: ``alter_topic_config`` writes the config znode and a
+  change notification (Kafka's ``AdminZkClient.changeTopicConfig``); ``create_partitions``
+  extends the topic znode's assignment (``AdminZkClient.addPartitions``) and the controller,
+  which watches every topic znode, creates the new partitions' states.
 * Session expiry deletes the ephemeral registration; when kazoo reconnects with a new session
   the broker registers again and every listener is told to re-read everything (``None``).
 
 Threads: kazoo's callbacks only queue events; one worker thread (``cluster-metadata-<id>``)
 reads ZooKeeper, updates the view and calls the listeners. Reads of the view are safe from any
 thread (the view's dicts are only replaced or updated under a lock; single lookups need none).
-``create_topic``, ``delete_topic``, ``update_isr`` and ``next_producer_id`` talk to ZooKeeper
-synchronously from the caller's thread (they block; call them off the event loop).
+``create_topic``, ``delete_topic``, ``alter_topic_config``, ``create_partitions``,
+``update_isr`` and ``next_producer_id`` talk to ZooKeeper synchronously from the caller's thread
+(they block; call them off the event loop).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +50,7 @@ from sluice.broker.cluster.controller import Controller, assign_replicas_to_brok
 from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     TopicExistsError,
     TopicInfo,
     UnknownTopicError,
@@ -52,6 +62,8 @@ from sluice.broker.cluster.zk_data import (
     BrokerIdZNode,
     BrokerInfo,
     ClusterIdZNode,
+    ConfigChangeNotificationZNode,
+    ConfigChangesZNode,
     DeleteTopicsTopicZNode,
     PartitionState,
     ProducerIdBlockZNode,
@@ -137,6 +149,9 @@ class ClusterMetadata:
         self._pid_lock = threading.Lock()
         self._pid_next = 0
         self._pid_end = -1
+        # The last config change notification handled (None until the first look, which
+        # only takes the current last: configs are read with each topic anyway).
+        self._config_seq: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -154,6 +169,7 @@ class ClusterMetadata:
         self.controller.start()
         ChildrenWatch(self.zk, BrokerIdsZNode.path(), self._children_watch("brokers"))
         ChildrenWatch(self.zk, TopicsZNode.path(), self._children_watch("topics"))
+        ChildrenWatch(self.zk, ConfigChangesZNode.path(), self._children_watch("config_changes"))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the controller (handing it on), deregister, stop the worker. Does not close the
@@ -280,6 +296,109 @@ class ClusterMetadata:
         with contextlib.suppress(NodeExistsError):  # NodeExists: already requested
             self.zk.create(DeleteTopicsTopicZNode.path(name), DeleteTopicsTopicZNode.encode())
         return info.info
+
+    def alter_topic_config(self, name: str, config: dict[str, str]) -> TopicInfo:
+        """Write ``/config/topics/<name>`` and a change notification, as Kafka's
+        ``AdminZkClient.changeTopicConfig``; every broker re-reads the config when it sees
+        the notification. ``UnknownTopicError`` if there is no topic."""
+        view = self._read_topic(name)
+        if view is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        path = TopicConfigZNode.path(name)
+        data = TopicConfigZNode.encode(config)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.zk.create(path, data, makepath=True)
+        self.zk.create(
+            ConfigChangeNotificationZNode.path_prefix(),
+            ConfigChangeNotificationZNode.encode_topic(name),
+            sequence=True,
+            makepath=True,
+        )
+        info = dataclasses.replace(view.info, config=dict(config))
+        with self._lock:
+            current = self._topics.get(name)
+            if current is not None:
+                self._topics[name] = _TopicView(info, current.replicas)
+        self._events.put(("notify", {(name, p) for p in view.replicas}))
+        log.info("broker %d: altered the config of topic %r: %s", self.broker_id, name, config)
+        return info
+
+    def create_partitions(
+        self,
+        name: str,
+        total: int,
+        assignment: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Extend ``/brokers/topics/<name>`` with partitions up to ``total`` (conditional on its
+        znode version), replicas assigned over the live brokers as for a new topic unless
+        ``assignment`` gives them (Kafka's ``AdminZkClient.addPartitions``). The controller
+        creates their states; every broker's view picks them up through the topic's watch."""
+        for _ in range(10):
+            try:
+                data, stat = self.zk.get(TopicZNode.path(name))
+            except NoNodeError:
+                raise UnknownTopicError(f"topic {name!r} does not exist") from None
+            current = TopicZNode.decode(name, data)
+            existing = len(current.partitions)
+            if total <= existing:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {existing} partitions, which is higher than or equal "
+                    f"to the requested {total}."
+                )
+            replication = len(current.partitions[0])
+            live = self._read_brokers()
+            added = self._new_assignment(live, existing, total - existing, replication, assignment)
+            partitions = {**current.partitions, **added}
+            view = self._topic_view(name, data, stat)
+            info = dataclasses.replace(view.info, partitions=total)
+            if validate_only:
+                return info
+            encoded = TopicZNode.encode(
+                partitions, current.topic_id, internal=current.internal,
+                adding=current.adding, removing=current.removing,
+            )  # fmt: skip
+            try:
+                self.zk.set(TopicZNode.path(name), encoded, version=stat.version)
+            except BadVersionError:
+                continue  # changed meanwhile: read it again
+            log.info("broker %d: topic %r grown to %d partitions: %s",
+                     self.broker_id, name, total, added)  # fmt: skip
+            return info
+        raise InvalidPartitionsError(f"topic {name!r} kept changing while adding partitions")
+
+    @staticmethod
+    def _new_assignment(
+        live: Mapping[int, BrokerInfo],
+        first: int,
+        count: int,
+        replication: int,
+        assignment: Sequence[Sequence[int]] | None,
+    ) -> dict[int, tuple[int, ...]]:
+        if assignment is None:
+            fresh = assign_replicas_to_brokers(
+                {b.broker_id: b.rack for b in live.values()}, count, replication
+            )
+            return {first + p: replicas for p, replicas in fresh.items()}
+        if len(assignment) != count:
+            raise InvalidReplicaAssignmentError(
+                f"expected an assignment for each of the {count} new partitions, found "
+                f"{len(assignment)}"
+            )
+        out: dict[int, tuple[int, ...]] = {}
+        for i, replicas in enumerate(assignment):
+            replicas = tuple(replicas)
+            unknown = [b for b in replicas if b not in live]
+            if len(replicas) != replication or len(set(replicas)) != len(replicas) or unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"partition {first + i}: expected {replication} distinct live brokers "
+                    f"(live: {sorted(live)}), found {list(replicas)}"
+                )
+            out[first + i] = replicas
+        return out
 
     def update_isr(
         self,
@@ -499,6 +618,8 @@ class ClusterMetadata:
         if kind == "state":
             _, topic, partition, gen, data, stat = event
             return self._on_state(topic, partition, gen, data, stat)
+        if kind == "config_changes":
+            return self._on_config_changes(event[1])
         if kind == "notify":
             return set(event[1])
         if kind == "reregister":
@@ -543,6 +664,49 @@ class ClusterMetadata:
             self._next_gen += 1
             gen = self._topic_gen[topic] = self._next_gen
             DataWatch(self.zk, TopicZNode.path(topic), self._topic_data_watch(topic, gen))
+        return changed
+
+    def _on_config_changes(self, children: list[str]) -> set[tuple[str, int]]:
+        """Re-read the config of every topic named by a notification newer than the last."""
+        numbered = sorted(
+            (seq, child)
+            for child in children
+            if (seq := ConfigChangeNotificationZNode.sequence(child)) is not None
+        )
+        if self._config_seq is None:
+            self._config_seq = numbered[-1][0] if numbered else -1
+            return set()
+        changed: set[tuple[str, int]] = set()
+        for seq, child in numbered:
+            if seq <= self._config_seq:
+                continue
+            self._config_seq = seq
+            try:
+                data, _ = self.zk.get(f"{ConfigChangesZNode.path()}/{child}")
+                kind, name = ConfigChangeNotificationZNode.decode(child, data)
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.error("broker %d: ignoring a config change: %s", self.broker_id, e)
+                continue
+            if kind != "topics":
+                continue
+            try:
+                config_data, _ = self.zk.get(TopicConfigZNode.path(name))
+                config = TopicConfigZNode.decode(name, config_data)
+            except NoNodeError:
+                config = {}
+            except ZkDataError as e:
+                log.error("broker %d: ignoring the config of %r: %s", self.broker_id, name, e)
+                continue
+            with self._lock:
+                view = self._topics.get(name)
+                if view is None:
+                    continue
+                self._topics[name] = _TopicView(
+                    dataclasses.replace(view.info, config=config), view.replicas
+                )
+            changed |= {(name, p) for p in view.replicas}
         return changed
 
     def _drop_topic(self, topic: str) -> set[tuple[str, int]]:

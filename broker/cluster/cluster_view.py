@@ -14,10 +14,10 @@ only this interface, so it has one code path for both modes.
 
 It is a :class:`~sluice.broker.cluster.topic_metadata.MetadataStore` (topics, producer ids)
 plus what replication needs (live brokers, replicas, partition states, the leader's
-conditional ISR write) and the broker's membership (its advertised address, ``start``,
-``stop``). Reads are safe from any thread; ``create_topic``, ``delete_topic``, ``update_isr``
-and ``next_producer_id`` may block on the network (the broker calls them off its event loop
-in cluster mode).
+conditional ISR write), topic administration beyond creation (``alter_topic_config``,
+``create_partitions``) and the broker's membership
+(its advertised address, ``start``, ``stop``). Reads are safe from any thread; the writes may
+block on the network (the broker calls them off its event loop in cluster mode).
 
 Listeners (``add_listener``) hear of every change of topics, assignments, partition states or
 brokers, with the affected ``(topic, partition)``s or ``None`` for "re-read everything". They
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from sluice.broker.cluster.topic_metadata import MetadataStore
+from sluice.broker.cluster.topic_metadata import MetadataStore, TopicInfo
 from sluice.broker.cluster.zk_data import BrokerInfo, PartitionState
 
 Listener = Callable[[set[tuple[str, int]] | None], None]
@@ -74,4 +74,22 @@ class ClusterView(MetadataStore, Protocol):
     ) -> PartitionState | None:
         """The leader's ISR change, conditional on ``zk_version``: the new state, or None if
         the state moved meanwhile."""
+        ...
+
+    def alter_topic_config(self, name: str, config: dict[str, str]) -> TopicInfo:
+        """Replace the topic's config overrides (validated by the caller); every broker's
+        replicas apply them live. ``UnknownTopicError`` if there is no topic."""
+        ...
+
+    def create_partitions(
+        self,
+        name: str,
+        total: int,
+        assignment: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Grow the topic to ``total`` partitions; ``assignment`` gives the new partitions'
+        replicas (None: assigned as for a new topic). ``InvalidPartitionsError`` unless it
+        grows, ``InvalidReplicaAssignmentError`` for a bad assignment."""
         ...

@@ -28,14 +28,15 @@ callback thread never blocks:
   is handled as a failure followed by a start.
 * ``TOPIC_CHANGE`` (``/brokers/topics`` children) — create the state znode of each new
   partition: leader = first live replica, ISR = live replicas, leader epoch 0.
+* ``PARTITION_CHANGE`` (the data of a ``/brokers/topics/<t>``: CreatePartitions extended its
+  assignment; Kafka's ``PartitionModifications``) — create the states of the new partitions.
 * ``TOPIC_DELETION`` (``/admin/delete_topics`` children) — delete the topic's znodes, its config
   and the request, in one fenced transaction.
 * ``EXPIRE`` (session lost) — resign; ``SHUTDOWN`` — resign, delete ``/controller`` if it is ours.
 
 Differences from Kafka 2.x: no LeaderAndIsr/UpdateMetadata requests (brokers watch the state
 znodes themselves); the leader epoch is bumped only when the leader changes (Kafka also bumps it
-when the controller shrinks an ISR); no partition reassignment, preferred-leader election or
-partition addition.
+when the controller shrinks an ISR); no partition reassignment or preferred-leader election.
 """
 
 from __future__ import annotations
@@ -290,6 +291,7 @@ class _Event(enum.Enum):
     ELECT = "elect"
     BROKER_CHANGE = "broker_change"
     TOPIC_CHANGE = "topic_change"
+    PARTITION_CHANGE = "partition_change"
     TOPIC_DELETION = "topic_deletion"
     EXPIRE = "expire"
     SHUTDOWN = "shutdown"
@@ -326,6 +328,7 @@ class Controller:
         self._live: dict[int, int] = {}  # broker id → czxid of its registration
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._states: dict[TopicPartitionKey, PartitionState] = {}
+        self._watched_topics: set[str] = set()  # topic znodes with a data watch (any thread)
 
     # -- public, any thread ----------------------------------------------------------------
 
@@ -434,6 +437,8 @@ class Controller:
             self._on_broker_change()
         elif event is _Event.TOPIC_CHANGE:
             self._on_topic_change()
+        elif event is _Event.PARTITION_CHANGE:
+            self._on_partition_change()
         elif event is _Event.TOPIC_DELETION:
             self._on_topic_deletion()
 
@@ -578,7 +583,35 @@ class Controller:
         self._assignments[topic] = dict(assignment.partitions)
         for partition in assignment.partitions:
             self._refresh_state((topic, partition))
+        if topic not in self._watched_topics:
+            self._watched_topics.add(topic)
+            DataWatch(self.zk, TopicZNode.path(topic), self._topic_watch(topic))
         return True
+
+    def _topic_watch(self, topic: str) -> Callable[..., bool | None]:
+        first = [True]  # kazoo calls at once with the data just loaded: nothing new
+
+        def callback(data: bytes | None, *_args: object) -> bool | None:
+            if self._stopped or data is None:  # deleted: a new topic of the name watches anew
+                self._watched_topics.discard(topic)
+                return False
+            if first.pop() if first else False:
+                return None
+            self._queue.put(_Event.PARTITION_CHANGE)
+            return None
+
+        return callback
+
+    def _on_partition_change(self) -> None:
+        """Re-read the assignments and create the states of partitions that have none."""
+        for topic in list(self._assignments):
+            before = set(self._assignments[topic])
+            if self._load_topic(topic):
+                added = set(self._assignments[topic]) - before
+                if added:
+                    log.info("controller %d: %r gained partitions %s", self.broker_id, topic,
+                             sorted(added))  # fmt: skip
+                    self._reconcile([(topic, p) for p in added])
 
     def _refresh_state(self, tp: TopicPartitionKey) -> PartitionState | None:
         try:

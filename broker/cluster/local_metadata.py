@@ -15,6 +15,7 @@ twice. Thread-safe: one lock around every read-modify-write.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -153,6 +154,35 @@ class LocalMetadataStore:
             if info is None:
                 raise UnknownTopicError(f"topic {name!r} does not exist")
             self._save()
+            return info
+
+    def alter_topic_config(self, name: str, config: dict[str, str]) -> TopicInfo:
+        """Replace the topic's config overrides (``UnknownTopicError`` if there is no topic)."""
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicError(f"topic {name!r} does not exist")
+            info = dataclasses.replace(info, config=dict(config))
+            self._topics[name] = info
+            self._save()
+            return info
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> TopicInfo:
+        """Grow the topic to ``total`` partitions (``InvalidPartitionsError`` unless more than
+        it has: Kafka never removes partitions)."""
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicError(f"topic {name!r} does not exist")
+            if total <= info.partitions:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {info.partitions} partitions, which is higher than or "
+                    f"equal to the requested {total}."
+                )
+            info = dataclasses.replace(info, partitions=total)
+            if not validate_only:
+                self._topics[name] = info
+                self._save()
             return info
 
     def next_producer_id(self) -> int:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from sluice.broker.cluster.cluster_view import Listener
 from sluice.broker.cluster.local_metadata import LocalMetadataStore
-from sluice.broker.cluster.topic_metadata import TopicInfo
+from sluice.broker.cluster.topic_metadata import InvalidReplicaAssignmentError, TopicInfo
 from sluice.broker.cluster.zk_data import BrokerInfo, PartitionState
 
 log = logging.getLogger(__name__)
@@ -143,3 +143,36 @@ class SingleBrokerCluster:
 
     def next_producer_id(self) -> int:
         return self.store.next_producer_id()
+
+    # -- administration beyond creation ----------------------------------------------------
+
+    def alter_topic_config(self, name: str, config: dict[str, str]) -> TopicInfo:
+        """Store the overrides; the listeners (the replica manager) apply them to the logs."""
+        info = self.store.alter_topic_config(name, config)
+        self._notify({(name, p) for p in range(info.partitions)})
+        log.info("altered the config of topic %s: %s", name, config)
+        return info
+
+    def create_partitions(
+        self,
+        name: str,
+        total: int,
+        assignment: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Grow the topic; the new partitions' logs exist when this returns. An assignment
+        naming any broker but this one is refused."""
+        before = self.store.get(name)
+        if assignment is not None:
+            bad = [list(r) for r in assignment if tuple(r) != (self.broker_id,)]
+            if bad:
+                raise InvalidReplicaAssignmentError(
+                    f"a standalone broker holds every replica: expected [[{self.broker_id}]] "
+                    f"for each new partition, found {bad}"
+                )
+        info = self.store.add_partitions(name, total, validate_only=validate_only)
+        if not validate_only and before is not None:
+            self._notify({(name, p) for p in range(before.partitions, info.partitions)})
+            log.info("topic %s now has %d partitions", name, info.partitions)
+        return info

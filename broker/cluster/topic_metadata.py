@@ -40,6 +40,10 @@ class InvalidConfigError(TopicError):
     pass
 
 
+class InvalidReplicaAssignmentError(TopicError):
+    """A replica assignment names a broker twice, an unknown broker, or sizes that differ."""
+
+
 class MetadataUnavailableError(TopicError):
     """The metadata store cannot be reached now (ZooKeeper down, the session lost); retriable."""
 

@@ -16,6 +16,8 @@ tools (``zookeeper-shell``, ``kafka-topics --zookeeper`` of the 2.x line) read a
                                          persistent {"version":1,"leader":1,"leader_epoch":0,
                                                      "isr":[1,2,3],"controller_epoch":7}
     /config/topics/<topic>               persistent {"version":1,"config":{"k":"v"}}
+    /config/changes/config_change_<seq>  persistent sequential
+                                                    {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<topic>         persistent (no data): a deletion request
     /cluster/id                          persistent {"version":"1","id":"<base64 uuid>"}
     /latest_producer_id_block            persistent {"version":1,"broker":1,
@@ -37,7 +39,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 NO_LEADER = -1
@@ -87,6 +89,9 @@ class TopicAssignment:
     partitions: dict[int, tuple[int, ...]]
     topic_id: uuid.UUID | None = None
     internal: bool = False
+    #: A reassignment in progress (KIP-455): replicas being added / removed per partition.
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -338,12 +343,14 @@ class TopicZNode:
         topic_id: uuid.UUID | None = None,
         *,
         internal: bool = False,
+        adding: Mapping[int, Sequence[int]] | None = None,
+        removing: Mapping[int, Sequence[int]] | None = None,
     ) -> bytes:
         doc: dict[str, Any] = {
             "version": TopicZNode.VERSION,
             "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items())},
+            "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items())},
         }
         if topic_id is not None:
             doc["topic_id"] = encode_uuid(topic_id)
@@ -373,7 +380,15 @@ class TopicZNode:
         internal = doc.get("internal", False)
         if not isinstance(internal, bool):
             raise ZkDataError(path, "a boolean 'internal'", internal)
-        return TopicAssignment(partitions, topic_id, internal)
+        moving = []
+        for key in ("adding_replicas", "removing_replicas"):
+            raw_moving = doc.get(key) or {}
+            if not isinstance(raw_moving, dict) or not all(k.isdigit() for k in raw_moving):
+                raise ZkDataError(path, f"an object of partition ids in {key!r}", raw_moving)
+            moving.append(
+                {int(k): _int_list(path, v, f"{key} of {k}") for k, v in raw_moving.items()}
+            )
+        return TopicAssignment(partitions, topic_id, internal, moving[0], moving[1])
 
 
 class TopicPartitionsZNode:
@@ -451,6 +466,49 @@ class TopicConfigZNode:
         if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
             raise ZkDataError(path, "a 'config' object of strings", config)
         return dict(config)
+
+
+class ConfigChangesZNode:
+    """``/config/changes``: parent of the config change notifications brokers watch."""
+
+    @staticmethod
+    def path() -> str:
+        return "/config/changes"
+
+
+class ConfigChangeNotificationZNode:
+    """``/config/changes/config_change_<seq>`` (persistent sequential): "the config of this
+    entity changed" — Kafka's ``ConfigEntityChangeNotificationSequenceZNode``, written after the
+    entity's config znode (``AdminZkClient.changeEntityConfig``)."""
+
+    PREFIX = "config_change_"
+    VERSION = 2
+
+    @classmethod
+    def path_prefix(cls) -> str:
+        return f"{ConfigChangesZNode.path()}/{cls.PREFIX}"
+
+    @classmethod
+    def sequence(cls, child: str) -> int | None:
+        """The sequence number of a child of ``/config/changes``, None if not a notification."""
+        digits = child[len(cls.PREFIX) :]
+        return int(digits) if child.startswith(cls.PREFIX) and digits.isdigit() else None
+
+    @classmethod
+    def encode_topic(cls, topic: str) -> bytes:
+        return _json_bytes({"version": cls.VERSION, "entity_path": f"topics/{topic}"})
+
+    @classmethod
+    def decode(cls, child: str, data: bytes | None) -> tuple[str, str]:
+        """``(entity type, entity name)``, e.g. ``("topics", "t")``."""
+        path = f"{ConfigChangesZNode.path()}/{child}"
+        doc = _load_object(path, data)
+        _version(path, doc, (2,))
+        entity = _require(path, doc, "entity_path")
+        if not isinstance(entity, str) or "/" not in entity:
+            raise ZkDataError(path, "an 'entity_path' of the form <type>/<name>", entity)
+        kind, _, name = entity.partition("/")
+        return kind, name
 
 
 class DeleteTopicsTopicZNode:
@@ -547,6 +605,7 @@ PERSISTENT_PATHS = (
     BrokerIdsZNode.path(),
     TopicsZNode.path(),
     ConfigTopicsZNode.path(),
+    ConfigChangesZNode.path(),
     DeleteTopicsZNode.path(),
     "/cluster",
 )

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -459,3 +460,47 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
+
+    def delete_group(self, group_id: str) -> Errors:
+        """DeleteGroups' check and removal (Kafka's ``GroupCoordinator.handleDeleteGroups``): a
+        group with members is NON_EMPTY_GROUP; an empty one is forgotten (the caller deletes
+        its offsets). A group unknown here answers NONE: it may be offsets alone."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return Errors.NONE
+        if group.members or group.state not in (GroupState.EMPTY, GroupState.DEAD):
+            return Errors.NON_EMPTY_GROUP
+        if group.rebalance_task is not None:
+            group.rebalance_task.cancel()
+        group.state = GroupState.DEAD
+        del self.groups[group_id]
+        log.info("group %s: deleted", group_id)
+        return Errors.NONE
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the members of a consumer group subscribe to, read from their
+        subscriptions (``ConsumerProtocolSubscription``: version INT16, topics [STRING], …);
+        empty for an empty group or another protocol type."""
+        group = self.groups.get(group_id)
+        if group is None or group.protocol_type != "consumer" or not group.members:
+            return set()
+        topics: set[str] = set()
+        for member in group.members.values():
+            for _name, metadata in member.protocols:
+                topics |= _subscription_topics(metadata)
+        return topics
+
+
+def _subscription_topics(metadata: bytes) -> set[str]:
+    """The topics of a ``ConsumerProtocolSubscription`` (any version: they come first);
+    empty if the bytes are not one."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(max(count, 0)):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            topics.add(metadata[pos + 2 : pos + 2 + size].decode())
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

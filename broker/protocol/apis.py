@@ -7,10 +7,15 @@ list Produce 0–2 (librdkafka#4956, KAFKA-18659); a client that really sends v0
 connection closed, as from a Kafka broker that dropped those versions.
 
 Message schemas are kio's generated dataclasses (``kio.schema.<api>.v<N>.request|response``),
-loaded on first use and cached. Flexibility (compact strings, tagged fields, header v2/v1) comes
-from the schemas' ``__flexible__`` flag, i.e. from Kafka's ``flexibleVersions``.
+loaded on first use and cached. kio follows Kafka 4.0, which dropped versions Kafka 2.x and 3.x
+still accept; those Sluice answers are written in kio's shape in modules of their own
+(``list_offsets_v0``) and listed in ``_LEGACY``. Flexibility (compact strings, tagged fields,
+header v2/v1) comes from the schemas' ``__flexible__`` flag, i.e. from Kafka's
+``flexibleVersions``.
 
-Ranges follow ``shared/protocol.md``. Only ApiVersions v3 is flexible among them.
+Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
+partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
+that kio has, which include their flexible versions.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import Any, Final
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.static.constants import EntityType
+
+from . import list_offsets_v0
 
 __all__ = [
     "ApiKey",
@@ -58,8 +65,17 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +112,8 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
         for spec in (
             _spec(ApiKey.PRODUCE, "Produce", 3, 8, adv_lo=0),
             _spec(ApiKey.FETCH, "Fetch", 4, 11),
-            _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 5),
+            # v0 (old-style offset lists) from list_offsets_v0: kio starts at v1.
+            _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 5),
             _spec(ApiKey.METADATA, "Metadata", 1, 8),
             _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 7),
             _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 5),
@@ -113,6 +130,17 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 1),
             # Followers truncate with it (KIP-101); kio starts at v2, v3 adds replica_id.
             _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 3),
+            # Administration. DescribeConfigs and DescribeLogDirs v0 are gone from kio (and
+            # Kafka 4); every client of the last five years sends v1 or later.
+            _spec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2),
+            _spec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+            _spec(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2),
+            _spec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+            _spec(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+            _spec(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2),
+            _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+            _spec(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0),
+            _spec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
         )
     }
 )
@@ -124,8 +152,20 @@ def spec_for(api_key: int) -> ApiSpec | None:
     return APIS.get(api_key)
 
 
+#: Schemas kio does not generate, in kio's shape: (api key, version, kind) → module.
+_LEGACY: Final[Mapping[tuple[int, int, EntityType], ModuleType]] = MappingProxyType(
+    {
+        (ApiKey.LIST_OFFSETS, 0, EntityType.request): list_offsets_v0,
+        (ApiKey.LIST_OFFSETS, 0, EntityType.response): list_offsets_v0,
+    }
+)
+
+
 @cache
 def _module(api_key: int, version: int, kind: EntityType) -> ModuleType | None:
+    legacy = _LEGACY.get((api_key, version, kind))
+    if legacy is not None:
+        return legacy
     try:
         return load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
     except (UnknownAPIKey, UnknownEntity):

@@ -287,6 +287,34 @@ class Errors(enum.IntEnum):
         "There are unstable offsets that need to be cleared.",
     )
     UNKNOWN_TOPIC_ID = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
+    LOG_DIR_NOT_FOUND = (
+        ErrorCode.log_dir_not_found,
+        "The user-specified log directory is not found in the broker config.",
+    )
+    REASSIGNMENT_IN_PROGRESS = (
+        ErrorCode.reassignment_in_progress,
+        "A partition reassignment is in progress.",
+    )
+    PREFERRED_LEADER_NOT_AVAILABLE = (
+        ErrorCode.preferred_leader_not_available,
+        "The preferred leader was not available.",
+    )
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = (
+        ErrorCode.eligible_leaders_not_available,
+        "Eligible topic partition leaders are not available.",
+    )
+    ELECTION_NOT_NEEDED = (
+        ErrorCode.election_not_needed,
+        "Leader election not needed for topic partition.",
+    )
+    NO_REASSIGNMENT_IN_PROGRESS = (
+        ErrorCode.no_reassignment_in_progress,
+        "No partition reassignment is in progress.",
+    )
+    GROUP_SUBSCRIBED_TO_TOPIC = (
+        ErrorCode.group_subscribed_to_topic,
+        "Deleting offsets of a topic is forbidden while the consumer group is subscribed to it.",
+    )
 
 
 def for_code(code: int) -> Errors:

@@ -205,3 +205,7 @@ class ReplicaFetcher:
                 if p.records:
                     local.append(p.records, assign=False)
                 local.high_watermark = min(p.high_watermark, local.log_end_offset)
+                if p.log_start_offset > local.log_start_offset:
+                    # The leader moved its log start (DeleteRecords, retention): follow it as
+                    # far as this replica has committed (Kafka's maybeIncrementLogStartOffset).
+                    local.increment_log_start_offset(min(p.log_start_offset, local.high_watermark))

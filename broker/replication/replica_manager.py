@@ -78,6 +78,12 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[Errors]]]] = {}
         self._isr_writes: set[TopicPartition] = set()
+        # The topic config each local replica's log was last configured with: a change (an
+        # AlterConfigs) is applied live by asking for the log again, which reconfigures it.
+        self._configs: dict[TopicPartition, dict[str, str]] = {}
+        #: ISR changes this broker wrote as a leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -140,6 +146,15 @@ class ReplicaManager:
             if partition is None:
                 partition = Partition(tp, self._get_log(topic, p), self.broker_id)
                 self.partitions[tp] = partition
+                self._configs[tp] = info.config
+            elif self._configs.get(tp) != info.config:
+                # Altered live: the log callback configures the log with the topic's settings.
+                try:
+                    self._get_log(topic, p)
+                    log.info("%s: config now %s", tp, info.config)
+                except Exception:  # the log keeps its settings; the others still change
+                    log.exception("%s: cannot apply the config %s", tp, info.config)
+                self._configs[tp] = info.config
             if state.leader == self.broker_id:
                 if (
                     partition.role is not Role.LEADER
@@ -170,6 +185,7 @@ class ReplicaManager:
                 self._on_role(tp, Role.NONE, partition.log)
 
     def _drop(self, tp: TopicPartition, delete: bool) -> None:
+        self._configs.pop(tp, None)
         if self.partitions.pop(tp, None) is None:
             return
         self._on_role(tp, Role.NONE, None)
@@ -227,6 +243,31 @@ class ReplicaManager:
         info = self.cluster.get(topic)
         raw = info.config.get("min.insync.replicas") if info is not None else None
         return int(raw) if raw else self.default_min_insync_replicas
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, Errors]:
+        """DeleteRecords as the partition's leader: move the log start offset to ``offset``
+        (-1: the high watermark); returns ``(low watermark, NONE)`` or ``(-1, error)`` —
+        OFFSET_OUT_OF_RANGE beyond the high watermark. Followers follow the leader's log start
+        through their fetches; the segments below it go at the next retention pass."""
+        p, error = self.leader_or_error(topic, partition)
+        if p is None:
+            return -1, error
+        hw = p.log.high_watermark
+        target = hw if offset == -1 else offset
+        if not 0 <= target <= hw:
+            return -1, Errors.OFFSET_OUT_OF_RANGE
+        p.log.increment_log_start_offset(target)
+        log.info("%s: log start offset now %d (DeleteRecords)", p.tp, p.log.log_start_offset)
+        return p.log.log_start_offset, Errors.NONE
+
+    def under_replicated(self) -> int:
+        """Partitions this broker leads whose ISR is smaller than their replica set (Kafka's
+        UnderReplicatedPartitions)."""
+        return sum(
+            1
+            for p in self.partitions.values()
+            if p.role is Role.LEADER and len(p.isr) < len(p.replicas)
+        )
 
     async def append(
         self,
@@ -331,6 +372,7 @@ class ReplicaManager:
             return
         self._isr_writes.add(p.tp)
         epoch, version = p.leader_epoch, p.zk_version
+        shrink = len(isr) < len(p.isr)
         log.info("%s: ISR %s -> %s", p.tp, list(p.isr), list(isr))
 
         async def write() -> None:
@@ -340,6 +382,10 @@ class ReplicaManager:
                     None, self.cluster.update_isr, p.tp.topic, p.tp.partition, epoch, isr, version
                 )
                 if state is not None and p.leader_epoch == epoch:
+                    if shrink:
+                        self.isr_shrinks += 1
+                    else:
+                        self.isr_expands += 1
                     p.update_state(state.isr, state.zk_version)
                     self._completed_by_hw(p.tp, p)
             except Exception:  # a failed write is retried by the next fetch or expiry pass

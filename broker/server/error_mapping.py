@@ -44,6 +44,7 @@ _TABLE: list[tuple[type[BaseException], Errors]] = [
     (tm.InvalidPartitionsError, Errors.INVALID_PARTITIONS),
     (tm.InvalidReplicationFactorError, Errors.INVALID_REPLICATION_FACTOR),
     (tm.InvalidConfigError, Errors.INVALID_CONFIG),
+    (tm.InvalidReplicaAssignmentError, Errors.INVALID_REPLICA_ASSIGNMENT),
     (tm.MetadataUnavailableError, Errors.REQUEST_TIMED_OUT),
     (OSError, Errors.KAFKA_STORAGE_ERROR),
 ]

@@ -17,13 +17,17 @@ from __future__ import annotations
 from sluice.broker.protocol import ApiKey
 from sluice.broker.server.context import Handler
 from sluice.broker.server.handlers import (
+    cluster_admin,
+    configs,
     epochs,
     fetch,
+    group_admin,
     groups,
     list_offsets,
     metadata,
     offsets,
     produce,
+    records,
     topics,
 )
 
@@ -46,4 +50,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: epochs.handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
+    ApiKey.DELETE_RECORDS: records.handle_delete_records,
+    ApiKey.DELETE_GROUPS: group_admin.handle_delete_groups,
+    ApiKey.OFFSET_DELETE: group_admin.handle_offset_delete,
+    ApiKey.DESCRIBE_CLUSTER: cluster_admin.handle_describe_cluster,
+    ApiKey.DESCRIBE_LOG_DIRS: cluster_admin.handle_describe_log_dirs,
 }

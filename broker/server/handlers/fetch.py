@@ -123,5 +123,5 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResp
     for topic in topics:
         sent = sum(p.records.size for p in topic.partitions if isinstance(p.records, FileSlice))
         if sent:
-            ctx.metrics.bytes_out.labels(topic.topic).inc(sent)
+            ctx.metrics.record_bytes_out(topic.topic, sent)
     return encode_fetch_response(request.header, topics, session_id=0)

@@ -1,12 +1,18 @@
-"""ListOffsets (v1–5): -1 latest (the high watermark, which is also the last stable offset),
+"""ListOffsets (v0–5): -1 latest (the high watermark, which is also the last stable offset),
 -2 earliest (the log start offset), otherwise the first offset whose record timestamp is at
 or after the one asked, through the time index; -1/-1 when there is none. Answered by the
-partition's leader, with its leader epoch (0 standalone)."""
+partition's leader, with its leader epoch (0 standalone).
+
+v0 answers with a list of offsets, newest first, at most ``max_num_offsets`` (Kafka's
+``fetchOffsetsBefore``): latest gives the high watermark then the segments' base offsets,
+earliest the log start offset, a timestamp the base offsets of the segments whose records are
+all older than it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sluice.broker.log.log import Log
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
@@ -16,13 +22,33 @@ LATEST = -1
 EARLIEST = -2
 
 
+def _old_style_offsets(partition_log: Log, timestamp: int, max_num: int) -> list[int]:
+    start = partition_log.log_start_offset
+    bases = [max(s.base_offset, start) for s in partition_log.segments()]
+    if timestamp == LATEST:
+        offsets = [partition_log.high_watermark, *reversed(bases)]
+    elif timestamp == EARLIEST:
+        offsets = [start]
+    else:
+        old = [
+            max(s.base_offset, start)
+            for s in partition_log.segments()
+            if s.largest_timestamp() <= timestamp
+        ]
+        offsets = list(reversed(old))
+    unique = list(dict.fromkeys(offsets))
+    return unique[: max(max_num, 0)]
+
+
 async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
+    v0 = request.api_version == 0
     topics = []
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []
         for p in t.partitions:
             out = {"partition_index": p.partition_index, "error_code": Errors.NONE,
-                   "timestamp": -1, "offset": -1, "leader_epoch": -1}  # fmt: skip
+                   "timestamp": -1, "offset": -1, "leader_epoch": -1,
+                   "old_style_offsets": []}  # fmt: skip
             partitions.append(out)
             leading, error = ctx.replicas.leader_or_error(t.name, p.partition_index)
             if leading is None:
@@ -30,7 +56,14 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
                 continue
             partition_log = leading.log
             out["leader_epoch"] = leading.leader_epoch
-            if p.timestamp == LATEST:
+            if v0:
+                if p.timestamp < EARLIEST:
+                    out["error_code"] = Errors.INVALID_REQUEST
+                else:
+                    out["old_style_offsets"] = _old_style_offsets(
+                        partition_log, p.timestamp, p.max_num_offsets
+                    )
+            elif p.timestamp == LATEST:
                 out["offset"] = partition_log.high_watermark
             elif p.timestamp == EARLIEST:
                 out["offset"] = partition_log.log_start_offset

@@ -1,9 +1,16 @@
-"""CreateTopics (v2–4) and DeleteTopics (v1–3).
+"""CreateTopics (v2–4), DeleteTopics (v1–3), CreatePartitions (v0–3).
 
-Both go through the broker's ``create_topic``/``delete_topic`` (off the event loop where they
-talk to ZooKeeper); a refused topic gets the code ``error_mapping`` gives its exception. A
-topic's partitions get their logs on the brokers that hold its replicas — standalone, this one,
-before the answer is sent. Internal topics cannot be deleted (INVALID_REQUEST, as Kafka).
+Create and delete go through the broker's ``create_topic``/``delete_topic`` (off the event loop
+where they talk to ZooKeeper); a refused topic gets the code ``error_mapping`` gives its
+exception. A topic's config is checked first as Kafka checks it: every topic config Kafka
+defines is accepted (``sluice.broker.cluster.topic_config``), an unknown one is INVALID_CONFIG.
+A topic's partitions get their logs on the brokers that hold its replicas — standalone, this
+one, before the answer is sent. Internal topics cannot be deleted (INVALID_REQUEST, as Kafka).
+
+CreatePartitions grows a topic through the cluster view: standalone at once; in a cluster the
+new partitions' replicas are assigned over the live brokers as for a new topic (or as the
+request assigns them) and the controller gives them leaders. Kafka never shrinks a topic: a
+count not above the current one is INVALID_PARTITIONS.
 """
 
 from __future__ import annotations
@@ -11,11 +18,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sluice.broker.cluster.topic_metadata import InvalidPartitionsError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
+from sluice.broker.server.handlers.configs import check_topic_config
 from sluice.broker.server.responses import respond
+
+# As the broker's limit for a new topic (``MAX_PARTITIONS_PER_TOPIC``): one int32 in a request
+# must not make a broker create millions of logs on its event loop.
+MAX_PARTITIONS_PER_TOPIC = 1000
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +52,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
             replication = cfg.default_replication_factor
         config = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
+            check_topic_config(ctx, config)
             await ctx.off_loop(
                 ctx.create_topic,
                 topic.name, partitions, replication, config, validate_only=body.validate_only,
@@ -63,3 +77,29 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
                 code = code_for(exc)
         results.append({"name": name, "error_code": code})
     return respond(request, {"throttle_time": 0, "responses": results})
+
+
+async def handle_create_partitions(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    results = []
+    for topic in body.topics:
+        result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
+                                  "error_message": None}  # fmt: skip
+        results.append(result)
+        assignment = (
+            None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        )
+        try:
+            if topic.count > MAX_PARTITIONS_PER_TOPIC:
+                raise InvalidPartitionsError(
+                    f"expected at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic, "
+                    f"found {topic.count}"
+                )
+            await ctx.off_loop(
+                ctx.cluster.create_partitions,
+                topic.name, topic.count, assignment, validate_only=body.validate_only,
+            )  # fmt: skip
+        except ADMIN_ERRORS as exc:
+            result["error_code"] = code_for(exc)
+            result["error_message"] = str(exc)
+    return respond(request, {"throttle_time": 0, "results": results})

@@ -7,11 +7,12 @@ import pytest
 from sluice.broker.protocol import apis
 from sluice.broker.protocol.apis import APIS, ApiKey
 
-# (implemented, advertised) per shared/protocol.md, plus ListGroups and DescribeGroups.
+# (implemented, advertised) per shared/protocol.md, plus ListGroups and DescribeGroups, ListOffsets
+# v0 (Kafka 2.x/3.x accept it) and the admin APIs of issue 17.
 EXPECTED = {
     0: ((3, 8), (0, 8)),
     1: ((4, 11), (4, 11)),
-    2: ((1, 5), (1, 5)),
+    2: ((0, 5), (0, 5)),
     3: ((1, 8), (1, 8)),
     8: ((2, 7), (2, 7)),
     9: ((1, 5), (1, 5)),
@@ -25,15 +26,25 @@ EXPECTED = {
     18: ((0, 3), (0, 3)),
     19: ((2, 4), (2, 4)),
     20: ((1, 3), (1, 3)),
+    21: ((0, 2), (0, 2)),
     22: ((0, 1), (0, 1)),
     23: ((2, 3), (2, 3)),
+    32: ((1, 4), (1, 4)),
+    33: ((0, 2), (0, 2)),
+    35: ((1, 4), (1, 4)),
+    37: ((0, 3), (0, 3)),
+    42: ((0, 2), (0, 2)),
+    44: ((0, 1), (0, 1)),
+    47: ((0, 0), (0, 0)),
+    60: ((0, 1), (0, 1)),
 }
 
 # First flexible version of each API, from Kafka's message JSON ("flexibleVersions").
 FIRST_FLEXIBLE = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
-    18: 3, 19: 5, 20: 4, 22: 2, 23: 4,
+    18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 60: 0,
 }  # fmt: skip
+# OffsetDelete has no flexible version.
 
 
 def test_table_matches_protocol_md() -> None:
@@ -63,14 +74,23 @@ def test_flexible_versions(key: int, first: int) -> None:
     assert apis.request_header_version(key, 99) == 2
 
 
-def test_only_api_versions_v3_is_flexible_in_the_implemented_ranges() -> None:
-    flexible = [
+def test_flexible_versions_in_the_implemented_ranges() -> None:
+    """The data and group APIs are implemented below their flexible versions (ApiVersions v3
+    aside); the admin APIs up to theirs, as Kafka 3.x answers them."""
+    flexible = {
         (key, v)
         for key, spec in APIS.items()
         for v in spec.versions
         if apis.request_header_version(key, v) == 2
-    ]
-    assert flexible == [(ApiKey.API_VERSIONS, 3)]
+    }
+    expected = {(ApiKey.API_VERSIONS, 3)} | {
+        (key, v)
+        for key in (21, 32, 33, 35, 37, 42, 44, 60)
+        for v in APIS[key].versions
+        if v >= FIRST_FLEXIBLE[key]
+    }
+    assert flexible == expected
+    assert apis.first_flexible_version(ApiKey.OFFSET_DELETE) is None
 
 
 def test_response_header_versions() -> None:

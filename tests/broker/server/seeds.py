@@ -43,7 +43,8 @@ def _fetch_topic(topic: str) -> dict[str, Any]:
 
 def _values(batch: bytes) -> dict[int, dict[str, Any]]:
     """A superset of each API's field values (the version's own fields are kept)."""
-    partitions = [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]
+    partitions = [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2,
+                   "max_num_offsets": 1}]  # fmt: skip
     return {
         ApiKey.API_VERSIONS: {"client_software_name": "sluice-fuzz",
                               "client_software_version": "1.0"},

@@ -1,0 +1,337 @@
+"""DescribeConfigs (v1–4), AlterConfigs (v0–2), IncrementalAlterConfigs (v0–1).
+
+Resources, as Kafka's ``ConfigResource.Type``: TOPIC (2) and BROKER (4); BROKER_LOGGER (8) and
+others are INVALID_REQUEST.
+
+**DescribeConfigs** of a topic lists every topic config Kafka defines
+(``sluice.broker.cluster.topic_config``), each with its value and where it comes from — the
+topic's override (``TOPIC_CONFIG``), this broker's setting (``STATIC_BROKER_CONFIG``, under the
+broker key) or Kafka's default (``DEFAULT_CONFIG``) — and, when asked, the synonyms in
+precedence order, as Kafka's ``ConfigHelper`` reports them. A broker resource (its id, or ""
+for the cluster default) lists the broker's settings, read-only: Sluice has no dynamic broker
+configs. Sluice does not keep which broker keys the properties file set, only their values, so
+a broker key set to Kafka's default is reported as ``DEFAULT_CONFIG``.
+
+**AlterConfigs** replaces a topic's overrides with the ones given; **IncrementalAlterConfigs**
+applies SET / DELETE / APPEND / SUBTRACT (the last two on list configs only) to them. Both
+validate the result as CreateTopics does (every Kafka topic config accepted; values parsed and
+checked as Kafka does, then by the log settings), store it through the cluster view (the
+standalone store, or ``/config/topics/<t>`` and a change notification in ZooKeeper), and every
+broker's replicas apply it to their logs live. ``validate_only`` stops before storing. Broker
+resources are refused (INVALID_REQUEST): Sluice has no dynamic broker configs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sluice.broker.cluster import topic_config as tc
+from sluice.broker.cluster.topic_metadata import InvalidConfigError, UnknownTopicError
+from sluice.broker.config import BrokerConfig
+from sluice.broker.log.log_config import TOPIC_KEYS, LogConfig
+from sluice.broker.protocol import Request
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
+from sluice.broker.server.responses import respond
+
+TOPIC = 2
+BROKER = 4
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+# -- broker settings as Kafka names them --------------------------------------------------------
+
+
+def _log_setting_text(log: LogConfig, topic_key: str) -> str:
+    value = getattr(log, TOPIC_KEYS[topic_key])
+    return tc.config_text(value)
+
+
+def broker_values(config: BrokerConfig) -> dict[str, str]:
+    """Broker keys (topic-config synonyms) whose value on this broker differs from Kafka's
+    default for the topic config, with that value."""
+    out: dict[str, str] = {}
+    for key, definition in tc.TOPIC_CONFIGS.items():
+        if not definition.synonyms:
+            continue
+        if key in TOPIC_KEYS:
+            value = _log_setting_text(config.log, key)
+        elif key == "min.insync.replicas":
+            value = str(config.min_insync_replicas)
+        elif key == "unclean.leader.election.enable":
+            value = tc.config_text(config.unclean_leader_election)
+        else:
+            continue
+        if value != definition.default:
+            out[definition.synonyms[0]] = value
+    return out
+
+
+def _broker_settings(config: BrokerConfig) -> dict[str, tuple[str | None, str | None]]:
+    """Broker key → (value, Kafka's default), for the keys Sluice reads."""
+    defaults = BrokerConfig()
+    settings: dict[str, tuple[str | None, str | None]] = {}
+    for key, attr in (
+        ("broker.id", "broker_id"),
+        ("num.partitions", "num_partitions"),
+        ("default.replication.factor", "default_replication_factor"),
+        ("auto.create.topics.enable", "auto_create_topics"),
+        ("socket.request.max.bytes", "socket_request_max_bytes"),
+        ("zookeeper.connect", "zookeeper_connect"),
+        ("zookeeper.session.timeout.ms", "zookeeper_session_timeout_ms"),
+        ("zookeeper.connection.timeout.ms", "zookeeper_connection_timeout_ms"),
+        ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms"),
+        ("min.insync.replicas", "min_insync_replicas"),
+        ("replica.lag.time.max.ms", "replica_lag_time_max_ms"),
+        ("unclean.leader.election.enable", "unclean_leader_election"),
+        ("offsets.topic.num.partitions", "offsets_topic_num_partitions"),
+        ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms"),
+        ("group.min.session.timeout.ms", "group_min_session_timeout_ms"),
+        ("group.max.session.timeout.ms", "group_max_session_timeout_ms"),
+        ("log.flush.scheduler.interval.ms", "flush_scheduler_interval_ms"),
+        ("log.retention.check.interval.ms", "retention_check_interval_ms"),
+        ("log.flush.offset.checkpoint.interval.ms", "checkpoint_interval_ms"),
+    ):
+        value, default = getattr(config, attr), getattr(defaults, attr)
+        settings[key] = (
+            None if value is None else tc.config_text(value),
+            None if default is None else tc.config_text(default),
+        )
+    listener, advertised = config.listener, config.advertised
+    settings["listeners"] = (f"{listener.name}://{listener.host}:{listener.port}", None)
+    settings["advertised.listeners"] = (
+        f"{advertised.name}://{advertised.host}:{advertised.port}",
+        None,
+    )
+    settings["log.dirs"] = (",".join(config.log_dirs), None)
+    for key, definition in tc.TOPIC_CONFIGS.items():
+        if key in TOPIC_KEYS and definition.synonyms:
+            settings[definition.synonyms[0]] = (
+                _log_setting_text(config.log, key),
+                definition.default,
+            )
+    return settings
+
+
+def _broker_entries(config: BrokerConfig) -> list[tc.ConfigEntry]:
+    entries = []
+    for key, (value, default) in sorted(_broker_settings(config).items()):
+        source = (
+            tc.ConfigSource.DEFAULT_CONFIG
+            if value == default
+            else tc.ConfigSource.STATIC_BROKER_CONFIG
+        )
+        entries.append(
+            tc.ConfigEntry(
+                key,
+                value,
+                source,
+                _type_of(value),
+                read_only=True,
+                synonyms=((key, value, source),),
+            )  # fmt: skip
+        )
+    return entries
+
+
+def _type_of(value: str | None) -> tc.ConfigType:
+    if value in ("true", "false"):
+        return tc.ConfigType.BOOLEAN
+    if value is not None and value.lstrip("-").isdigit():
+        return tc.ConfigType.LONG
+    return tc.ConfigType.STRING
+
+
+# -- DescribeConfigs ----------------------------------------------------------------------------
+
+
+def _entry_values(entry: tc.ConfigEntry, synonyms: bool) -> dict[str, Any]:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "is_default": entry.is_default,
+        "config_source": int(entry.source),
+        "is_sensitive": entry.sensitive,
+        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in entry.synonyms]
+        if synonyms
+        else [],
+        "config_type": int(entry.type),
+        "documentation": None,
+    }
+
+
+async def handle_describe_configs(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    synonyms = bool(getattr(body, "include_synonyms", False))
+    results = []
+    for resource in body.resources:
+        result: dict[str, Any] = {
+            "error_code": Errors.NONE, "error_message": None,
+            "resource_type": resource.resource_type, "resource_name": resource.resource_name,
+            "configs": [],
+        }  # fmt: skip
+        results.append(result)
+        entries: list[tc.ConfigEntry]
+        if resource.resource_type == TOPIC:
+            info = ctx.cluster.get(resource.resource_name)
+            if info is None:
+                result["error_code"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                result["error_message"] = f"Topic {resource.resource_name} does not exist"
+                continue
+            entries = tc.describe(info.config, broker_values(ctx.config))
+        elif resource.resource_type == BROKER:
+            name = resource.resource_name
+            if name and name != str(ctx.config.broker_id):
+                result["error_code"] = Errors.INVALID_REQUEST
+                result["error_message"] = (
+                    f"Unexpected broker id, expected {ctx.config.broker_id} or empty string, "
+                    f"but received {name}"
+                )
+                continue
+            entries = _broker_entries(ctx.config) if name else []
+        else:
+            result["error_code"] = Errors.INVALID_REQUEST
+            result["error_message"] = f"Unsupported resource type {resource.resource_type}"
+            continue
+        wanted = resource.configuration_keys
+        if wanted is not None:
+            entries = [e for e in entries if e.name in set(wanted)]
+        result["configs"] = [_entry_values(e, synonyms) for e in entries]
+    return respond(request, {"throttle_time": 0, "results": results})
+
+
+# -- AlterConfigs and IncrementalAlterConfigs -----------------------------------------------------
+
+
+def check_topic_config(ctx: BrokerContext, config: Mapping[str, str | None]) -> dict[str, str]:
+    """``config`` validated as CreateTopics validates it: Kafka's rules for every key, then the
+    log settings for the keys they model. Raises ``InvalidConfigError``."""
+    checked = tc.validate(config)
+    try:
+        tc.log_settings(ctx.config.log, checked)
+        # The broker still builds a topic's log settings from its whole config
+        # (``Broker.topic_log_config``), which refuses the keys the log does not model: until it
+        # goes through ``topic_config.log_settings``, storing such a key would leave a topic
+        # whose logs cannot be configured, so it is refused here with the log's message.
+        ctx.config.log.with_overrides(checked)
+    except ValueError as exc:
+        raise InvalidConfigError(str(exc)) from None
+    return checked
+
+
+async def _apply(
+    ctx: BrokerContext, resource: Any, change: Any, validate_only: bool
+) -> dict[str, Any]:
+    """Answer one resource: ``change(current overrides) -> new overrides``."""
+    out: dict[str, Any] = {
+        "error_code": Errors.NONE, "error_message": None,
+        "resource_type": resource.resource_type, "resource_name": resource.resource_name,
+    }  # fmt: skip
+    if resource.resource_type == BROKER:
+        out["error_code"] = Errors.INVALID_REQUEST
+        out["error_message"] = "Sluice has no dynamic broker configs: set them in the properties"
+        return out
+    if resource.resource_type != TOPIC:
+        out["error_code"] = Errors.INVALID_REQUEST
+        out["error_message"] = f"Unsupported resource type {resource.resource_type}"
+        return out
+    name = resource.resource_name
+    try:
+        info = ctx.cluster.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic {name} does not exist")
+        new = check_topic_config(ctx, change(dict(info.config)))
+        if not validate_only:
+            await ctx.off_loop(ctx.cluster.alter_topic_config, name, new)
+    except ADMIN_ERRORS as exc:
+        out["error_code"] = code_for(exc)
+        out["error_message"] = str(exc)
+    return out
+
+
+def _duplicates(names: list[str]) -> list[str]:
+    return sorted({n for n in names if names.count(n) > 1})
+
+
+async def handle_alter_configs(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        dupes = _duplicates([c.name for c in resource.configs])
+        given = {c.name: c.value for c in resource.configs}
+
+        def replace(_current: dict[str, str], given: dict[str, Any] = given) -> dict[str, Any]:
+            return given
+
+        if dupes:
+            responses.append(_invalid(resource, f"Error due to duplicate config keys {dupes}"))
+            continue
+        responses.append(await _apply(ctx, resource, replace, body.validate_only))
+    return respond(request, {"throttle_time": 0, "responses": responses})
+
+
+def _invalid(resource: Any, message: str) -> dict[str, Any]:
+    return {
+        "error_code": Errors.INVALID_CONFIG, "error_message": message,
+        "resource_type": resource.resource_type, "resource_name": resource.resource_name,
+    }  # fmt: skip
+
+
+def _incremental(ops: list[Any]) -> Any:
+    def change(current: dict[str, str]) -> dict[str, str]:
+        new = dict(current)
+        for op in ops:
+            definition = tc.TOPIC_CONFIGS.get(op.name)
+            if definition is None:
+                raise InvalidConfigError(f"Unknown topic config name: {op.name}")
+            if op.config_operation == SET:
+                if op.value is None:
+                    raise InvalidConfigError(f"Null value not supported for : {op.name}")
+                new[op.name] = op.value
+            elif op.config_operation == DELETE:
+                new.pop(op.name, None)
+            elif op.config_operation in (APPEND, SUBTRACT):
+                if definition.type is not tc.ConfigType.LIST:
+                    verb = "append" if op.config_operation == APPEND else "subtract"
+                    raise InvalidConfigError(
+                        f"Config value {verb} is not allowed for config key: {op.name}"
+                    )
+                old = new.get(op.name, definition.default)
+                items = [v for v in old.split(",") if v.strip()]
+                values = [v.strip() for v in (op.value or "").split(",") if v.strip()]
+                if op.config_operation == APPEND:
+                    items += [v for v in values if v not in items]
+                else:
+                    items = [v for v in items if v not in values]
+                new[op.name] = ",".join(items)
+            else:
+                raise InvalidConfigError(f"Unknown config operation {op.config_operation}")
+        return new
+
+    return change
+
+
+async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        dupes = _duplicates([c.name for c in resource.configs])
+        if dupes:
+            responses.append(_invalid(resource, f"Error due to duplicate config keys {dupes}"))
+            continue
+        change = _incremental(list(resource.configs))
+        responses.append(await _apply(ctx, resource, change, body.validate_only))
+    return respond(request, {"throttle_time": 0, "responses": responses})
+
+
+__all__ = [
+    "broker_values",
+    "check_topic_config",
+    "handle_alter_configs",
+    "handle_describe_configs",
+    "handle_incremental_alter_configs",
+]
