@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from sluice import __version__
 from sluice.cli import (
+    admin_commands,
     audit_command,
     broker_command,
     client_commands,
@@ -36,9 +37,12 @@ DESCRIPTION = "Sluice: Kafka-protocol brokers, a schema registry and a Spark ing
 EPILOG = """\
 commands, after Kafka's scripts:
   sluice broker start --config conf/standalone.properties      kafka-server-start.sh
-  sluice topics create|list|describe|delete ...                kafka-topics.sh
+  sluice topics create|list|describe|alter|delete ...          kafka-topics.sh
+  sluice configs describe|alter --entity-type topics|brokers|users  kafka-configs.sh
   sluice produce / sluice consume --topic T                     kafka-console-producer/consumer.sh
-  sluice groups list|describe|reset-offsets ...                 kafka-consumer-groups.sh
+  sluice groups list|describe|reset-offsets|delete ...          kafka-consumer-groups.sh
+  sluice get-offsets --topic T [--time -1|-2|MS]                kafka-get-offsets.sh
+  sluice delete-records --offset-json-file F                    kafka-delete-records.sh
   sluice zookeeper start --config conf/zookeeper.properties
   sluice registry start|register|list ...                       the Avro schema registry
   sluice load --config conf/nightly_load.properties             the nightly load
@@ -72,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_command.add_parser(sub)
-    client_commands.add_parsers(sub)
-    groups_command.add_parser(sub)
+    topics_actions = client_commands.add_parsers(sub)
+    groups_actions = groups_command.add_parser(sub)
+    admin_commands.add_parsers(sub, topics_actions, groups_actions)
     zookeeper_command.add_parser(sub)
     registry_command.add_registry_parser(sub)
     load_command.add_load_parser(sub)

@@ -28,7 +28,11 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from sluice.cli.errors import (
     CommandError,
@@ -48,7 +52,8 @@ def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, help="host:port[,...]")
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Any) -> Any:
+    """Add topics, produce, consume; return the ``topics`` actions for more (``alter``)."""
     topics = sub.add_parser("topics", help="create, list, describe and delete topics")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="create a topic")
@@ -94,6 +99,7 @@ def add_parsers(sub: Any) -> None:
                          help="stop after this long without a message")  # fmt: skip
     consume.add_argument("--print-key", action="store_true")
     consume.set_defaults(func=consume_messages)
+    return actions
 
 
 def _admin(args: argparse.Namespace) -> Any:
@@ -169,8 +175,9 @@ def topics_describe(args: argparse.Namespace) -> int:
             raise_for_kafka(exc, f"cannot describe topic {name!r}", args.bootstrap_server)
         partitions = sorted(description.partitions, key=lambda p: p.id)
         replication = len(partitions[0].replicas) if partitions else 0
+        configs = ",".join(f"{k}={v}" for k, v in sorted(_dynamic_configs(admin, name).items()))
         print(f"Topic: {name}\tPartitionCount: {len(partitions)}\t"
-              f"ReplicationFactor: {replication}")  # fmt: skip
+              f"ReplicationFactor: {replication}\tConfigs: {configs}")  # fmt: skip
         for p in partitions:
             leader = p.leader.id if p.leader is not None else -1
             replicas = ",".join(str(r.id) for r in p.replicas)
@@ -178,6 +185,18 @@ def topics_describe(args: argparse.Namespace) -> int:
             print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
                   f"Replicas: {replicas}\tIsr: {isr}")  # fmt: skip
     return 0
+
+
+def _dynamic_configs(admin: Any, topic: str) -> dict[str, str]:
+    """The topic's non-default configs, as kafka-topics.sh --describe prints them."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    (future,) = admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S).values()
+    entries = future.result(timeout=REQUEST_TIMEOUT_S)
+    return {
+        e.name: ("null" if e.is_sensitive else e.value)
+        for e in entries.values()
+        if not e.is_default
+    }
 
 
 def topics_delete(args: argparse.Namespace) -> int:

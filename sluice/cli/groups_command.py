@@ -32,7 +32,8 @@ _KAFKA_STATE_NAMES = {
 }
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> Any:
+    """Add ``groups``; return its actions for more (``delete``)."""
     groups = sub.add_parser("groups", help="list, describe and reset consumer groups")
     actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="list consumer groups")
@@ -55,6 +56,7 @@ def add_parser(sub: Any) -> None:
     reset.set_defaults(func=groups_reset)
     for p in (listing, describe, reset):
         p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    return actions
 
 
 def _admin(args: argparse.Namespace) -> Any:

@@ -4,7 +4,9 @@
     python -m sluice.cli.load_command load --config conf/nightly_load.properties
 
 ``add_load_parser(subparsers)`` adds the subcommand to the ``sluice`` CLI. Progress goes to
-stderr as ``[sluice load] ...`` lines, the summary table to stdout. Exit status: 0 when the run
+stderr as ``[sluice load] ...`` lines (while the data is read and written: splits done of
+total, rows/s and an ETA — one line rewritten in place on a terminal, a line every 10 s
+otherwise), the summary table to stdout. Exit status: 0 when the run
 published or found nothing new, 1 when it failed (nothing published; the message and the report
 say why), 2 for a bad configuration. ``add_config_arguments`` and ``progress_printer`` are shared
 with the other client-side commands. Functions only; no state beyond the call.
@@ -82,7 +84,7 @@ def run_load_command(args: argparse.Namespace) -> int:
     _progress(f"loading {', '.join(config.topics)} into {config.table_uri}")
     before = _active_spark()
     try:
-        run_load(config, progress=_progress)
+        run_load(config, progress=_progress, live=sys.stderr.isatty())
     except LoadError as exc:
         print(f"sluice load: FAILED: {exc}", file=sys.stderr)
         return 1

@@ -127,7 +127,7 @@ def test_version_and_help() -> None:
     assert "``" not in top.stdout  # no raw reStructuredText
     assert "exit status" in top.stdout
     topics = sluice("topics", "--help")
-    assert "{create,delete,describe,list}" in topics.stdout
+    assert "{alter,create,delete,describe,list}" in topics.stdout
     create = sluice("topics", "create", "--help")
     assert "default: -1" in create.stdout
 
