@@ -237,7 +237,12 @@ def kafka_frame(
     register(spark)
     frame = None
     for cluster in clusters:
-        options = {**_options(cluster, dict(kafka or {})), "subscribe": ",".join(topics)}
+        # the lineage header is how the audit tells copies apart: headers are needed
+        options = {
+            **_options(cluster, dict(kafka or {})),
+            "subscribe": ",".join(topics),
+            "includeHeaders": "true",
+        }
         df = spark.read.format("sluice").options(**options).load()
         part = _audited(
             df, alias=cluster.alias, timestamp="timestamp", headers="headers", window_ms=window_ms

@@ -12,19 +12,26 @@ columns of Spark's own Kafka source (``org.apache.spark.sql.kafka010``)::
           .option("endingOffsets", "latest")
           .load())
 
-Columns: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int, ``offset``
-bigint, ``timestamp`` timestamp, ``timestampType`` int, ``headers``
-array<struct<key:string,value:binary>>. Spark adds ``headers`` only with
-``includeHeaders=true``; Sluice includes it by default (the project's data carries headers)
-and drops it with ``includeHeaders=false``, which gives Spark's exact seven-column schema.
+Columns, exactly Spark's (``KafkaRecordToRowConverter``): ``key`` binary, ``value`` binary,
+``topic`` string, ``partition`` int, ``offset`` bigint, ``timestamp`` timestamp,
+``timestampType`` int; with ``includeHeaders=true`` (default false, as Spark) also ``headers``
+array<struct<key:string,value:binary>>.
 
-Options (Spark arrives with them lower-cased; every name is matched case-insensitively):
-``kafka.*`` (consumer settings, ``kafka.bootstrap.servers`` required), ``subscribe``,
-``subscribePattern``, ``assign``, ``startingOffsets``, ``endingOffsets`` (batch only),
-``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
-``maxOffsetsPerTrigger`` (streaming), ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``
-(default 120000), and Sluice's ``metricsPath`` (a directory where every finished split writes
-``{rows, bytes, lost, seconds, errors, schema_ids}`` as JSON, for run reports).
+Options (Spark arrives with them lower-cased; every name is matched case-insensitively) are
+Spark's Kafka source's — ``kafka.*`` (consumer settings, ``kafka.bootstrap.servers`` required;
+``sluice.pipeline.source.kafka_params`` translates Java-only keys or refuses them),
+``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets``, ``endingOffsets``,
+``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
+``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``
+(``sluice.pipeline.source.options``), ``failOnDataLoss``, ``minPartitions``,
+``maxRecordsPerPartition``, ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+``maxTriggerDelay``, ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``,
+``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``, ``includeHeaders``
+(``sluice.pipeline.source.read_options``) — and Sluice's: ``arrowBatchRows``, ``metricsPath``
+(a directory where every finished split writes ``{rows, bytes, lost, seconds, errors,
+schema_ids}`` as JSON, for run reports), ``readPlan`` and the Avro options below. Any other
+name is an error naming the nearest known one (``sluice.pipeline.source.option_names``), raised
+when the DataFrame is created. As in Spark, a batch read logs and ignores the trigger options.
 
 Typed Avro values (``valueFormat=avro``)
 ========================================
@@ -76,11 +83,21 @@ options against them (``sluice.pipeline.source.ranges``: data loss fails or is c
 takes the ranges of a ``readPlan`` — and returns a **list** of ``SluicePartition`` splits, cut
 by ``minPartitions`` / ``maxRecordsPerPartition``. Spark pickles the reader to the executors,
 where ``read()`` opens its own consumer (``sluice.pipeline.source.split_reader.read_split``).
+A start or end given by timestamp is looked up first (ListOffsets by timestamp,
+``KafkaMetadata.offsets_for_times``) and becomes offsets (``ranges.timestamp_offsets``).
 The streaming reader's offsets are Spark's offsets JSON as dicts, ``{"topic": {"0": 42}}``:
-``initialOffset`` resolves ``startingOffsets``,
+``initialOffset`` resolves the starting options,
 ``latestOffset`` takes the high watermarks (capped by the read limit and, under
 ``Trigger.AvailableNow``, by the target recorded in ``prepareForTriggerAvailableNow``), and
-partitions that appear between batches are read from their earliest offset.
+partitions that appear between batches are read from their earliest offset. With
+``minOffsetsPerTrigger``, ``latestOffset`` returns the start again (no new batch) while fewer
+offsets wait and ``maxTriggerDelay`` has not passed since the last batch — Spark's
+``KafkaMicroBatchStream.delayBatch``; the first batch is never delayed, a read limit of
+``ReadAllAvailable`` and ``Trigger.AvailableNow`` (which must end) are never delayed either.
+
+Consumer group ids are Spark's (``kafka_params.group_ids``): ``kafka.group.id`` if given,
+else ``<groupIdPrefix>-<uuid>-driver`` for the driver's lookups and ``...-executor`` for the
+splits, made once per reader.
 
 A ``SluiceDataSource`` and its readers are used by one thread at a time, as Spark does.
 """
@@ -89,7 +106,9 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -101,6 +120,7 @@ from pyspark.sql.datasource import (
 )
 
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.sink.data_sink import SluiceBatchWriter, SluiceStreamWriter
 from sluice.pipeline.source.avro_columns import (
     AvroBatchDecoder,
     OutputLayout,
@@ -109,16 +129,19 @@ from sluice.pipeline.source.avro_columns import (
     resolve_reader_schema,
     write_error_file,
 )
+from sluice.pipeline.source.kafka_params import group_ids, kafka_params
 from sluice.pipeline.source.metadata import KafkaMetadata
+from sluice.pipeline.source.option_names import check_option_names
 from sluice.pipeline.source.options import (
     EARLIEST,
+    LATEST,
     AvroOptions,
     CaseInsensitiveOptions,
-    ReadOptions,
+    OffsetSpec,
     SourceOptions,
+    TimestampSpec,
     named_topics,
     parse_consumer_strategy,
-    parse_read_options,
     parse_source_options,
 )
 from sluice.pipeline.source.ranges import (
@@ -129,7 +152,9 @@ from sluice.pipeline.source.ranges import (
     Resolution,
     resolve_ranges,
     split_ranges,
+    timestamp_offsets,
 )
+from sluice.pipeline.source.read_options import ReadOptions, parse_read_options
 from sluice.pipeline.source.read_plan import InvalidReadPlanError, ReadPlan
 from sluice.pipeline.source.split_reader import (
     SPARK_SCHEMA_DDL,
@@ -144,6 +169,7 @@ try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python so
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadMaxRows,
+        ReadMinRows,
         SupportsTriggerAvailableNow,
     )
 
@@ -194,15 +220,15 @@ def resolve_avro(options: Mapping[str, str]) -> AvroRead | None:
     Asks the registry for the reader schema, except under a ``readPlan``, which carries it.
     """
     opts = CaseInsensitiveOptions(options)
-    include_headers = parse_read_options(opts).include_headers
     plan = ReadPlan.from_options(opts)
     if plan is not None:
         if plan.avro is None or plan.reader_schema is None:
             return None
         layout = output_schema(
-            plan.reader_schema, nested=plan.avro.nested, include_headers=include_headers
+            plan.reader_schema, nested=plan.avro.nested, include_headers=plan.include_headers
         )
         return plan.avro, plan.reader_schema, layout
+    include_headers = parse_read_options(opts).include_headers
     avro = AvroOptions.parse(opts)
     if avro is None:
         return None
@@ -239,10 +265,18 @@ class _Common:
         min_partitions: int | None,
         max_records_per_partition: int | None,
         avro: AvroRead | None | _Unresolved,
+        include_headers: bool | None = None,
+        streaming: bool = False,
     ) -> None:
         opts = CaseInsensitiveOptions(options)
-        self.read_options: ReadOptions = parse_read_options(opts)
-        self.config = consumer_config(opts)
+        read = parse_read_options(opts)
+        if include_headers is not None:  # a readPlan's
+            read = replace(read, include_headers=include_headers)
+        self.read_options: ReadOptions = read
+        params = {f"kafka.{k}": v for k, v in kafka_params(opts).items()}
+        ids = group_ids(opts, read.group_id_prefix, streaming=streaming)
+        self.config = consumer_config({**params, "kafka.group.id": ids.executor})
+        self.driver_config = consumer_config({**params, "kafka.group.id": ids.driver})
         self.fail_on_data_loss = fail_on_data_loss
         self.min_partitions = min_partitions
         self.max_records_per_partition = max_records_per_partition
@@ -251,7 +285,33 @@ class _Common:
         self.avro: AvroRead | None = avro
 
     def _metadata(self) -> KafkaMetadata:
-        return KafkaMetadata(self.config)
+        read = self.read_options
+        return KafkaMetadata(
+            self.driver_config,
+            attempts=read.fetch_offset_attempts,
+            retry_interval_s=read.fetch_offset_retry_interval_ms / 1000,
+        )
+
+    def _resolve_limit(
+        self,
+        metadata: KafkaMetadata,
+        timestamps: TimestampSpec | None,
+        offsets: OffsetSpec,
+        assigned: list[TopicPartition],
+        bounds: Mapping[TopicPartition, LogBounds],
+        *,
+        starting: bool,
+    ) -> OffsetSpec:
+        """``offsets``, or the offsets the timestamp option (which takes precedence) finds."""
+        if timestamps is None:
+            return offsets
+        asked = {
+            tp: ts
+            for tp, ts in timestamps.timestamps(assigned).items()
+            if tp in bounds and ts not in (EARLIEST, LATEST)
+        }
+        found = metadata.offsets_for_times(asked)
+        return timestamp_offsets(timestamps, assigned, found, starting=starting)
 
     def _splits(self, ranges: list[OffsetRange]) -> list[SluicePartition]:
         splits = split_ranges(
@@ -337,10 +397,12 @@ class SluiceBatchReader(_Common, DataSourceReader):
         avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
         plan: ReadPlan | None = None,
     ) -> None:
+        check_option_names(options)
         self.read_plan = plan if plan is not None else ReadPlan.from_options(options)
         self.source: SourceOptions | None = None
         if self.read_plan is None:
             self.source = parse_source_options(options)
+            _warn_trigger_options(options)
             fail, lowest, largest = (
                 self.source.fail_on_data_loss,
                 self.source.min_partitions,
@@ -358,6 +420,7 @@ class SluiceBatchReader(_Common, DataSourceReader):
             min_partitions=lowest,
             max_records_per_partition=largest,
             avro=avro,
+            include_headers=None if self.read_plan is None else self.read_plan.include_headers,
         )
 
     def plan(self) -> Resolution:
@@ -365,15 +428,24 @@ class SluiceBatchReader(_Common, DataSourceReader):
         options resolved against the log now, data loss logged."""
         if self.read_plan is not None:
             return Resolution(list(self.read_plan.ranges), [])
-        assert self.source is not None and self.source.ending_offsets is not None
+        source = self.source
+        assert source is not None and source.ending_offsets is not None
         with self._metadata() as metadata:
-            assigned, bounds = metadata.assigned_bounds(self.source.strategy)
+            assigned, bounds = metadata.assigned_bounds(source.strategy)
+            starting = self._resolve_limit(
+                metadata, source.starting_timestamps, source.starting_offsets, assigned, bounds,
+                starting=True,
+            )  # fmt: skip
+            ending = self._resolve_limit(
+                metadata, source.ending_timestamps, source.ending_offsets, assigned, bounds,
+                starting=False,
+            )  # fmt: skip
         resolution = resolve_ranges(
             bounds,
-            self.source.starting_offsets,
-            self.source.ending_offsets,
+            starting,
+            ending,
             partitions=assigned,
-            fail_on_data_loss=self.source.fail_on_data_loss,
+            fail_on_data_loss=source.fail_on_data_loss,
         )
         _log_losses(resolution.data_loss)
         return resolution
@@ -383,6 +455,14 @@ class SluiceBatchReader(_Common, DataSourceReader):
         # An empty list is legal for streaming but not documented for batch reads; one empty
         # split reads nothing and keeps every Spark version happy.
         return splits or [SluicePartition(OffsetRange("", 0, 0, 0))]
+
+
+def _warn_trigger_options(options: Mapping[str, str]) -> None:
+    """Spark's batch reads log and ignore the streaming trigger options."""
+    opts = CaseInsensitiveOptions(options)
+    for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        if key in opts:
+            log.warning("%s option ignored in batch queries", key)
 
 
 def _to_tp_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
@@ -420,6 +500,7 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
         options: Mapping[str, str],
         avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
     ) -> None:
+        check_option_names(options)
         if ReadPlan.from_options(options) is not None:
             raise InvalidReadPlanError(
                 "readPlan: expected a batch read, found a streaming one (a stream plans each "
@@ -432,11 +513,15 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
             min_partitions=self.source.min_partitions,
             max_records_per_partition=self.source.max_records_per_partition,
             avro=avro,
+            streaming=True,
         )
         self.max_offsets_per_trigger = self.read_options.max_offsets_per_trigger
+        self.min_offsets_per_trigger = self.read_options.min_offsets_per_trigger
+        self.max_trigger_delay_s = self.read_options.max_trigger_delay_ms / 1000
         self._target: dict[TopicPartition, int] | None = None  # AvailableNow's end
         self._last_end: Offsets | None = None
         self._latest: Offsets | None = None
+        self._last_trigger = 0.0  # time.time() of the last batch: the first is never delayed
 
     def _assigned_bounds(self) -> tuple[list[TopicPartition], dict[TopicPartition, LogBounds]]:
         with self._metadata() as metadata:
@@ -445,10 +530,16 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
     # -- offsets -----------------------------------------------------------------------------
 
     def initialOffset(self) -> Offsets:
-        assigned, bounds = self._assigned_bounds()
+        source = self.source
+        with self._metadata() as metadata:
+            assigned, bounds = metadata.assigned_bounds(source.strategy)
+            starting = self._resolve_limit(
+                metadata, source.starting_timestamps, source.starting_offsets, assigned, bounds,
+                starting=True,
+            )  # fmt: skip
         resolution = resolve_ranges(
             bounds,
-            self.source.starting_offsets,
+            starting,
             "latest",
             partitions=assigned,
             fail_on_data_loss=self.source.fail_on_data_loss,
@@ -467,16 +558,40 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
         self._target = {tp: b.log_end for tp, b in self._assigned_bounds()[1].items()}
 
     def getDefaultReadLimit(self) -> Any:
-        if _HAS_READ_LIMIT and self.max_offsets_per_trigger is not None:
+        """Spark's: ``ReadMaxRows`` with ``maxOffsetsPerTrigger`` (a minimum is applied here,
+        Python sources having no composite limit), else ``ReadMinRows`` with
+        ``minOffsetsPerTrigger``, else ``ReadAllAvailable``."""
+        if not _HAS_READ_LIMIT:
+            return None
+        if self.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.max_offsets_per_trigger)
-        return ReadAllAvailable() if _HAS_READ_LIMIT else None
+        if self.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def _delay_batch(
+        self, begin: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
+    ) -> bool:
+        """Spark's ``delayBatch``: wait while fewer than ``minOffsetsPerTrigger`` offsets are
+        new and ``maxTriggerDelay`` has not passed since the last batch."""
+        now = time.time()
+        if now - self._last_trigger >= self.max_trigger_delay_s:
+            self._last_trigger = now
+            return False
+        waiting = sum(end - begin.get(tp, 0) for tp, end in ends.items())
+        if self.min_offsets_per_trigger is not None and waiting < self.min_offsets_per_trigger:
+            return True
+        self._last_trigger = now
+        return False
 
     def latestOffset(self, start: Offsets | None = None, limit: Any = None) -> Offsets:
-        """The end of the next micro-batch: high watermarks, capped by the read limit.
+        """The end of the next micro-batch: high watermarks, capped by the read limit, or the
+        start again while ``minOffsetsPerTrigger`` holds the batch back.
 
         Called with ``(start, limit)`` by pyspark >= 4.2; older versions call it without
-        arguments, and the ``maxOffsetsPerTrigger`` option applies from the previous end.
+        arguments, and the trigger options apply from the previous end.
         """
+        read_all = _HAS_READ_LIMIT and isinstance(limit, ReadAllAvailable)
         if start is None:
             start = self._last_end
             max_rows = self.max_offsets_per_trigger
@@ -490,6 +605,14 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
         # Partitions that are gone keep their offset; new ones start at their log start.
         from_offsets = {tp: begin.get(tp, bounds[tp].log_start) for tp in ends}
         target = {tp: max(o, from_offsets[tp]) for tp, o in ends.items()}
+        delayable = (
+            self.min_offsets_per_trigger is not None
+            and not read_all
+            and self._target is None  # AvailableNow must reach its target
+            and start is not None
+        )
+        if delayable and self._delay_batch(begin, target):
+            return dict(start or {})
         if max_rows is not None:
             target = _rate_limit(from_offsets, target, max_rows)
         merged = {**begin, **target}
@@ -544,7 +667,8 @@ class GivenSchemaError(ValueError):
 
 
 class SluiceDataSource(DataSource):
-    """``format("sluice")``: Spark's Kafka source options and columns over confluent-kafka."""
+    """``format("sluice")``: Spark's Kafka source options and columns over confluent-kafka, and
+    the sink (``df.write.format("sluice")``, ``writeStream``) from ``sluice.pipeline.sink``."""
 
     @classmethod
     def name(cls) -> str:
@@ -561,10 +685,17 @@ class SluiceDataSource(DataSource):
         return cached
 
     def schema(self) -> Any:
+        """The read's columns; checks the option names first (so a typo fails at ``load()``).
+        Spark calls it for reads only: a write's options are the sink's."""
+        check_option_names(self.options)
         avro = self._typed()
         if avro is not None:
             return avro[2].schema
-        headers = parse_read_options(self.options).include_headers
+        plan = ReadPlan.from_options(self.options)
+        if plan is not None:
+            headers = plan.include_headers
+        else:
+            headers = parse_read_options(self.options).include_headers
         return SPARK_SCHEMA_DDL if headers else SPARK_SCHEMA_DDL_NO_HEADERS
 
     def _checked(self, schema: Any) -> AvroRead | None:
@@ -583,3 +714,11 @@ class SluiceDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> SluiceStreamReader:
         return SluiceStreamReader(self.options, self._checked(schema))
+
+    # The writers live in sluice.pipeline.sink (Spark's Kafka sink contract); the Python Data
+    # Source API puts readers and writers on one DataSource class, so format("sluice") is both.
+    def writer(self, schema: Any, overwrite: bool) -> SluiceBatchWriter:
+        return SluiceBatchWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> SluiceStreamWriter:
+        return SluiceStreamWriter(self.options, schema, overwrite)

@@ -4,15 +4,23 @@
 for the two questions offset planning asks: ``partitions_per_topic()`` (a Metadata request;
 internal ``__``-topics are left out, as Kafka's pattern subscription does) and ``bounds()``
 (ListOffsets earliest/latest per partition: ``LogBounds(log_start, high watermark)``);
-``assigned_bounds(strategy)`` asks both for the partitions a consumer strategy assigns.
-Use it as a context manager; it is for one thread.
+``assigned_bounds(strategy)`` asks both for the partitions a consumer strategy assigns;
+``offsets_for_times()`` (ListOffsets by timestamp) gives each partition's first offset whose
+record timestamp is at least the one asked for, ``None`` when no record is that late.
+
+Every lookup is tried up to ``attempts`` times, ``retry_interval_s`` apart (Spark's
+``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``, ``KafkaOffsetReaderAdmin.
+withRetries``); the last failure raises ``MetadataError``. Use it as a context manager; it is
+for one thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -23,6 +31,10 @@ from sluice.pipeline.source.ranges import LogBounds
 
 __all__ = ["KafkaMetadata", "MetadataError"]
 
+log = logging.getLogger("sluice.source")
+
+_T = TypeVar("_T")
+
 
 class MetadataError(RuntimeError):
     """The cluster did not answer a metadata or offsets request usefully."""
@@ -31,12 +43,37 @@ class MetadataError(RuntimeError):
 class KafkaMetadata:
     """Partition counts and log bounds from the cluster at ``config['bootstrap.servers']``."""
 
-    def __init__(self, config: Mapping[str, Any], timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        timeout_s: float = 30.0,
+        *,
+        attempts: int = 1,
+        retry_interval_s: float = 1.0,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts: expected an integer >= 1, found {attempts}")
         self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.retry_interval_s = retry_interval_s
         self._consumer = Consumer(dict(config))
+
+    def _retried(self, what: str, lookup: Callable[[], _T]) -> _T:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return lookup()
+            except MetadataError as exc:
+                if attempt == self.attempts:
+                    raise
+                log.warning("attempt %d of %d of %s failed: %s", attempt, self.attempts, what, exc)
+                time.sleep(self.retry_interval_s)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def partitions_per_topic(self) -> dict[str, int]:
         """``{topic: partition count}`` for every non-internal topic without an error."""
+        return self._retried("a metadata request", self._partitions_per_topic)
+
+    def _partitions_per_topic(self) -> dict[str, int]:
         try:
             metadata = self._consumer.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
@@ -49,6 +86,41 @@ class KafkaMetadata:
 
     def bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LogBounds]:
         """``LogBounds`` of each partition (one ListOffsets round trip per partition)."""
+        wanted = list(partitions)
+        return self._retried("a log bounds request", lambda: self._bounds(wanted))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """Per partition, the first offset whose record timestamp is >= its timestamp (ms);
+        ``None`` when no record is that late (ListOffsets answers -1)."""
+        wanted = dict(timestamps)
+        return self._retried("an offsets-by-timestamp request", lambda: self._for_times(wanted))
+
+    def _for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        if not timestamps:
+            return {}
+        request = [KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps.items()]
+        try:
+            answer = self._consumer.offsets_for_times(request, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise MetadataError(
+                f"offsets by timestamp: expected an offset per partition, found {exc}"
+            ) from None
+        result: dict[TopicPartition, int | None] = {}
+        for found in answer:
+            tp = TopicPartition(found.topic, found.partition)
+            if found.error is not None:
+                raise MetadataError(
+                    f"{tp.topic}-{tp.partition}: expected an offset for timestamp "
+                    f"{timestamps[tp]}, found {found.error}"
+                )
+            result[tp] = found.offset if found.offset >= 0 else None
+        return result
+
+    def _bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LogBounds]:
         result: dict[TopicPartition, LogBounds] = {}
         for tp in partitions:
             try:

@@ -15,9 +15,18 @@ Parsing follows Spark's ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` an
   (nor at -2); a streaming query takes no ``endingOffsets`` and starts at ``latest`` by
   default. ``complete_offsets`` fills partitions a spec lacks in for a resume, and
   ``offsets_to_json`` writes a spec back in Spark's JSON.
-* **how to read** (``parse_read_options`` → ``ReadOptions``): ``includeHeaders``,
-  ``kafkaConsumer.pollTimeoutMs``, ``arrowBatchRows``, ``metricsPath``,
-  ``maxOffsetsPerTrigger``.
+* **where to start or end by time** (``TimestampSpec``, in ``SourceOptions``): Spark's
+  ``getKafkaOffsetRangeLimit`` takes, in this order of precedence, ``startingTimestamp`` (one
+  timestamp, ms, for every partition), ``startingOffsetsByTimestamp`` (JSON
+  ``{"topicA":{"0":1000}}``, every assigned partition named) and ``startingOffsets``; the same
+  for the end (``endingTimestamp`` > ``endingOffsetsByTimestamp`` > ``endingOffsets``, batch
+  only). A timestamp resolves to the first offset whose record timestamp is at least it
+  (ListOffsets by timestamp); when no record is that late, a start fails (strategy ``error``,
+  the default) or starts at latest (``startingOffsetsByTimestampStrategy=latest``), and an end
+  is latest. Per-partition start and end must name the same partitions, and no start may be
+  later than its end (Spark's ``checkOffsetLimitValidity``).
+* **how to read** — the options that shape records, triggers and the client, not which
+  records — is ``sluice.pipeline.source.read_options``.
 * **typed values** (``AvroOptions.parse``): ``valueFormat=avro`` and its options (see
   ``sluice.pipeline.source.data_source``, "Typed Avro values").
 
@@ -44,6 +53,7 @@ from sluice.common.topic_partition import TopicPartition
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "NO_MATCH_STRATEGIES",
     "ON_DECODE_ERROR",
     "Assign",
     "AvroOptionError",
@@ -58,15 +68,18 @@ __all__ = [
     "InvalidPositiveIntegerError",
     "InvalidSubscribeError",
     "InvalidSubscribePatternError",
+    "InvalidTimestampError",
+    "InvalidTimestampStrategyError",
     "LatestStartingOffsetError",
     "OffsetOptionError",
     "OffsetSpec",
     "PartitionOffsets",
-    "ReadOptions",
     "SourceOptions",
     "StreamingEndingOffsetsError",
     "Subscribe",
     "SubscribePattern",
+    "TimestampRangeError",
+    "TimestampSpec",
     "complete_offsets",
     "named_topics",
     "offsets_to_json",
@@ -75,11 +88,11 @@ __all__ = [
     "parse_assign",
     "parse_consumer_strategy",
     "parse_ending_offsets",
-    "parse_read_options",
     "parse_source_options",
     "parse_starting_offsets",
     "parse_subscribe",
     "parse_subscribe_pattern",
+    "parse_timestamp_limit",
 ]
 
 EARLIEST = -2
@@ -139,6 +152,19 @@ class InvalidPositiveIntegerError(OffsetOptionError):
 
 class InvalidBooleanOptionError(OffsetOptionError):
     """An option that takes ``true`` or ``false`` (``failOnDataLoss``, ...) got something else."""
+
+
+class InvalidTimestampError(OffsetOptionError):
+    """A timestamp option is not a timestamp (ms) or not JSON like ``{"t":{"0":1000}}``."""
+
+
+class InvalidTimestampStrategyError(OffsetOptionError):
+    """``startingOffsetsByTimestampStrategy`` is neither ``error`` nor ``latest``."""
+
+
+class TimestampRangeError(OffsetOptionError):
+    """Per-partition start and end timestamps name other partitions, or a start is after its
+    end (Spark's ``unmatchedTopicPartitionsBetweenOffsets`` / ``...TimestampGreaterThan...``)."""
 
 
 class AvroOptionError(ValueError):
@@ -253,6 +279,9 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    # Set, they take precedence over starting_offsets / ending_offsets (Spark's order).
+    starting_timestamps: TimestampSpec | None = None
+    ending_timestamps: TimestampSpec | None = None
 
 
 def named_topics(strategy: ConsumerStrategy) -> list[str] | None:
@@ -371,6 +400,124 @@ def parse_ending_offsets(value: str | None, *, streaming: bool = False) -> Offse
     return spec
 
 
+# --------------------------------------------------------------------------------------------
+# Where to start or end by time
+# --------------------------------------------------------------------------------------------
+
+NO_MATCH_STRATEGIES = ("error", "latest")
+"""``startingOffsetsByTimestampStrategy`` values: fail, or start at latest, when no offset has a
+timestamp at least the one asked for."""
+
+_TIMESTAMPS_EXAMPLE = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampSpec:
+    """A start or end given by record timestamp (ms since the epoch); see the module doc.
+
+    Exactly one of ``every`` (``startingTimestamp`` / ``endingTimestamp``: every assigned
+    partition) and ``per_partition`` (``...OffsetsByTimestamp``) is set. ``on_no_match`` applies
+    to a start; an end without a match is always latest (Spark). A timestamp of -2 or -1 is
+    what Kafka's ListOffsets makes of it, which Spark passes on: earliest or latest.
+    """
+
+    option: str
+    every: int | None = None
+    per_partition: PartitionOffsets | None = None
+    on_no_match: Literal["error", "latest"] = "error"
+
+    def timestamps(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The timestamp to look up per partition: ``every`` for each of ``partitions``, or the
+        JSON's (which ``resolve_ranges``' caller checks against the assigned partitions)."""
+        if self.every is not None:
+            return dict.fromkeys(partitions, self.every)
+        assert self.per_partition is not None
+        return {
+            TopicPartition(t, p): ts for t, ps in self.per_partition.items() for p, ts in ps.items()
+        }
+
+
+def _parse_timestamp(option: str, value: str) -> int:
+    text = value.strip()
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit() and int(text) >= EARLIEST):
+        raise InvalidTimestampError(
+            f"option {option!r}: expected a timestamp in ms since the epoch (or -2 for "
+            f"earliest, -1 for latest), found {value!r}"
+        )
+    return int(text)
+
+
+def _parse_timestamps_json(option: str, value: str) -> PartitionOffsets:
+    try:
+        doc = json.loads(value)
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and doc:
+        result: PartitionOffsets = {}
+        for topic, stamps in doc.items():
+            if not (isinstance(stamps, dict) and stamps):
+                break
+            if not all(
+                _is_partition_key(k) and type(ts) is int and ts >= EARLIEST
+                for k, ts in stamps.items()
+            ):
+                break
+            result[topic] = {int(k): ts for k, ts in stamps.items()}
+        else:
+            return result
+    raise InvalidTimestampError(
+        f"option {option!r}: expected JSON like {_TIMESTAMPS_EXAMPLE} (timestamps in ms, -2 for "
+        f"earliest, -1 for latest), found {value!r}"
+    )
+
+
+def parse_timestamp_limit(
+    options: Mapping[str, str], bound: Literal["starting", "ending"]
+) -> TimestampSpec | None:
+    """``<bound>Timestamp`` or else ``<bound>OffsetsByTimestamp``; ``None`` when neither is
+    given (``<bound>Offsets`` then applies). Keys in any case."""
+    opts = CaseInsensitiveOptions(options)
+    raw_strategy = opts.get("startingOffsetsByTimestampStrategy")
+    strategy = (raw_strategy or "error").strip().lower()
+    if strategy not in NO_MATCH_STRATEGIES:
+        raise InvalidTimestampStrategyError(
+            f"option 'startingOffsetsByTimestampStrategy': expected error or latest, "
+            f"found {raw_strategy!r}"
+        )
+    on_no_match: Literal["error", "latest"] = "latest" if strategy == "latest" else "error"
+    every_key, json_key = f"{bound}Timestamp", f"{bound}OffsetsByTimestamp"
+    if every_key in opts:
+        every = _parse_timestamp(every_key, opts[every_key])
+        return TimestampSpec(every_key, every=every, on_no_match=on_no_match)
+    if json_key in opts:
+        stamps = _parse_timestamps_json(json_key, opts[json_key])
+        return TimestampSpec(json_key, per_partition=stamps, on_no_match=on_no_match)
+    return None
+
+
+def _check_timestamp_limits(start: TimestampSpec | None, end: TimestampSpec | None) -> None:
+    """Spark's ``checkOffsetLimitValidity`` for two per-partition timestamp specs."""
+    if start is None or end is None or start.per_partition is None or end.per_partition is None:
+        return
+    starts, ends = start.timestamps(()), end.timestamps(())
+    if set(starts) != set(ends):
+
+        def names(tps: Iterable[TopicPartition]) -> str:
+            return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "]"
+
+        raise TimestampRangeError(
+            f"options {start.option!r} and {end.option!r}: expected the same partitions, "
+            f"found {names(starts)} and {names(ends)}"
+        )
+    for tp, ts in sorted(starts.items()):
+        if ts > ends[tp] >= 0:
+            raise TimestampRangeError(
+                f"{tp.topic}-{tp.partition}: expected the starting timestamp <= the ending "
+                f"timestamp, found {ts} > {ends[tp]}"
+            )
+
+
 def parse_assign(value: str) -> Assign:
     """``assign``: JSON ``{"topicA":[0,1],"topicB":[2,4]}``."""
     text = value.strip()
@@ -448,6 +595,18 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
     to the caller.
     """
     opts = CaseInsensitiveOptions(options)
+    if streaming:
+        # Spark refuses endingOffsetsByTimestamp here and ignores endingTimestamp; Sluice
+        # refuses both (an option is never silently ignored).
+        for key in ("endingTimestamp", "endingOffsetsByTimestamp"):
+            if key in opts:
+                raise StreamingEndingOffsetsError(
+                    f"option {key!r}: ending timestamp not valid in streaming queries, "
+                    f"found {opts[key]!r}"
+                )
+    starting_timestamps = parse_timestamp_limit(opts, "starting")
+    ending_timestamps = None if streaming else parse_timestamp_limit(opts, "ending")
+    _check_timestamp_limits(starting_timestamps, ending_timestamps)
     return SourceOptions(
         strategy=parse_consumer_strategy(opts),
         starting_offsets=parse_starting_offsets(opts.get("startingOffsets"), streaming=streaming),
@@ -455,6 +614,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = False)
         fail_on_data_loss=option_flag(opts, "failOnDataLoss", True),
         min_partitions=option_positive_int(opts, "minPartitions"),
         max_records_per_partition=option_positive_int(opts, "maxRecordsPerPartition"),
+        starting_timestamps=starting_timestamps,
+        ending_timestamps=ending_timestamps,
     )
 
 
@@ -482,35 +643,6 @@ def complete_offsets(
             tp.partition, fill
         )
     return result
-
-
-# --------------------------------------------------------------------------------------------
-# How to read
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReadOptions:
-    """The options of a read that shape its records, not which ones. Picklable."""
-
-    include_headers: bool = True
-    poll_timeout_s: float = 120.0
-    batch_rows: int = 4096
-    metrics_path: str | None = None
-    max_offsets_per_trigger: int | None = None  # streaming only
-
-
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    """``includeHeaders`` (default true), ``kafkaConsumer.pollTimeoutMs`` (default 120000),
-    ``arrowBatchRows`` (default 4096), ``metricsPath``, ``maxOffsetsPerTrigger``."""
-    opts = CaseInsensitiveOptions(options)
-    return ReadOptions(
-        include_headers=option_flag(opts, "includeHeaders", True),
-        poll_timeout_s=(option_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
-        batch_rows=option_positive_int(opts, "arrowBatchRows") or 4096,
-        metrics_path=opts.get("metricsPath"),
-        max_offsets_per_trigger=option_positive_int(opts, "maxOffsetsPerTrigger"),
-    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,6 +33,13 @@ conventions (``KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets``,
    ``maxRecordsPerPartition`` has already cut a partition into several pieces; Sluice decides
    it per piece.
 
+Before step 1, a start or end given by timestamp (``TimestampSpec``) becomes an offsets spec:
+``timestamp_offsets`` takes what ListOffsets by timestamp found per partition
+(``KafkaMetadata.offsets_for_times``) and applies Spark's ``readTimestampOffsets``: a found
+offset is used as it is; none found is an error for a start (``NoMatchingOffsetError``,
+Spark's "No offset matched from request of topic-partition ... and timestamp ...") unless the
+strategy is ``latest``, and latest (-1) for an end.
+
 The errors subclass ``OffsetOptionError``: an offset option the log cannot honour. Nothing here
 performs I/O; values are immutable; every function is safe to call from any thread.
 """
@@ -51,12 +58,15 @@ from sluice.pipeline.source.options import (
     InvalidPositiveIntegerError,
     OffsetOptionError,
     OffsetSpec,
+    PartitionOffsets,
+    TimestampSpec,
 )
 
 __all__ = [
     "DataLoss",
     "InvalidOffsetRangeError",
     "LogBounds",
+    "NoMatchingOffsetError",
     "OffsetRange",
     "OffsetsOutOfBoundsError",
     "PartitionMismatchError",
@@ -64,6 +74,7 @@ __all__ = [
     "UnknownPartitionError",
     "resolve_ranges",
     "split_ranges",
+    "timestamp_offsets",
 ]
 
 
@@ -82,6 +93,11 @@ class UnknownPartitionError(OffsetOptionError):
 
 class InvalidOffsetRangeError(OffsetOptionError):
     """A resolved start offset lies after the resolved end offset."""
+
+
+class NoMatchingOffsetError(OffsetOptionError):
+    """No record of a partition is as late as a starting timestamp, and the strategy is
+    ``error`` (``startingOffsetsByTimestampStrategy``'s default)."""
 
 
 class OffsetsOutOfBoundsError(OffsetOptionError):
@@ -206,16 +222,52 @@ def _spec_offsets(
         return dict.fromkeys(partitions, LATEST)
     specified = {TopicPartition(t, p): o for t, ps in spec.items() for p, o in ps.items()}
     if set(specified) != set(partitions):
-
-        def names(tps: Iterable[TopicPartition]) -> str:
-            return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "]"
-
         raise PartitionMismatchError(
             f"option {option!r}: offsets must name exactly the assigned partitions "
-            f"(use -2 for earliest, -1 for latest); expected {names(partitions)}, "
-            f"found {names(specified)}"
+            f"(use -2 for earliest, -1 for latest); expected {_names(partitions)}, "
+            f"found {_names(specified)}"
         )
     return specified
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "]"
+
+
+def timestamp_offsets(
+    spec: TimestampSpec,
+    partitions: Iterable[TopicPartition],
+    found: Mapping[TopicPartition, int | None],
+    *,
+    starting: bool,
+) -> PartitionOffsets:
+    """The offsets spec of a timestamp spec, given the offsets ListOffsets ``found`` for the
+    timestamps ``spec.timestamps(partitions)`` asked about (-2 and -1 need no lookup: they
+    become earliest and latest); see the module doc.
+
+    A per-partition spec must name exactly ``partitions`` (``PartitionMismatchError``).
+    """
+    wanted = sorted(set(partitions))
+    asked = spec.timestamps(wanted)
+    if set(asked) != set(wanted):
+        raise PartitionMismatchError(
+            f"option {spec.option!r}: timestamps must name exactly the assigned partitions; "
+            f"expected {_names(wanted)}, found {_names(asked)}"
+        )
+    result: PartitionOffsets = {}
+    for tp in wanted:
+        # -2 / -1 are ListOffsets' earliest / latest, not times: resolved with the log bounds.
+        offset = asked[tp] if asked[tp] in (EARLIEST, LATEST) else found.get(tp)
+        if offset is None:
+            if starting and spec.on_no_match == "error":
+                raise NoMatchingOffsetError(
+                    f"option {spec.option!r}: no offset matched from request of topic-partition "
+                    f"{tp.topic}-{tp.partition} and timestamp {asked[tp]} (no record is that "
+                    "late); set startingOffsetsByTimestampStrategy=latest to start at the end"
+                )
+            offset = LATEST
+        result.setdefault(tp.topic, {})[tp.partition] = offset
+    return result
 
 
 def resolve_ranges(

@@ -15,16 +15,19 @@ the driver::
         .load()
 
 The plan replaces the options it decides: beside ``readPlan`` a read takes ``kafka.*`` and the
-options of ``ReadOptions`` (``includeHeaders``, ``metricsPath``, ...), and none of
-``PLANNED_OPTIONS`` (``InvalidReadPlanError`` names the one found). Batch reads only. The split
-reader still checks every range against the log when it fetches it, so a log that lost offsets
-between planning and reading is data loss as ever.
+options of ``ReadOptions`` (``metricsPath``, ...), and none of ``PLANNED_OPTIONS``
+(``InvalidReadPlanError`` names the one found). The plan says whether the read has the
+``headers`` column (``include_headers``): the nightly load keeps them for lineage, so its plans
+say ``true`` in so many words, whatever Spark's default (``false``) for a plain read. Batch
+reads only. The split reader still checks every range against the log when it fetches it,
+so a log that lost offsets between planning and reading is data loss as ever.
 
 JSON, version 1::
 
     {"version": 1,
      "ranges": [{"topic": "t", "partition": 0, "start": 10, "end": 20}, ...],
      "fail_on_data_loss": true, "min_partitions": 4, "max_records_per_partition": null,
+     "include_headers": true,        # absent (an older plan): true, what the load read then
      "avro": null}                   # or {"options": {...AvroOptions.to_json()...},
                                      #     "reader": {"text": "<schema>", "schema_id": 7,
                                      #                "subject": "t-value", "version": 2}}
@@ -72,6 +75,12 @@ PLANNED_OPTIONS = (
     "valueColumns",
     "onDecodeError",
     "decodeErrorPath",
+    "includeHeaders",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
 )
 """Options a ``readPlan`` decides; a read may not give them beside it."""
 
@@ -93,6 +102,9 @@ class ReadPlan:
     max_records_per_partition: int | None = None
     avro: AvroOptions | None = None
     reader_schema: ReaderSchema | None = None
+    # The load's plans keep headers (lineage); its default keeps them for a caller that
+    # predates the option. Encoded explicitly in every plan.
+    include_headers: bool = True
 
     def __post_init__(self) -> None:
         for r in self.ranges:
@@ -110,6 +122,8 @@ class ReadPlan:
             _fail("avro", "options and reader schema together", "only one of them")
         if self.avro is not None:
             self.avro.require_error_path()
+        if not isinstance(self.include_headers, bool):
+            _fail("include_headers", "true or false", self.include_headers)
 
     # -- the option ------------------------------------------------------------------------
 
@@ -132,6 +146,7 @@ class ReadPlan:
             "fail_on_data_loss": self.fail_on_data_loss,
             "min_partitions": self.min_partitions,
             "max_records_per_partition": self.max_records_per_partition,
+            "include_headers": self.include_headers,
             "avro": avro,
         }
 
@@ -161,6 +176,7 @@ class ReadPlan:
                 max_records_per_partition=doc["max_records_per_partition"],
                 avro=None if avro is None else AvroOptions.from_json(avro["options"]),
                 reader_schema=None if avro is None else ReaderSchema(**avro["reader"]),
+                include_headers=doc.get("include_headers", True),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidReadPlanError):

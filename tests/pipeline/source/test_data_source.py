@@ -28,6 +28,10 @@ from tests.pipeline.broker_fixture import (
 pytestmark = pytest.mark.broker
 
 
+SPARK_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+"""Spark's Kafka source columns (``KafkaRecordToRowConverter``) without includeHeaders."""
+
+
 def _read(spark: Any, **options: str) -> Any:
     register(spark)
     return spark.read.format("sluice").options(**options).load()
@@ -86,9 +90,8 @@ def test_round_trip_is_byte_identical(
             }
         )
     produced = produce(kafka_broker.bootstrap, records, compression=compression, linger_ms=20)
-    df = _read(
-        spark, **{"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
-    )
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
+    df = _read(spark, **options, includeHeaders="true")
     got = [_as_model(r) for r in _rows(df)]
     assert Counter((g.topic, g.partition, g.offset) for g in got).most_common(1)[0][1] == 1
     assert sorted(got, key=lambda p: (p.partition, p.offset)) == sorted(
@@ -96,6 +99,11 @@ def test_round_trip_is_byte_identical(
     )
     types = {r["timestampType"] for r in df.select("timestampType").collect()}
     assert types == {0}  # CreateTime
+    # Without includeHeaders the columns are exactly Spark's seven, and so are the rows.
+    plain = _read(spark, **options)
+    assert plain.columns == SPARK_COLUMNS
+    by_offset = {(r["partition"], r["offset"]): tuple(r)[:7] for r in df.collect()}
+    assert {(r["partition"], r["offset"]): tuple(r) for r in plain.collect()} == by_offset
 
 
 def test_splits_follow_min_partitions_and_max_records(
@@ -194,8 +202,11 @@ def test_a_read_plan_is_read_as_planned(spark: Any, kafka_broker: Any, topic_nam
     base = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "readPlan": plan.encode()}
     assert len(SluiceBatchReader(base).partitions()) >= 3
     df = _read(spark, **base)
+    assert df.columns == [*SPARK_COLUMNS, "headers"]  # the plan says include_headers=true
     got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(10, 30)] + [(1, o) for o in range(5)]
+    no_headers = ReadPlan(plan.ranges, include_headers=False)
+    assert _read(spark, **{**base, "readPlan": no_headers.encode()}).columns == SPARK_COLUMNS
     with pytest.raises(Exception, match="expected no option the plan decides"):
         _read(spark, **base, subscribe=topic_name).collect()
     gone = ReadPlan((OffsetRange(topic_name, 0, 40, 60),))

@@ -114,3 +114,87 @@ def test_rate_limit_shares_by_backlog() -> None:
     assert _rate_limit(start, end, 1000) == end
     # A partition whose share rounds below one still moves (Spark: ceil below 1).
     assert _rate_limit({a: 0, b: 0}, {a: 1000, b: 1}, 10)[b] == 1
+
+
+def _memory_query(spark: Any, options: dict[str, str], name: str) -> Any:
+    register(spark)
+    df = spark.readStream.format("sluice").options(**options).load()
+    return (
+        df.select("partition", "offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
+def _count(spark: Any, name: str) -> int:
+    return int(spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0])
+
+
+def _wait_for(spark: Any, name: str, query: Any, count: int, timeout: float = 90.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while _count(spark, name) < count:
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"expected {count} rows, found {_count(spark, name)}"
+        time.sleep(0.2)
+
+
+def test_min_and_max_offsets_per_trigger(spark: Any, kafka_broker: Any, topic_name: str) -> None:
+    """Spark's ``minOffsetsPerTrigger``: no batch while fewer offsets wait (the delay is an
+    hour here); the first batch is never delayed; ``maxOffsetsPerTrigger`` still caps."""
+    import time
+
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic_name, 2)
+    produce(bootstrap, simple_records(topic_name, 2, 100))
+    name = f"q_{topic_name.replace('-', '_')}"
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "30",
+        "maxOffsetsPerTrigger": "60",
+        "maxTriggerDelay": "1h",
+    }
+    query = _memory_query(spark, options, name)
+    try:
+        _wait_for(spark, name, query, 100)
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        assert sizes == [60, 40]
+        produce(bootstrap, simple_records(topic_name, 2, 10, prefix="few"))
+        time.sleep(4)  # many triggers: 10 < 30 waiting, and the hour has not passed
+        assert _count(spark, name) == 100
+        produce(bootstrap, simple_records(topic_name, 2, 24, prefix="more"))
+        _wait_for(spark, name, query, 134)
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        assert sizes[-1] == 34 and sum(sizes) == 134
+    finally:
+        query.stop()
+
+
+def test_max_trigger_delay_releases_a_small_batch(
+    spark: Any, kafka_broker: Any, topic_name: str
+) -> None:
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, simple_records(topic_name, 1, 5))
+    name = f"q_{topic_name.replace('-', '_')}"
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "1000",
+        "maxTriggerDelay": "2s",
+    }
+    query = _memory_query(spark, options, name)
+    try:
+        _wait_for(spark, name, query, 5)  # the first batch is never delayed
+        produce(bootstrap, simple_records(topic_name, 1, 3, prefix="late"))
+        _wait_for(spark, name, query, 8)  # 3 < 1000, released once 2 s have passed
+        rows = spark.sql(f"SELECT offset FROM {name}").collect()
+        assert sorted(r[0] for r in rows) == list(range(8))
+    finally:
+        query.stop()

@@ -21,7 +21,6 @@ from sluice.pipeline.source.options import (
     InvalidSubscribeError,
     InvalidSubscribePatternError,
     LatestStartingOffsetError,
-    ReadOptions,
     StreamingEndingOffsetsError,
     Subscribe,
     SubscribePattern,
@@ -31,7 +30,6 @@ from sluice.pipeline.source.options import (
     parse_assign,
     parse_consumer_strategy,
     parse_ending_offsets,
-    parse_read_options,
     parse_source_options,
     parse_starting_offsets,
     parse_subscribe,
@@ -225,24 +223,6 @@ def test_consumer_strategy_and_named_topics() -> None:
     assert named_topics(parse_subscribe_pattern("a.*")) is None
 
 
-def test_read_options() -> None:
-    assert parse_read_options({}) == ReadOptions()
-    read = parse_read_options(
-        {
-            "includeheaders": "FALSE",
-            "kafkaConsumer.pollTimeoutMs": "2500",
-            "arrowBatchRows": "7",
-            "metricsPath": "/m",
-            "maxOffsetsPerTrigger": "60",
-        }
-    )
-    assert read == ReadOptions(False, 2.5, 7, "/m", 60)
-    with pytest.raises(InvalidBooleanOptionError, match="includeHeaders: expected true or false"):
-        parse_read_options({"includeHeaders": "maybe"})
-    with pytest.raises(InvalidPositiveIntegerError, match="arrowBatchRows: expected a positive"):
-        parse_read_options({"arrowBatchRows": "0"})
-
-
 def test_avro_options() -> None:
     assert AvroOptions.parse({"subscribe": "a"}) is None
     avro = AvroOptions.parse(
@@ -275,3 +255,76 @@ def test_avro_options() -> None:
     assert later is not None and later.on_decode_error == "errorTable"
     with pytest.raises(AvroOptionError, match="decodeErrorPath: expected a directory"):
         later.require_error_path()
+
+
+# --------------------------------------------------------------------------------------------
+# Timestamps: precedence, forms, Spark's checks
+# --------------------------------------------------------------------------------------------
+
+
+def test_timestamp_options_take_precedence_as_in_spark() -> None:
+    from sluice.pipeline.source.options import TimestampSpec
+
+    both = {
+        "subscribe": "t",
+        "startingTimestamp": "1000",
+        "startingOffsetsByTimestamp": '{"t":{"0":5}}',
+        "startingOffsets": "earliest",
+        "endingOffsetsByTimestamp": '{"t":{"0":7000}}',
+        "endingOffsets": "latest",
+    }
+    parsed = parse_source_options(both)
+    # 1. the global timestamp, 2. per-partition timestamps, 3. offsets.
+    assert parsed.starting_timestamps == TimestampSpec("startingTimestamp", every=1000)
+    assert parsed.ending_timestamps == TimestampSpec(
+        "endingOffsetsByTimestamp", per_partition={"t": {0: 7000}}
+    )
+    only_json = parse_source_options(
+        {"subscribe": "t", "startingOffsetsByTimestamp": '{"t":{"1":9}}'}
+    )
+    assert only_json.starting_timestamps == TimestampSpec(
+        "startingOffsetsByTimestamp", per_partition={"t": {1: 9}}
+    )
+    assert parse_source_options({"subscribe": "t"}).starting_timestamps is None
+    latest = parse_source_options(
+        {"subscribe": "t", "startingTimestamp": "5", "startingOffsetsByTimestampStrategy": "LATEST"}
+    )
+    assert latest.starting_timestamps is not None
+    assert latest.starting_timestamps.on_no_match == "latest"
+
+
+def test_timestamp_option_errors() -> None:
+    from sluice.pipeline.source.options import (
+        InvalidTimestampError,
+        InvalidTimestampStrategyError,
+        TimestampRangeError,
+    )
+
+    base = {"subscribe": "t"}
+    with pytest.raises(InvalidTimestampError, match="'startingTimestamp': expected a timestamp"):
+        parse_source_options({**base, "startingTimestamp": "yesterday"})
+    with pytest.raises(InvalidTimestampError, match="found '-3'"):
+        parse_source_options({**base, "endingTimestamp": "-3"})
+    with pytest.raises(InvalidTimestampError, match="'endingOffsetsByTimestamp': expected JSON"):
+        parse_source_options({**base, "endingOffsetsByTimestamp": '{"t":[0]}'})
+    with pytest.raises(InvalidTimestampStrategyError, match="expected error or latest"):
+        parse_source_options({**base, "startingOffsetsByTimestampStrategy": "earliest"})
+    with pytest.raises(
+        TimestampRangeError, match=r"t-0: expected the starting timestamp <= .* 9 > 8"
+    ):
+        parse_source_options(
+            {**base, "startingOffsetsByTimestamp": '{"t":{"0":9}}',
+             "endingOffsetsByTimestamp": '{"t":{"0":8}}'}
+        )  # fmt: skip
+    with pytest.raises(TimestampRangeError, match=r"expected the same partitions"):
+        parse_source_options(
+            {**base, "startingOffsetsByTimestamp": '{"t":{"0":1}}',
+             "endingOffsetsByTimestamp": '{"t":{"1":8}}'}
+        )  # fmt: skip
+    for key in ("endingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(StreamingEndingOffsetsError, match="not valid in streaming queries"):
+            parse_source_options({**base, key: "1"}, streaming=True)
+    # -2 / -1 are earliest / latest (Kafka's ListOffsets), accepted as Spark passes them on.
+    minus = parse_source_options({**base, "startingOffsetsByTimestamp": '{"t":{"0":-2,"1":-1}}'})
+    assert minus.starting_timestamps is not None
+    assert minus.starting_timestamps.per_partition == {"t": {0: -2, 1: -1}}

@@ -253,3 +253,36 @@ def test_split_properties(
     for partition in {s.partition for s in splits}:
         pieces = [s for s in splits if s.partition == partition]
         assert all(a.end == b.start for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+def test_timestamp_offsets_follow_sparks_read_timestamp_offsets() -> None:
+    from sluice.pipeline.source.options import TimestampSpec
+    from sluice.pipeline.source.ranges import (
+        NoMatchingOffsetError,
+        PartitionMismatchError,
+        timestamp_offsets,
+    )
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    every = TimestampSpec("startingTimestamp", every=500)
+    assert every.timestamps([a, b]) == {a: 500, b: 500}
+    assert timestamp_offsets(every, [a, b], {a: 3, b: 7}, starting=True) == {"t": {0: 3, 1: 7}}
+    # No record that late: an error for a start, latest with the strategy, latest for an end.
+    with pytest.raises(NoMatchingOffsetError, match="topic-partition t-1 and timestamp 500"):
+        timestamp_offsets(every, [a, b], {a: 3, b: None}, starting=True)
+    lenient = TimestampSpec("startingTimestamp", every=500, on_no_match="latest")
+    assert timestamp_offsets(lenient, [a, b], {a: 3}, starting=True) == {"t": {0: 3, 1: -1}}
+    ending = TimestampSpec("endingTimestamp", every=500)
+    assert timestamp_offsets(ending, [a, b], {a: None, b: 2}, starting=False) == {
+        "t": {0: -1, 1: 2}
+    }
+    # Per partition: -2 / -1 need no lookup; the JSON must name the assigned partitions.
+    json_spec = TimestampSpec("startingOffsetsByTimestamp", per_partition={"t": {0: -2, 1: -1}})
+    assert timestamp_offsets(json_spec, [a, b], {}, starting=True) == {"t": {0: -2, 1: -1}}
+    with pytest.raises(PartitionMismatchError, match=r"expected \[t-0, t-1\], found \[t-0\]"):
+        timestamp_offsets(
+            TimestampSpec("startingOffsetsByTimestamp", per_partition={"t": {0: 1}}),
+            [a, b],
+            {a: 0},
+            starting=True,
+        )

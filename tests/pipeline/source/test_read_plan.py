@@ -68,3 +68,20 @@ def test_invariants() -> None:
     with pytest.raises(ValueError, match="decodeErrorPath: expected a directory"):
         ReadPlan(RANGES, avro=AVRO.__class__(**{**AVRO.to_json(), "error_path": None}),
                  reader_schema=READER)  # fmt: skip
+
+
+def test_include_headers_is_in_every_plan() -> None:
+    plan = ReadPlan(RANGES)
+    assert plan.include_headers is True  # the load's plans keep headers (lineage)
+    assert json.loads(plan.encode())["include_headers"] is True
+    without = ReadPlan(RANGES, include_headers=False)
+    assert ReadPlan.decode(without.encode()) == without
+    # A plan written before the field existed read headers: it still does.
+    doc = json.loads(without.encode())
+    del doc["include_headers"]
+    assert ReadPlan.decode(json.dumps(doc)).include_headers is True
+    with pytest.raises(InvalidReadPlanError, match="include_headers: expected true or false"):
+        ReadPlan(RANGES, include_headers="yes")  # type: ignore[arg-type]
+    for key in ("includeHeaders", "startingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(InvalidReadPlanError, match="expected no option the plan decides"):
+            ReadPlan.from_options({READ_PLAN_OPTION: plan.encode(), key: "1"})
