@@ -13,13 +13,9 @@ spark-submit its ``--master`` wins over the config's ``spark.master``.
 
 from __future__ import annotations
 
-import os
 import sys
 
-if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from sluice.cli.audit_command import audit_main  # noqa: E402
+from sluice.cli.audit_command import audit_main
 
 if __name__ == "__main__":
     sys.exit(audit_main())

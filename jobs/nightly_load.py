@@ -4,31 +4,29 @@
     python -m sluice.jobs.nightly_load --config conf/nightly_load.properties [--override key=value]
 
 On this machine the project is pip-installed (editable) into the venv whose ``python`` runs the
-driver and the workers (set ``PYSPARK_PYTHON`` to it when calling spark-submit). On a cluster
-ship the installed ``sluice`` package with the job instead, e.g.::
+driver; in local mode the load runs the executors' Python workers with it too. On a cluster
+ship sluice with the job as a zip of the wheel (PySpark puts ``.zip`` files, not ``.whl``, on
+the executors' ``sys.path``)::
 
-    pip install --no-deps --target /tmp/sluice-pkg /path/to/sluice
-    (cd /tmp/sluice-pkg && zip -qr /tmp/sluice.zip sluice)
-    spark-submit --master yarn --deploy-mode cluster --py-files /tmp/sluice.zip \\
-        --files conf/nightly_load.properties jobs/nightly_load.py \\
-        --config nightly_load.properties
+    pip wheel --no-deps --wheel-dir dist .            # dist/sluice-<v>-py3-none-any.whl
+    cp dist/sluice-*-py3-none-any.whl dist/sluice.zip
+    spark-submit --master spark://spark-master:7077 --py-files dist/sluice.zip \
+        --conf spark.pyspark.python=/usr/bin/python3 \
+        jobs/nightly_load.py --config conf/nightly_load.properties
 
-(the driver plans the run with ``sluice.pipeline``, ``sluice.common`` and ``sluice.cli``;
-executors need ``sluice.pipeline.source``, ``sluice.schemas`` with ``fastavro`` for Avro values
-(``valueFormat=avro``), ``pyarrow`` and ``confluent-kafka``.) Under spark-submit its
-``--master`` wins over the config's ``spark.master``. The module is only an entry point: the
+(or ``spark.submit.pyFiles`` in the config; or ``spark.archives`` with a packed virtualenv).
+The executors' Python needs ``pyarrow`` and ``confluent-kafka`` (``fastavro`` too for
+``valueFormat=avro``) installed; the driver needs the whole ``sluice[spark]``. Under
+spark-submit its ``--master`` wins over the config's ``spark.master``; without either Spark's
+conventions decide (``sluice.pipeline.load.session``). The module is only an entry point: the
 load itself is ``sluice.pipeline.load.run``, its command line ``sluice.cli.load_command``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
-if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from sluice.cli.load_command import load_main  # noqa: E402
+from sluice.cli.load_command import load_main
 
 if __name__ == "__main__":
     sys.exit(load_main())

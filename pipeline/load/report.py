@@ -16,11 +16,17 @@ JSON, version 1::
      "data_loss": [...DataLoss.to_json()...], "total_rows": 99, "total_lost": 0,
      "total_errors": 1, "errors_path": "file:///w/events/load=3/_errors",
      "reader_schema": {"id": 4, "subject": "t-value", "version": 2},
-     "schema_ids": {"t": [1, 4]}, "message": "...", "error": null}
+     "schema_ids": {"t": [1, 4]},
+     "progress": {"splits_done": 4, "splits_total": 4, "offsets_total": 100,
+                  "rows_per_second": 8.2, "seconds": 12.1},
+     "message": "...", "error": null}
 
 ``rows`` are the records that landed in the table; ``errors`` the undecodable ones a typed load
 (``valueFormat=avro``) put in the run's error table (``errors_path``, set when there are any);
 ``reader_schema`` and ``schema_ids`` (writer schemas seen) are null / ``{}`` for binary loads.
+``progress`` is the read+write job's last progress reading (``sluice.pipeline.load.progress``:
+splits done of total, the offsets planned, seconds) with ``rows_per_second`` the exact rate
+(rows and error rows over the phase's seconds); null when the run read nothing.
 
 A partition's entry is its ``OffsetRange`` (``sluice.pipeline.source.ranges``) with the counts
 reading it produced (``PartitionReport``); a date's entry is the manifest's ``RowCount``.
@@ -93,6 +99,7 @@ class LoadReport:
     reader_schema: dict[str, Any] | None = None  # typed loads: {"id", "subject", "version"}
     schema_ids: dict[str, list[int]] = field(default_factory=dict)  # writer ids per topic
     errors_path: str | None = None  # the published error table, when it has rows
+    progress: dict[str, Any] | None = None  # the read+write job's last progress reading
 
     @property
     def total_rows(self) -> int:
@@ -129,6 +136,7 @@ class LoadReport:
             "errors_path": self.errors_path,
             "reader_schema": self.reader_schema,
             "schema_ids": self.schema_ids,
+            "progress": self.progress,
             "message": self.message,
             "error": self.error,
         }
@@ -203,6 +211,11 @@ class LoadReport:
             lines.append(
                 f"ERRORS: {self.total_errors} undecodable records in the error table"
                 + (f" {self.errors_path}" if self.errors_path else "")
+            )
+        if self.progress:
+            lines.append(
+                f"read+write: {self.progress['splits_done']}/{self.progress['splits_total']} "
+                f"splits, {self.progress['rows_per_second']:,.0f} rows/s"
             )
         if self.phases:
             lines.append(

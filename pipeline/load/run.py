@@ -16,13 +16,24 @@ on Spark. One run:
    partitions nor resolves offsets again), a ``date`` column (UTC ``yyyy-MM-dd`` of the record
    timestamp), Parquet partitioned by ``topic``/``date`` into the
    run's staging directory (``sluice.pipeline.table.commit``).
-3. **verify** — count what landed per topic/partition/date from the staged files and check it
-   against what the readers fetched (each split writes its rows/bytes/seconds to
-   ``_metrics/`` in the staging directory; deleted before publishing).
+3. **verify** — every planned range with offsets must be accounted for where the driver
+   publishes (``sluice.pipeline.load.verify``): the rows Spark's write tasks counted (an
+   accumulator of ``DataFrame.observe``, delivered through Spark), the split metrics (each
+   split writes its rows/bytes/seconds to ``_metrics/`` in the staging directory; deleted
+   before publishing) and the files the driver itself lists and reads must agree. A range read
+   but not found — executors writing to a disk the driver cannot see — fails the run naming
+   it (``StrandedFilesError``): nothing published, no offset moved.
 4. **commit** — write ``_manifest.json`` (every range with rows and bytes, the resume offsets,
    per-date counts, files, data loss, schema ids, error counts) and publish with one
-   no-replace rename.
+   no-replace rename, through the JVM's Hadoop ``FileContext`` for every scheme
+   (``HadoopRenamer``: the code that publishes on ``hdfs://`` is the code ``file://`` runs).
 5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
+
+Before the plan the run starts Spark (``sluice.pipeline.load.session``: the master by Spark's
+conventions unless the configuration names one), refuses a table on a filesystem without an
+atomic rename (object stores), and checks that the driver and the executors can open the
+table's filesystem. While the read+write job runs, ``sluice.pipeline.load.progress`` shows
+splits done of total, rows/s and an ETA; the final figures go into the report.
 
 Typed loads (``valueFormat=avro``)
 ==================================
@@ -53,12 +64,10 @@ of one table coordinate only through the table's commit protocol.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import posixpath
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,14 +76,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from sluice.common.options import boolean, names, positive_int, text
+from sluice.pipeline.load.errors import LoadConfigError, LoadError
+from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
+from sluice.pipeline.load.session import build_spark, check_filesystem
+from sluice.pipeline.load.verify import METRICS_DIR, account, read_metrics, scan_staged
 from sluice.pipeline.source.avro_columns import (
-    ERROR_ARROW_SCHEMA,
     OutputLayout,
     ReaderSchema,
     ValueSchemaError,
@@ -90,20 +101,25 @@ from sluice.pipeline.source.options import (
     Subscribe,
     complete_offsets,
 )
-from sluice.pipeline.source.ranges import OffsetRange, Resolution, resolve_ranges
+from sluice.pipeline.source.ranges import OffsetRange, Resolution, resolve_ranges, split_ranges
 from sluice.pipeline.source.read_plan import READ_PLAN_OPTION, ReadPlan
 from sluice.pipeline.source.split_reader import consumer_config
-from sluice.pipeline.table.commit import StagedRun, TableWriter
-from sluice.pipeline.table.manifest import (
-    ERRORS_DIR,
-    DataFile,
-    ErrorCount,
-    RangeRecord,
-    RowCount,
-    is_error_file,
+from sluice.pipeline.table.commit import TableWriter
+from sluice.pipeline.table.filesystem import (
+    HadoopRenamer,
+    UnsupportedTableSchemeError,
+    check_table_scheme,
 )
+from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord
 
-__all__ = ["CRASH_PHASES", "LoadConfig", "LoadConfigError", "LoadError", "run_load"]
+__all__ = [
+    "CRASH_PHASES",
+    "LoadConfig",
+    "LoadConfigError",
+    "LoadError",
+    "build_spark",
+    "run_load",
+]
 
 log = logging.getLogger("sluice.load")
 
@@ -124,14 +140,6 @@ AVRO_KEYS = (
 _LAYOUT_COLUMNS = ("topic", "partition", "offset", "date")
 
 
-class LoadConfigError(ValueError):
-    """A configuration key is missing or malformed; the message names the key."""
-
-
-class LoadError(RuntimeError):
-    """The run failed; nothing was published. The message says why."""
-
-
 def _to_uri(path: str) -> str:
     """A plain local path becomes an absolute ``file://`` URI; URIs pass through."""
     if urlsplit(path).scheme:
@@ -150,7 +158,7 @@ class LoadConfig:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
-    spark_master: str = "local[2]"
+    spark_master: str | None = None  # None: Spark's conventions (sluice.pipeline.load.session)
     run_id: str | None = None
     reports: str | None = None  # default <warehouse>/_reports
     kafka: dict[str, str] = field(default_factory=dict)  # other kafka.* keys, for consumers
@@ -202,18 +210,23 @@ class LoadConfig:
                 f"{sorted(given)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
             )
         reports = text(props, "reports.path")
+        warehouse = _to_uri(required("warehouse.path"))
+        try:
+            check_table_scheme(warehouse)
+        except UnsupportedTableSchemeError as exc:
+            raise LoadConfigError(f"warehouse.path: {exc}") from None
         return cls(
             avro=avro,
             bootstrap_servers=required("kafka.bootstrap.servers"),
             topics=topics,
-            warehouse=_to_uri(required("warehouse.path")),
+            warehouse=warehouse,
             table=table,
             fail_on_data_loss=boolean(props, "failOnDataLoss", True, error=LoadConfigError),
             min_partitions=positive_int(props, "minPartitions", error=LoadConfigError),
             max_records_per_partition=positive_int(
                 props, "maxRecordsPerPartition", error=LoadConfigError
             ),
-            spark_master=text(props, "spark.master") or "local[2]",
+            spark_master=text(props, "spark.master"),
             run_id=text(props, "run.id"),
             reports=_to_uri(reports) if reports else None,
             kafka={
@@ -280,25 +293,6 @@ def _default_run_id(table: str) -> str:
     return f"nightly-{table}-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
 
 
-def build_spark(config: LoadConfig) -> Any:
-    """A SparkSession for the load: the configured master unless spark-submit chose one."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(f"sluice-nightly-load-{config.table}")
-    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit
-        builder = builder.master(config.spark_master)
-    settings = {
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
-        **config.spark,
-    }
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 @contextmanager
 def _phase(report: LoadReport, name: str, progress: Callable[[str], None]) -> Iterator[None]:
     progress(f"{name} ...")
@@ -329,33 +323,6 @@ def _plan(
         partitions=assigned,
         fail_on_data_loss=config.fail_on_data_loss,
     )
-
-
-def _read_metrics(staged: StagedRun) -> list[dict[str, Any]]:
-    fs = staged.table.fs
-    root = posixpath.join(staged.path, "_metrics")
-    metrics = [
-        json.loads(fs.read_bytes(posixpath.join(root, name)))
-        for name, _ in fs.walk_files(root)
-        if name.endswith(".json")
-    ]
-    fs.delete_dir(root)
-    return metrics
-
-
-def _landed(spark: Any, staged: StagedRun, files: Sequence[DataFile]) -> list[RowCount]:
-    """Rows per (topic, partition, date) in the staged Parquet data files (Spark does not
-    look into ``_errors/``)."""
-    if not any(not is_error_file(f.path) for f in files):
-        return []
-    rows = (
-        spark.read.option("basePath", staged.uri)
-        .parquet(staged.uri)
-        .groupBy("topic", "partition", "date")
-        .count()
-        .collect()
-    )
-    return sorted(RowCount(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in rows)
 
 
 def _resolve_avro(
@@ -395,12 +362,18 @@ def _read_and_write(
     reads: Sequence[OffsetRange],
     uri: str,
     avro: tuple[ReaderSchema, OutputLayout] | None,
-) -> None:
-    """Read the planned ranges with the ``sluice`` source and write them as Parquet at ``uri``.
+    watch: Callable[[str, int], LoadProgress],
+    report: LoadReport,
+) -> dict[tuple[str, int], int]:
+    """Read the planned ranges with the ``sluice`` source and write them as Parquet at ``uri``;
+    return the rows per topic-partition that Spark's write tasks counted.
 
     The source gets the plan itself (``readPlan``): the ranges, the split options and, for a
     typed load, the options with the run's error table and the reader schema resolved in the
-    plan phase — it lists no partitions and asks no registry on the driver."""
+    plan phase — it lists no partitions and asks no registry on the driver. The count is an
+    ``Observation`` of the written DataFrame: accumulators merged once per successful task and
+    delivered to the driver with the job, whatever filesystem the tasks wrote to. The job runs
+    in its own job group, which ``watch(group, splits)`` follows for the progress line."""
     register(spark)
     typed = None
     timestamp = "timestamp"
@@ -415,10 +388,11 @@ def _read_and_write(
         max_records_per_partition=config.max_records_per_partition,
         avro=typed,
         reader_schema=None if avro is None else avro[0],
+        include_headers=True,  # the table keeps the headers (the typed layout has them too)
     )
     options = {
         **config.kafka_options(),
-        "metricsPath": posixpath.join(uri, "_metrics"),
+        "metricsPath": posixpath.join(uri, METRICS_DIR),
         READ_PLAN_OPTION: plan.encode(),
     }
     df = spark.read.format("sluice").options(**options).load()
@@ -427,8 +401,33 @@ def _read_and_write(
         "CAST(date_add(DATE'1970-01-01', "
         f"CAST(floor(unix_micros(`{timestamp}`) / 86400000000) AS INT)) AS STRING)"
     )
-    out = df.withColumn("date", utc_date)
-    out.write.mode("append").partitionBy("topic", "date").parquet(uri)
+    observation = Observation("sluice-load-rows")
+    # One count per planned range (one range per topic-partition); `topic` and `partition` are
+    # always the Kafka columns (_resolve_avro refuses value fields taking them).
+    counts = [
+        F.count_if((F.col("topic") == r.topic) & (F.col("partition") == r.partition)).alias(f"r{i}")
+        for i, r in enumerate(reads)
+    ]
+    out = df.withColumn("date", utc_date).observe(observation, *counts)
+    splits = split_ranges(
+        list(reads),
+        min_partitions=config.min_partitions,
+        max_records_per_partition=config.max_records_per_partition,
+    )
+    group = f"sluice-load-{report.run_id}"
+    context = spark.sparkContext
+    context.setJobGroup(group, f"sluice load {report.run_id}: read+write")
+    progress = watch(group, len(splits)).start()
+    finished = False
+    try:
+        out.write.mode("append").partitionBy("topic", "date").parquet(uri)
+        finished = True
+    finally:
+        figures = progress.stop(finished=finished)
+        context.setLocalProperty("spark.jobGroup.id", None)
+    observed = observation.get
+    report.progress = figures.to_json()
+    return {(r.topic, r.partition): int(observed[f"r{i}"]) for i, r in enumerate(reads)}
 
 
 def run_load(
@@ -436,18 +435,31 @@ def run_load(
     spark: Any | None = None,
     *,
     progress: Callable[[str], None] | None = None,
+    live: bool = False,
 ) -> LoadReport:
     """Run one load; see the module doc. Returns the report (also written and logged).
 
     Raises ``LoadError`` (report written, status ``failed``) when the run fails; nothing is
-    published then. ``spark`` defaults to ``build_spark(config)``.
+    published then. ``spark`` defaults to ``build_spark(config)``. ``progress`` gets the
+    progress lines (default: the ``sluice.load`` logger); ``live=True`` (a TTY) shows the
+    read+write progress as one line rewritten in place on stderr instead.
     """
     say = progress or (lambda message: log.info("%s", message))
     run_id = config.run_id or _default_run_id(config.table)
-    writer = TableWriter(config.table_uri)
-    report = LoadReport(run_id=run_id, table=writer.uri)
+    report = LoadReport(run_id=run_id, table=config.table_uri)
     try:
-        return _run(config, spark, writer, report, say)
+        spark = spark if spark is not None else build_spark(config, say)
+        report.spark_app_id = spark.sparkContext.applicationId
+        check_filesystem(spark, config.table_uri, say)
+        # One publish path for every scheme: the rename through the JVM's Hadoop FileContext.
+        writer = TableWriter(config.table_uri, HadoopRenamer.from_spark(spark))
+        report.table = writer.uri
+
+        def watch(group: str, splits: int) -> LoadProgress:
+            offsets = sum(p.range.count for p in report.partitions)
+            return LoadProgress(spark, group, splits=splits, offsets=offsets, say=say, live=live)
+
+        return _run(config, spark, writer, report, say, watch)
     except Exception as exc:
         report.finish("failed", "nothing was published", f"{type(exc).__name__}: {exc}")
         say(f"FAILED: {exc}")
@@ -462,10 +474,11 @@ def run_load(
 
 def _run(
     config: LoadConfig,
-    spark: Any | None,
+    spark: Any,
     writer: TableWriter,
     report: LoadReport,
     say: Callable[[str], None],
+    watch: Callable[[str, int], LoadProgress],
 ) -> LoadReport:
     with _phase(report, "plan", say):
         removed = writer.cleanup_staging()
@@ -507,30 +520,32 @@ def _run(
         print(report.summary(), flush=True)
         return report
 
-    spark = spark if spark is not None else build_spark(config)
-    report.spark_app_id = spark.sparkContext.applicationId
     staged = writer.begin(report.run_id, latest.run_id if latest else None)
     report.sequence = staged.sequence
     say(f"staging load={staged.sequence} at {staged.uri}")
     try:
+        observed: dict[tuple[str, int], int] = {}
         with _phase(report, "read+write", say):
             if reads:
                 _crash_during_read(spark)
-                _read_and_write(spark, config, reads, staged.uri, avro)
+                observed = _read_and_write(spark, config, reads, staged.uri, avro, watch, report)
         with _phase(report, "verify", say):
-            metrics = _read_metrics(staged)
-            files, error_counts = _run_files(staged)
-            dates = _landed(spark, staged, files)
-            _account(report, reads, metrics, dates, error_counts)
+            metrics = read_metrics(staged)
+            scan = scan_staged(staged)
+            account(report, reads, observed, metrics, scan, staged.uri)
+        if report.progress is not None:  # the exact rate, now that the rows are counted
+            seconds = report.phases.get("read+write", 0.0)
+            done = report.total_rows + report.total_errors
+            report.progress["rows_per_second"] = round(done / seconds, 1) if seconds else 0.0
         _crash_point("staged", spark)
         with _phase(report, "commit", say):
             manifest = staged.manifest(
                 [RangeRecord(p.range, p.rows, p.bytes) for p in report.partitions],
-                files,  # the data files and the error table's
-                row_counts=dates,
+                scan.files,  # the data files and the error table's
+                row_counts=scan.row_counts,
                 schema_ids=report.schema_ids,
                 data_loss=report.data_loss,
-                error_counts=error_counts,
+                error_counts=scan.error_counts,
             )
             staged.write_manifest(manifest)
             _crash_point("manifest", spark)
@@ -559,86 +574,3 @@ def _run(
     say(f"report: {report.write(config.reports_uri)}")
     print(report.summary(), flush=True)
     return report
-
-
-def _run_files(staged: StagedRun) -> tuple[list[DataFile], list[ErrorCount]]:
-    """Every Parquet file of the staged run (data and ``_errors/``), with sizes and row
-    counts, and the error table's rows per partition."""
-    fs = staged.table.fs
-    files: list[DataFile] = []
-    errors: dict[tuple[str, int], int] = {}
-    for relative, size in fs.walk_files(staged.path):
-        if not relative.endswith(".parquet"):
-            continue
-        is_error = is_error_file(relative)
-        if not is_error and any(p.startswith(("_", ".")) for p in relative.split("/")):
-            raise LoadError(
-                f"{staged.uri}: expected no Parquet file under a '_' or '.' directory but "
-                f"{ERRORS_DIR}/, found {relative!r}"
-            )
-        with fs.fs.open_input_file(posixpath.join(staged.path, relative)) as f:
-            if is_error:
-                table = pq.read_table(f, columns=["topic", "partition"])
-                expected = [
-                    ERROR_ARROW_SCHEMA.field("topic"),
-                    ERROR_ARROW_SCHEMA.field("partition"),
-                ]
-                if list(table.schema) != expected:
-                    raise LoadError(f"{relative}: expected an error file, found {table.schema}")
-                for topic, partition in zip(
-                    table.column("topic").to_pylist(),
-                    table.column("partition").to_pylist(),
-                    strict=True,
-                ):
-                    errors[topic, partition] = errors.get((topic, partition), 0) + 1
-                rows = table.num_rows
-            else:
-                rows = pq.ParquetFile(f).metadata.num_rows
-        files.append(DataFile(relative, size, rows))
-    counts = [ErrorCount(t, p, n) for (t, p), n in sorted(errors.items())]
-    return sorted(files, key=lambda f: f.path), counts
-
-
-def _account(
-    report: LoadReport,
-    reads: Sequence[OffsetRange],
-    metrics: Sequence[Mapping[str, Any]],
-    dates: Sequence[RowCount],
-    error_counts: Sequence[ErrorCount] = (),
-) -> None:
-    """Fill the report's per-partition numbers; fail if the files and the readers disagree:
-    every record fetched is in the data files or in the error table, once."""
-    by_tp = {(p.range.topic, p.range.partition): p for p in report.partitions}
-    schema_ids: dict[str, set[int]] = {}
-    for m in metrics:
-        part = by_tp[m["topic"], m["partition"]]
-        part.bytes += int(m["bytes"])
-        part.seconds += float(m["seconds"])
-        part.lost += int(m["lost"])
-        errors = int(m.get("errors", 0))
-        part.rows += int(m["rows"]) - errors
-        part.errors += errors
-        if m.get("schema_ids"):
-            schema_ids.setdefault(m["topic"], set()).update(int(i) for i in m["schema_ids"])
-    landed: dict[tuple[str, int], int] = {}
-    for d in dates:
-        landed[d.topic, d.partition] = landed.get((d.topic, d.partition), 0) + d.rows
-    in_error_table = {(e.topic, e.partition): e.rows for e in error_counts}
-    for r in reads:
-        part = by_tp[r.topic, r.partition]
-        written = landed.get((r.topic, r.partition), 0)
-        if part.rows != written or written > r.count:
-            raise LoadError(
-                f"{r.topic}-{r.partition}: expected the staged files to hold the {part.rows} "
-                f"records fetched from [{r.start}, {r.end}) and decoded, found {written}"
-            )
-        routed = in_error_table.pop((r.topic, r.partition), 0)
-        if part.errors != routed:
-            raise LoadError(
-                f"{r.topic}-{r.partition}: expected the error table to hold the {part.errors} "
-                f"undecodable records of [{r.start}, {r.end}), found {routed}"
-            )
-    if in_error_table:
-        raise LoadError(f"expected error rows only of partitions read, found {in_error_table}")
-    report.dates = list(dates)
-    report.schema_ids = {t: sorted(ids) for t, ids in sorted(schema_ids.items())}

@@ -22,8 +22,22 @@ atomic step, or fail because ``dst`` exists. ``pyarrow.fs`` cannot do it on HDFS
 
 ``TableFileSystem.from_uri`` picks ``LocalRenamer`` for the local filesystem; for any other
 scheme pass a renamer (``HadoopRenamer.from_spark(spark)``), or ``rename_noreplace`` raises
-``UnsupportedRenameError`` rather than fall back to a check-then-rename race. Instances hold no
-state beyond the filesystem handle and are as thread-safe as it is.
+``UnsupportedRenameError`` rather than fall back to a check-then-rename race. The nightly load
+passes ``HadoopRenamer`` for **every** scheme, ``file://`` included, so the code that publishes
+on HDFS is the code the local tests run; ``HadoopRenamer`` takes plain local paths as
+``file://`` URIs. Instances hold no state beyond the filesystem handle and are as thread-safe
+as it is.
+
+Which schemes a table may live on (``check_table_scheme``)
+==========================================================
+The commit is one rename, so a table needs a filesystem whose directory rename is atomic and
+fails on an existing target: ``file`` (rename(2) within one filesystem) and ``hdfs`` /
+``viewfs`` (one namenode operation). Object stores (``s3a``, ``s3``, ``gs``, ``abfs``,
+``wasb``, ``oss``...) have no directory rename at all — Hadoop's connectors emulate it by
+copying and deleting object by object, so readers can see half a run and two writers can both
+"win". Tables there need a commit built on the store's own conditional write (a table format
+such as Iceberg or Delta commits one metadata object with put-if-absent); Sluice refuses them
+with ``UnsupportedTableSchemeError`` instead of publishing non-atomically.
 """
 
 from __future__ import annotations
@@ -39,13 +53,19 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 __all__ = [
+    "ATOMIC_RENAME_SCHEMES",
     "HadoopRenamer",
     "LocalRenamer",
     "Renamer",
     "TableFileSystem",
     "TargetExistsError",
     "UnsupportedRenameError",
+    "UnsupportedTableSchemeError",
+    "check_table_scheme",
 ]
+
+ATOMIC_RENAME_SCHEMES = ("file", "hdfs", "viewfs")
+"""URI schemes whose directory rename is atomic and refuses an existing target (module doc)."""
 
 
 class TargetExistsError(FileExistsError):
@@ -54,6 +74,24 @@ class TargetExistsError(FileExistsError):
 
 class UnsupportedRenameError(RuntimeError):
     """No atomic rename-if-absent is configured for this filesystem."""
+
+
+class UnsupportedTableSchemeError(ValueError):
+    """A table URI names a filesystem without an atomic directory rename (an object store)."""
+
+
+def check_table_scheme(uri: str) -> None:
+    """Raise ``UnsupportedTableSchemeError`` unless ``uri`` is a local path or a URI of one of
+    ``ATOMIC_RENAME_SCHEMES``; the message says why object stores are refused."""
+    scheme = urlsplit(uri).scheme.lower()
+    if scheme and scheme not in ATOMIC_RENAME_SCHEMES:
+        raise UnsupportedTableSchemeError(
+            f"{uri}: expected a filesystem with an atomic directory rename "
+            f"({', '.join(s + '://' for s in ATOMIC_RENAME_SCHEMES)} or a local path), found "
+            f"{scheme}://; object stores copy and delete object by object instead of renaming, "
+            "so a run could be seen half-published; keep the table on HDFS or a local/shared "
+            "disk"
+        )
 
 
 class Renamer(Protocol):
@@ -99,8 +137,11 @@ class LocalRenamer:
 class HadoopRenamer:
     """Rename-if-absent through Hadoop's ``FileContext`` in the Spark driver's JVM.
 
-    ``src`` and ``dst`` are full URIs (``hdfs://namenode:8020/...``). Not thread-safe beyond
-    what py4j offers (one gateway call at a time is fine).
+    ``src`` and ``dst`` are full URIs (``hdfs://namenode:8020/...``, ``file:///w/...``) or
+    plain local paths (taken as ``file://``). The same call for every scheme: ``FileContext``
+    picks the scheme's ``AbstractFileSystem`` (HDFS: one namenode rename; local: ``LocalFs``,
+    which checks the target and then calls rename(2)). Not thread-safe beyond what py4j offers
+    (one gateway call at a time is fine).
     """
 
     def __init__(self, jvm: Any, gateway: Any, hadoop_conf: Any) -> None:
@@ -116,6 +157,7 @@ class HadoopRenamer:
     def rename_noreplace(self, src: str, dst: str) -> None:
         from py4j.protocol import Py4JJavaError
 
+        src, dst = _as_uri(src), _as_uri(dst)
         fs_pkg = self._jvm.org.apache.hadoop.fs
         rename_enum = getattr(fs_pkg, "Options$Rename")
         options = self._gateway.new_array(rename_enum, 1)
@@ -129,6 +171,11 @@ class HadoopRenamer:
             if name == "org.apache.hadoop.fs.FileAlreadyExistsException":
                 raise TargetExistsError(errno.EEXIST, "rename target exists", dst) from None
             raise
+
+
+def _as_uri(path: str) -> str:
+    """A plain local path as a ``file://`` URI; URIs pass through."""
+    return path if urlsplit(path).scheme else "file://" + os.path.abspath(path)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,156 @@
+"""Progress of a load's read+write job while it runs: splits done of total, rows/s, ETA.
+
+``LoadProgress`` runs one daemon thread that polls Spark's status tracker (driver side, no
+executor involvement) for the jobs of the load's job group (``SparkContext.setJobGroup``): the
+tasks of their stages, completed of total. The load's read+write job has one task per split,
+so "tasks done" is "splits done"; rows are estimated from the plan (the splits are cut to
+near-equal offset counts by ``sluice.pipeline.source.ranges.split_ranges``), as
+``offsets planned × splits done / splits total`` — the exact count is known only when the
+job's accumulators arrive with its result.
+
+Output: on a TTY (``live=True``) one line rewritten in place on stderr every second; otherwise
+a progress line through ``say`` every ``interval`` seconds (so logs and CI show it too). The
+final figures (``ProgressFigures``) go into the run report.
+
+Thread-safety: ``start``/``stop`` from the thread that runs the load; the polling thread only
+reads Spark's tracker and writes the figures it alone owns until ``stop`` joins it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+__all__ = ["LoadProgress", "ProgressFigures"]
+
+
+@dataclass(slots=True)
+class ProgressFigures:
+    """One reading: splits done of total, offsets read (estimated while running), seconds."""
+
+    splits_done: int
+    splits_total: int
+    offsets_done: int
+    offsets_total: int
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.offsets_done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the current rate; ``None`` before the first split is done."""
+        if self.splits_done == 0 or self.seconds <= 0:
+            return None
+        return self.seconds * (self.splits_total - self.splits_done) / self.splits_done
+
+    def line(self) -> str:
+        eta = self.eta_seconds
+        return (
+            f"read+write: {self.splits_done}/{self.splits_total} splits, "
+            f"~{self.offsets_done:,} of {self.offsets_total:,} offsets, "
+            f"{self.rows_per_second:,.0f} rows/s, "
+            + ("ETA --" if eta is None else f"ETA {_clock(eta)}")
+            + f", {_clock(self.seconds)} elapsed"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "splits_done": self.splits_done,
+            "splits_total": self.splits_total,
+            "offsets_total": self.offsets_total,
+            "rows_per_second": round(self.rows_per_second, 1),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+class LoadProgress:
+    """Watches the jobs of Spark job group ``group`` (see the module doc)."""
+
+    def __init__(
+        self,
+        spark: Any,
+        group: str,
+        *,
+        splits: int,
+        offsets: int,
+        say: Callable[[str], None],
+        live: bool = False,
+        interval: float = 10.0,
+        stream: TextIO | None = None,
+    ) -> None:
+        self._context = spark.sparkContext
+        self.group = group
+        self.splits = splits
+        self.offsets = offsets
+        self._say = say
+        self._live = live
+        self._interval = 1.0 if live else interval
+        self._stream = stream if stream is not None else sys.stderr
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._began = time.monotonic()
+        self._done = 0
+
+    def figures(self) -> ProgressFigures:
+        done = min(self._done, self.splits)
+        offsets = self.offsets * done // self.splits if self.splits else 0
+        return ProgressFigures(
+            done, self.splits, offsets, self.offsets, time.monotonic() - self._began
+        )
+
+    def _poll(self) -> None:
+        tracker = self._context.statusTracker()
+        done = 0
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    done += stage.numCompletedTasks
+        self._done = max(self._done, done)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._poll()
+            except Exception:  # noqa: BLE001 - progress must never fail the load
+                continue
+            self._show(self.figures())
+
+    def _show(self, figures: ProgressFigures) -> None:
+        if self._live:
+            self._stream.write("\r\x1b[2K[sluice load] " + figures.line())
+            self._stream.flush()
+        else:
+            self._say(figures.line())
+
+    def start(self) -> LoadProgress:
+        self._began = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="sluice-load-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, *, finished: bool) -> ProgressFigures:
+        """Stop polling; ``finished``: the job succeeded, so every split is done. Returns the
+        final figures (offsets still estimated; the caller knows the exact rows)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if finished:
+            self._done = self.splits
+        figures = self.figures()
+        if self._live:
+            self._stream.write("\r\x1b[2K")
+            self._stream.flush()
+        return figures

@@ -1,0 +1,251 @@
+"""The verify phase of a load: every planned range accounted for, where the driver publishes.
+
+Three witnesses of what a run read and wrote, and the rule that they agree for every planned
+range with offsets to read (``[start, end)``, ``end > start``) before anything is published:
+
+1. **Spark's own count** (``observed``): rows per topic-partition counted by the write job's
+   tasks with ``DataFrame.observe`` — Spark accumulators, merged once per successful task and
+   delivered to the driver with the job's result. This is the only witness that travels
+   through Spark itself: it exists even when every file the executors wrote went somewhere
+   the driver cannot see.
+2. **The split metrics** (``metrics``): each finished split writes
+   ``{topic, partition, start, end, rows, bytes, lost, seconds, errors, schema_ids}`` as JSON
+   into the run's ``_metrics/`` (``sluice.pipeline.source.split_reader.write_split_metrics``).
+   Their ``[start, end)`` must tile the planned range; ``rows - errors`` must equal Spark's
+   count.
+3. **The staged files** (``StagedScan``), listed and read by the driver itself on the
+   filesystem it publishes from: the data files' rows per (topic, partition, date), from
+   Parquet footers (the ``partition`` column's statistics; the column itself only where a row
+   group holds several partitions), and the error table's rows per partition.
+
+A range whose Spark count exceeds the rows the driver finds, or whose split metrics the driver
+cannot find, is **stranded**: ``StrandedFilesError`` names every such range and the likely
+cause (a ``file://`` warehouse that is not one shared filesystem for the driver and every
+worker). Any other disagreement is a ``LoadError``. Without this rule a worker that cannot see
+the driver's disk made a run publish "0 rows" and move its offsets past the data.
+
+Functions only; each call is for one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sluice.pipeline.load.errors import LoadError, StrandedFilesError
+from sluice.pipeline.load.report import LoadReport
+from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA
+from sluice.pipeline.source.ranges import OffsetRange
+from sluice.pipeline.table.commit import StagedRun
+from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, RowCount, is_error_file
+
+__all__ = ["METRICS_DIR", "StagedScan", "account", "read_metrics", "scan_staged"]
+
+METRICS_DIR = "_metrics"
+"""The split metrics' directory inside the run's staging directory (deleted before publish)."""
+
+TopicPartitionKey = tuple[str, int]
+
+
+def read_metrics(staged: StagedRun) -> list[dict[str, Any]]:
+    """The split metrics the driver can see in the run's ``_metrics/``; deletes the folder."""
+    fs = staged.table.fs
+    root = posixpath.join(staged.path, METRICS_DIR)
+    metrics = [
+        json.loads(fs.read_bytes(posixpath.join(root, name)))
+        for name, _ in fs.walk_files(root)
+        if name.endswith(".json")
+    ]
+    fs.delete_dir(root)
+    return metrics
+
+
+@dataclass
+class StagedScan:
+    """What the driver finds in a staging directory: every Parquet file with size and rows,
+    the data rows per (topic, partition, date) and the error table's rows per partition."""
+
+    files: list[DataFile] = field(default_factory=list)
+    row_counts: list[RowCount] = field(default_factory=list)
+    error_counts: list[ErrorCount] = field(default_factory=list)
+
+    def landed(self) -> dict[TopicPartitionKey, int]:
+        """Data rows per topic-partition."""
+        rows: dict[TopicPartitionKey, int] = {}
+        for c in self.row_counts:
+            rows[c.topic, c.partition] = rows.get((c.topic, c.partition), 0) + c.rows
+        return rows
+
+
+def _hive_value(part: str, name: str) -> str | None:
+    key, _, value = part.partition("=")
+    return unquote(value) if key == name else None
+
+
+def _partition_rows(parquet: pq.ParquetFile) -> dict[int, int]:
+    """Rows per value of the ``partition`` column of one file: from row-group statistics
+    where a row group holds one partition (Spark's tasks write one split, so one partition,
+    per file), from the column itself otherwise."""
+    metadata = parquet.metadata
+    index = parquet.schema_arrow.get_field_index("partition")
+    if index < 0:
+        raise LoadError(f"expected a 'partition' column, found {parquet.schema_arrow.names}")
+    counts: dict[int, int] = {}
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        stats = row_group.column(index).statistics
+        if (
+            stats is not None
+            and stats.has_min_max
+            and stats.null_count == 0
+            and stats.min == stats.max
+        ):
+            counts[int(stats.min)] = counts.get(int(stats.min), 0) + row_group.num_rows
+            continue
+        column = parquet.read_row_group(group, columns=["partition"]).column(0)
+        for entry in pc.value_counts(column).to_pylist():
+            value = int(entry["values"])
+            counts[value] = counts.get(value, 0) + int(entry["counts"])
+    return counts
+
+
+def scan_staged(staged: StagedRun) -> StagedScan:
+    """List and read (footers, one small column) every Parquet file of the staged run on the
+    driver's view of the table's filesystem. Raises ``LoadError`` for a data file under a
+    ``_``/``.`` directory or out of the ``topic=/date=`` layout."""
+    fs = staged.table.fs
+    scan = StagedScan()
+    dates: dict[tuple[str, int, str], int] = {}
+    errors: dict[TopicPartitionKey, int] = {}
+    for relative, size in fs.walk_files(staged.path):
+        if not relative.endswith(".parquet"):
+            continue
+        is_error = is_error_file(relative)
+        parts = relative.split("/")
+        if not is_error and any(p.startswith(("_", ".")) for p in parts):
+            raise LoadError(
+                f"{staged.uri}: expected no Parquet file under a '_' or '.' directory but "
+                f"{ERRORS_DIR}/, found {relative!r}"
+            )
+        with fs.fs.open_input_file(posixpath.join(staged.path, relative)) as f:
+            if is_error:
+                table = pq.read_table(f, columns=["topic", "partition"])
+                expected = [
+                    ERROR_ARROW_SCHEMA.field("topic"),
+                    ERROR_ARROW_SCHEMA.field("partition"),
+                ]
+                if list(table.schema) != expected:
+                    raise LoadError(f"{relative}: expected an error file, found {table.schema}")
+                for topic, partition in zip(
+                    table.column("topic").to_pylist(),
+                    table.column("partition").to_pylist(),
+                    strict=True,
+                ):
+                    errors[topic, partition] = errors.get((topic, partition), 0) + 1
+                rows = table.num_rows
+            else:
+                topic = _hive_value(parts[0], "topic") if len(parts) == 3 else None
+                date = _hive_value(parts[1], "date") if len(parts) == 3 else None
+                if topic is None or date is None:
+                    raise LoadError(
+                        f"{staged.uri}: expected data files at topic=<t>/date=<d>/<file>, "
+                        f"found {relative!r}"
+                    )
+                parquet = pq.ParquetFile(f)
+                rows = parquet.metadata.num_rows
+                for partition, n in _partition_rows(parquet).items():
+                    dates[topic, partition, date] = dates.get((topic, partition, date), 0) + n
+        scan.files.append(DataFile(relative, size, rows))
+    scan.files.sort(key=lambda f: f.path)
+    scan.row_counts = sorted(RowCount(t, p, d, n) for (t, p, d), n in dates.items() if n)
+    scan.error_counts = [ErrorCount(t, p, n) for (t, p), n in sorted(errors.items())]
+    return scan
+
+
+def _stranded(
+    reads: Sequence[OffsetRange],
+    observed: Mapping[TopicPartitionKey, int],
+    metrics: Sequence[Mapping[str, Any]],
+    landed: Mapping[TopicPartitionKey, int],
+) -> list[str]:
+    """One line per planned range that Spark read but the driver cannot account for."""
+    covered: dict[TopicPartitionKey, int] = {}
+    for m in metrics:
+        key = (str(m["topic"]), int(m["partition"]))
+        covered[key] = covered.get(key, 0) + int(m["end"]) - int(m["start"])
+    lines = []
+    for r in reads:
+        key = (r.topic, r.partition)
+        wrote, found, metered = observed.get(key, 0), landed.get(key, 0), covered.get(key, 0)
+        problems = []
+        if wrote > found:
+            problems.append(f"Spark's tasks wrote {wrote} rows, the driver finds {found}")
+        if metered != r.count:
+            problems.append(f"split metrics cover {metered} of its {r.count} offsets")
+        if problems:
+            lines.append(f"{r.topic}-{r.partition} [{r.start}, {r.end}): " + "; ".join(problems))
+    return lines
+
+
+def account(
+    report: LoadReport,
+    reads: Sequence[OffsetRange],
+    observed: Mapping[TopicPartitionKey, int],
+    metrics: Sequence[Mapping[str, Any]],
+    scan: StagedScan,
+    staged_uri: str,
+) -> None:
+    """Fill the report's per-partition numbers from the metrics; raise unless every planned
+    range is accounted for (module doc): ``StrandedFilesError`` for ranges read but not
+    where the driver publishes, ``LoadError`` for any other disagreement."""
+    landed = scan.landed()
+    stranded = _stranded(reads, observed, metrics, landed)
+    if stranded:
+        raise StrandedFilesError(
+            f"{len(stranded)} of {len(reads)} planned ranges are not accounted for in "
+            f"{staged_uri}, where the driver publishes: " + "; ".join(stranded) + ". Likely "
+            "cause: the executors write to a path the driver cannot see — a file:// "
+            "warehouse that is not one filesystem shared by the driver and every worker at "
+            "the same path (use hdfs://, or mount shared storage everywhere). Nothing was "
+            "published and no offset moved; the rerun reads these ranges again"
+        )
+    by_tp = {(p.range.topic, p.range.partition): p for p in report.partitions}
+    schema_ids: dict[str, set[int]] = {}
+    for m in metrics:
+        part = by_tp[m["topic"], m["partition"]]
+        part.bytes += int(m["bytes"])
+        part.seconds += float(m["seconds"])
+        part.lost += int(m["lost"])
+        errors = int(m.get("errors", 0))
+        part.rows += int(m["rows"]) - errors
+        part.errors += errors
+        if m.get("schema_ids"):
+            schema_ids.setdefault(m["topic"], set()).update(int(i) for i in m["schema_ids"])
+    in_error_table = {(e.topic, e.partition): e.rows for e in scan.error_counts}
+    for r in reads:
+        part = by_tp[r.topic, r.partition]
+        written = landed.get((r.topic, r.partition), 0)
+        wrote = observed.get((r.topic, r.partition), 0)
+        if part.rows != written or written > r.count or wrote != written:
+            raise LoadError(
+                f"{r.topic}-{r.partition}: expected the staged files to hold the {part.rows} "
+                f"records fetched from [{r.start}, {r.end}) and decoded (Spark's tasks "
+                f"counted {wrote}), found {written}"
+            )
+        routed = in_error_table.pop((r.topic, r.partition), 0)
+        if part.errors != routed:
+            raise LoadError(
+                f"{r.topic}-{r.partition}: expected the error table to hold the {part.errors} "
+                f"undecodable records of [{r.start}, {r.end}), found {routed}"
+            )
+    if in_error_table:
+        raise LoadError(f"expected error rows only of partitions read, found {in_error_table}")
+    report.dates = list(scan.row_counts)
+    report.schema_ids = {t: sorted(ids) for t, ids in sorted(schema_ids.items())}
