@@ -1,13 +1,21 @@
 """The broker's fetch path as a fraction of a raw ``os.sendfile`` of the same segment over
 loopback, and the pieces the cross-system benchmarks (``bench_peers``) reuse for Sluice: the
-broker process (``sluice.testing``'s, as in the tests) and confluent-kafka's produce loop."""
+broker process (``sluice.testing``'s, as in the tests) and confluent-kafka's produce loop.
+
+Each side is timed for at least ``PHASE_SECONDS`` (the segment is read again from the start
+as often as needed) and measured ``REPEATS`` times, the two sides alternating so that a change
+in the machine's load hits both; the ratio's spread pairs the i-th Fetch with the i-th raw run.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -16,22 +24,56 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from bench.results import Results
+from bench.results import REPEATS, Results
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.protocol.codec import encode_request
 from sluice.testing.broker import BrokerProcess
 
 MESSAGE = 200
+PHASE_SECONDS = 3.0  # every timed phase lasts at least this long, quick or full
+LOOPS = ("asyncio", "uvloop")
+REPO = Path(__file__).resolve().parent.parent  # where ``bench`` imports from
 
 
-def start_broker(work: Path) -> BrokerProcess:
+class LauncherBroker(BrokerProcess):
+    """``BrokerProcess`` started through ``python -m bench.uvloop_broker`` instead of
+    ``python -m sluice``: the same command line, under uvloop's event loop."""
+
+    def command(self) -> list[str]:
+        args = super().command()
+        at = args.index("-m")
+        return [*args[:at], "-m", "bench.uvloop_broker", *args[at + 2 :]]
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        return env
+
+
+def ensure_uvloop() -> str:
+    """uvloop's version, installed into this environment (pip) when missing."""
+    try:
+        import uvloop
+    except ImportError:
+        print("  pip install uvloop", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "uvloop"], check=True)
+        import uvloop
+    return str(uvloop.__version__)
+
+
+def start_broker(work: Path, loop: str = "asyncio") -> BrokerProcess:
     """A started standalone broker (``sluice.testing.broker.BrokerProcess``) with its log in
     ``<work>/broker`` and its output in ``<work>/broker.out``: one partition per new topic,
-    default asynchronous flushing, warnings only. The caller stops it."""
-    broker = BrokerProcess(
-        work, {"num.partitions": "1"}, log_level="warning", log_dir=work / "broker"
-    )
+    default asynchronous flushing, warnings only; ``loop="uvloop"`` runs it under uvloop
+    (``bench.uvloop_broker``). The caller stops it."""
+    if loop not in LOOPS:
+        raise ValueError(f"unknown event loop {loop!r}; expected one of {LOOPS}")
+    kind = BrokerProcess
+    if loop == "uvloop":
+        ensure_uvloop()
+        kind = LauncherBroker
+    broker = kind(work, {"num.partitions": "1"}, log_level="warning", log_dir=work / "broker")
     return broker.start()
 
 
@@ -61,9 +103,12 @@ def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]) ->
     return elapsed
 
 
-def raw_fetch_rate(bootstrap_port: int, topic: str, end_offset: int) -> float:
+def raw_fetch_rate(
+    bootstrap_port: int, topic: str, end_offset: int, min_seconds: float = 0.0
+) -> float:
     """MB/s of Fetch v11 responses (1 MiB each, no long poll) read by a minimal client that
-    discards them, from offset 0 to ``end_offset``, after one warm-up request."""
+    discards them, from offset 0 to ``end_offset`` — again from 0 until ``min_seconds`` have
+    passed —, after one warm-up request."""
     sock = socket.create_connection(("127.0.0.1", bootstrap_port))
     buf = bytearray(8 << 20)
     fetch_type = request_type(1, 11)
@@ -84,12 +129,17 @@ def raw_fetch_rate(bootstrap_port: int, topic: str, end_offset: int) -> float:
     fetch(1, 0)  # warm-up: the first request pays one-time costs on both sides
     offset, received, cid = 0, 0, 1
     start = time.perf_counter()
-    while offset < end_offset:
+    while True:
+        if offset >= end_offset:
+            if time.perf_counter() - start >= min_seconds:
+                break
+            offset = 0
         cid += 1
+        asked = offset
         size, offset = fetch(cid, offset)
         received += size
         if offset < 0:
-            raise RuntimeError(f"{topic}: a fetch at {offset} returned no records")
+            raise RuntimeError(f"{topic}: a fetch at {asked} returned no records")
     elapsed = time.perf_counter() - start
     sock.close()
     return received / 1e6 / elapsed
@@ -126,28 +176,41 @@ def _next_offset_in(resp: memoryview) -> int:
     return next_offset
 
 
-def raw_sendfile_rate(path: Path) -> float:
+def raw_sendfile_rate(path: Path, min_seconds: float = 0.0) -> float:
     """MB/s of os.sendfile of ``path`` to a loopback TCP socket read by the same kind of
-    client (recv_into a buffer, discard)."""
+    client (recv_into a buffer, discard): the whole file, as many times over one connection as
+    it takes to last ``min_seconds`` (estimated from an untimed first pass of up to 256 MiB)."""
     size = path.stat().st_size
+    probe = min(size, 256 << 20)
+    got, seconds = sendfile_over_loopback(path, probe, 1)
+    per_pass = seconds * size / max(got, 1)
+    passes = max(1, math.ceil(min_seconds / max(per_pass, 1e-6)))
+    got, seconds = sendfile_over_loopback(path, size, passes)
+    return got / 1e6 / seconds
+
+
+def sendfile_over_loopback(path: Path, size: int, passes: int) -> tuple[int, float]:
+    """(bytes received, seconds): the first ``size`` bytes of ``path`` sent ``passes`` times
+    with ``os.sendfile`` (1 MiB per call) to a loopback client that reads and discards them."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 
     def send() -> None:
         conn, _ = server.accept()
         with open(path, "rb") as f:
-            sent = 0
-            while sent < size:
-                sent += os.sendfile(conn.fileno(), f.fileno(), sent, min(1 << 20, size - sent))
+            for _ in range(passes):
+                sent = 0
+                while sent < size:
+                    sent += os.sendfile(conn.fileno(), f.fileno(), sent, min(1 << 20, size - sent))
         conn.close()
 
     thread = threading.Thread(target=send)
     thread.start()
     client = socket.create_connection(("127.0.0.1", port))
     buf = bytearray(1 << 20)
-    got = 0
+    got, total = 0, size * passes
     start = time.perf_counter()
-    while got < size:
+    while got < total:
         n = client.recv_into(buf)
         if n == 0:
             break
@@ -156,24 +219,41 @@ def raw_sendfile_rate(path: Path) -> float:
     thread.join()
     client.close()
     server.close()
-    return got / 1e6 / elapsed
+    return got, elapsed
 
 
-def run(results: Results, quick: bool) -> None:
-    """The fetch path against a raw sendfile of the same segment. (Produce and consume
-    throughput, Sluice's beside the other systems', are in bench_peers.)"""
+def run(results: Results, quick: bool, loop: str = "asyncio") -> None:
+    """The fetch path against a raw sendfile of the same segment, ``REPEATS`` times each,
+    alternating. (Produce and consume throughput, Sluice's beside the other systems', are in
+    bench_peers.)"""
     count = 1_000_000 if quick else 5_000_000
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir="."))
-    broker = start_broker(work)
+    broker = start_broker(work, loop)
+    name = "sluice Fetch v11" + ("" if loop == "asyncio" else f" ({loop})")
     try:
         topic = "bench-fetch"
         produce(broker.bootstrap, topic, count, {"batch.num.messages": 50, "linger.ms": 5})
         segment = next((broker.log_dir / f"{topic}-0").glob("*.log"))
-        fetch = raw_fetch_rate(broker.port, topic, count)
-        raw = raw_sendfile_rate(segment)
-        results.add("fetch_path", "raw os.sendfile", "loopback", raw, "MB/s")
-        results.add("fetch_path", "sluice Fetch v11", "loopback", fetch, "MB/s")
-        results.add("fetch_path", "sluice/raw sendfile", "loopback", fetch / raw, "ratio")
+        fetches, raws = [], []
+        for _ in range(REPEATS):
+            fetches.append(raw_fetch_rate(broker.port, topic, count, PHASE_SECONDS))
+            raws.append(raw_sendfile_rate(segment, PHASE_SECONDS))
+        results.add_runs("fetch_path", "raw os.sendfile", "loopback", raws, "MB/s")
+        results.add_runs("fetch_path", name, "loopback", fetches, "MB/s")
+        ratios = [f / r for f, r in zip(fetches, raws, strict=True)]
+        results.add_runs("fetch_path", "sluice/raw sendfile", "loopback", ratios, "ratio")
+        results.note("fetch_path", f"each side timed for at least {PHASE_SECONDS:.0f} s (the "
+                     f"{segment.stat().st_size / 1e6:,.0f} MB segment read again from the start "
+                     f"as needed), {REPEATS} times alternating; median [min .. max]; load "
+                     f"average {load_average()}")  # fmt: skip
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def load_average() -> str:
+    """The 1-minute load average now (the machine may be shared: it says how noisy)."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "unknown"

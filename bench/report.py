@@ -3,9 +3,12 @@
     python -m bench.report                              # print the markdown
     python -m bench.report --write-readme README.md     # replace the text between the markers
 
-Sources, all in ``build/bench/``: ``results.json`` (every measured number), ``machine.json``
-(the machine, and per experiment the command, mode, date and notes: see ``bench.results``), and
-``peers.json`` when present (message counts and versions of the peers run). The paper's own
+Sources, all in ``build/bench/``: ``results.json`` (every measured number; a repeated one
+shows as its median with ``(min–max)`` of its runs), ``machine.json`` (the machine, and per
+experiment the command, mode, date and notes: see ``bench.results``), ``peers.json`` when
+present (message counts, versions, repetitions and client settings of the peers run), and
+``profiles/*.txt`` when present (``bench.bench_profile``'s top lines, quoted under the profile
+split). The paper's own
 figures are ``bench.plots``'s constants. The prose below describes each experiment and what
 stays true whatever the numbers are; every number in the output comes from those files, or is a
 parameter of the mode the experiment ran in (``SETUP``, mirroring each module's ``run``).
@@ -39,6 +42,7 @@ MAKE_TARGETS = {
     "python -m bench.run --full": "make bench-full",
     "python -m bench.run --quick --only peers": "make bench-peers",
 }
+PROFILE_LINES = 12  # lines of each profile's top-functions table quoted in the README
 
 # Parameters of each mode that no result row carries (they are in each module's run()).
 SETUP = {
@@ -71,6 +75,19 @@ def fmt(value: float, unit: str) -> str:
     else:
         text = f"{value:.3g}"
     return f"{text} {unit}" if unit else text
+
+
+def fmt_row(r: Result) -> str:
+    """``fmt`` of the row's value, with ``(min–max)`` of its runs when it was repeated."""
+    text = fmt(r.value, r.unit)
+    spread = r.spread
+    if spread is None or not _finite(spread[0]) or not _finite(spread[2]):
+        return text
+    if r.unit == "ratio":
+        low, high = f"{spread[0]:.2f}", f"{spread[2]:.2f}"
+    else:
+        low, high = fmt(spread[0], ""), fmt(spread[2], "")
+    return f"{text} ({low}–{high})"
 
 
 def _finite(value: Any) -> bool:
@@ -159,7 +176,7 @@ def table(
         name, note = label(r)
         if name not in labels:
             labels.append(name)
-        text = fmt(r.value, r.unit) if note == "" or _finite(r.value) else note
+        text = fmt_row(r) if note == "" or _finite(r.value) else note
         if note and _finite(r.value):
             text += f" ({note})"
         cells[name, r.system] = text
@@ -266,16 +283,37 @@ def _peer_counts(ctx: Context) -> str:
     if not runs:
         return ""
     by_system: dict[str, list[str]] = {}
+    seen: set[tuple[str, str, int]] = set()
     for run in runs:
-        by_system.setdefault(run["system"], []).append(f"{run['count']:,} ({run['mode']})")
+        key = (run["system"], run["mode"], run["count"])
+        if key not in seen:
+            seen.add(key)
+            by_system.setdefault(run["system"], []).append(f"{run['count']:,} ({run['mode']})")
     groups: dict[str, list[str]] = {}
     for system, counts in by_system.items():
         groups.setdefault(_join(counts), []).append(system)
     text = "; ".join(f"{' and '.join(systems)} {counts}" for counts, systems in groups.items())
+    what = "Messages written"
+    if records.get("repeats"):
+        what += (f" per run (scaled to each system's rate so that every timed phase lasts at "
+                 f"least {records.get('phase_seconds', 0):.0f} s; each figure is the median "
+                 f"of {records['repeats']} runs, (min–max) beside it, the systems taking turns)"
+                 )  # fmt: skip
     versions = records.get("versions", {})
     if versions:
         text += ". Versions: " + "; ".join(f"{s}: {v}" for s, v in versions.items())
-    return f" Messages written: {text}."
+    client = records.get("client")
+    if client:
+        text += (f". Client: {client.get('client', '?')}, the same settings for every "
+                 "Kafka-protocol broker: producer " + _settings(client.get("producer", {}))
+                 + "; per way " + "; ".join(f"{m}: {_settings(v)}" for m, v in
+                                             client.get("producer_modes", {}).items())
+                 + "; consumer " + _settings(client.get("consumer", {})))  # fmt: skip
+    return f" {what}: {text}."
+
+
+def _settings(settings: Mapping[str, Any]) -> str:
+    return "`" + ", ".join(f"{k}={v}" for k, v in settings.items()) + "`"
 
 
 def log_section(ctx: Context) -> list[str]:
@@ -321,6 +359,37 @@ def limits_sentence(ctx: Context) -> list[str]:
         return []
     return ["", _sentence("End to end, through the broker and the Python client: "
                           + "; ".join(parts))]  # fmt: skip
+
+
+def profile_section(ctx: Context) -> list[str]:
+    """The per-request split of the broker's busy time on each profiled path, and each
+    profile's top functions (``profiles/<path>.txt``, first lines)."""
+    rows = ctx.rows["broker_profile"]
+    out = ["**Where the broker's time goes** (`python -m bench.run --only profile`: py-spy "
+           "sampling the broker process under each path's load, no broker changes; % of the "
+           "samples in which the broker was busy, by the innermost frame's part of a request: "
+           "read, decode, dispatch, handler, encode, write, the event loop's own scheduling, "
+           "and threads other than the event loop's)."]  # fmt: skip
+    out += ["", *table(rows, transpose=True, corner="share of busy samples")]
+    texts: Mapping[str, str] = ctx.sidecars.get("profiles") or {}
+    for name, text in texts.items():
+        first = text.partition("\n")[0]
+        out += ["", f"`{name}` — {first}", "", "```", *profile_excerpt(text), "```"]
+    return out
+
+
+def profile_excerpt(text: str, lines: int = PROFILE_LINES) -> list[str]:
+    """The first ``lines`` entries of each table (own time, total time) in a profile's text."""
+    out: list[str] = []
+    taken = 0
+    for line in text.splitlines()[1:]:
+        if line.endswith(":") and not line.startswith(" "):  # a table's title
+            out.append(line)
+            taken = 0
+        elif line.startswith("  ") and taken < lines:
+            out.append(line)
+            taken += 1
+    return out
 
 
 def scale_section(ctx: Context) -> list[str]:
@@ -429,6 +498,7 @@ SECTIONS = (
              "first_message.png"), ratios=False),
     Section(("log_append", "log_read"), log_section),
     Section(("fetch_path",), fetch_section),
+    Section(("broker_profile",), profile_section, ratios=False),
     Section(("scale",), scale_section, ("scale.png",), ratios=False),
     Section(("offsets_article",), offsets_section),
     Section(("partition_strategy",), assignors_section, ("assignors.png",)),
@@ -526,10 +596,18 @@ def render_dir(out_dir: Path = OUT_DIR) -> str:
         raise FileNotFoundError(f"{path}: no results yet; run `python -m bench.run` first")
     rows = load_results(path)
     machine = _json(out_dir / "machine.json") or {}
-    sidecars = {"peers": _json(out_dir / "peers.json")}
+    sidecars = {"peers": _json(out_dir / "peers.json"), "profiles": _profiles(out_dir)}
     date = datetime.datetime.fromtimestamp(path.stat().st_mtime).astimezone().isoformat()
     pngs = {p.name for p in out_dir.glob("*.png")}
     return render(context(rows, machine, sidecars, pngs, date))
+
+
+def _profiles(out_dir: Path) -> dict[str, str]:
+    """``profiles/<name>.txt`` by name, in the order ``bench.bench_profile`` runs them."""
+    order = {"consume": 0, "fetch": 1, "produce-batch-1": 2}
+    paths = sorted((out_dir / "profiles").glob("*.txt"),
+                   key=lambda p: (order.get(p.stem.split("-uvloop")[0], 9), p.stem))  # fmt: skip
+    return {p.stem: p.read_text() for p in paths}
 
 
 def _json(path: Path) -> Any:

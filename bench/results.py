@@ -1,6 +1,11 @@
-"""Benchmark results: a list of ``{"experiment", "system", "metric", "value", "unit"}``
+"""Benchmark results: a list of ``{"experiment", "system", "metric", "value", "unit", "runs"}``
 in ``build/bench/results.json``, and where each experiment's rows came from in
 ``build/bench/machine.json``.
+
+A measurement repeated (``REPEATS`` times, interleaved with the systems it is compared with) is
+one row: ``value`` is the median and ``runs`` every repetition's value, sorted, so the spread
+(min/median/max) is ``runs[0]``/``value``/``runs[-1]``. A row measured once has no ``runs``
+in the file (read as an empty tuple).
 
 Runs are partial more often than not (``python -m bench.run --only scale``), so ``save`` merges:
 the rows of every experiment this run measured replace that experiment's earlier rows, and the
@@ -19,12 +24,14 @@ import json
 import math
 import os
 import platform
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 OUT_DIR = Path("build/bench")
+REPEATS = 3  # repetitions of each repeated measurement: min/median/max of 3
 PROVENANCE = ("command", "date", "mode", "python", "cpus", "platform", "memory_gib")
 
 
@@ -35,6 +42,20 @@ class Result:
     metric: str
     value: float
     unit: str
+    runs: tuple[float, ...] = ()  # every repetition, sorted; ``value`` is their median
+
+    @property
+    def spread(self) -> tuple[float, float, float] | None:
+        """(min, median, max) of the repetitions; None when measured once."""
+        if len(self.runs) < 2:
+            return None
+        return self.runs[0], self.value, self.runs[-1]
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of the finite ``values`` (NaN when there are none)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
 
 
 class Results:
@@ -44,9 +65,22 @@ class Results:
         self.items: list[Result] = []
         self.notes: dict[str, list[str]] = {}
 
-    def add(self, experiment: str, system: str, metric: str, value: float, unit: str) -> None:
-        self.items.append(Result(experiment, system, metric, round(value, 3), unit))
-        print(f"  {experiment:<22} {system:<22} {metric:<28} {value:>14,.1f} {unit}", flush=True)
+    def add(
+        self, experiment: str, system: str, metric: str, value: float, unit: str,
+        runs: Sequence[float] = (),
+    ) -> None:  # fmt: skip
+        """One row; ``runs``: the repetitions ``value`` is the median of (see the module)."""
+        kept = tuple(sorted(round(v, 3) for v in runs))
+        self.items.append(Result(experiment, system, metric, round(value, 3), unit, kept))
+        spread = f"  [{kept[0]:,.1f} .. {kept[-1]:,.1f}]" if len(kept) > 1 else ""
+        print(f"  {experiment:<22} {system:<22} {metric:<28} {value:>14,.1f} {unit}{spread}",
+              flush=True)  # fmt: skip
+
+    def add_runs(
+        self, experiment: str, system: str, metric: str, runs: Sequence[float], unit: str
+    ) -> None:
+        """One row for repeated measurements: their median, with every run kept."""
+        self.add(experiment, system, metric, median(runs), unit, runs)
 
     def note(self, experiment: str, text: str) -> None:
         """A remark the report prints under the experiment's table (how it was measured)."""
@@ -67,11 +101,22 @@ class Results:
         old_rows = load_results(path)
         old_machine = _load_json(machine_path)
         old_date = _mtime_date(path)
-        path.write_text(json.dumps([asdict(r) for r in merge(old_rows, self.items)], indent=1))
+        path.write_text(json.dumps([row(r) for r in merge(old_rows, self.items)], indent=1))
         info = merge_machine(old_machine, old_date, machine(command, mode), self.experiments,
                              self.notes, {r.experiment for r in old_rows})  # fmt: skip
         machine_path.write_text(json.dumps(info, indent=1))
         return path
+
+
+def row(r: Result) -> dict[str, Any]:
+    """``r`` as a JSON object; ``runs`` only when it was repeated (rows measured once keep the
+    five fields files have always had)."""
+    out = asdict(r)
+    if not r.runs:
+        del out["runs"]
+    else:
+        out["runs"] = list(r.runs)
+    return out
 
 
 def merge(old: Iterable[Result], new: Iterable[Result]) -> list[Result]:
@@ -141,7 +186,8 @@ def load_results(path: Path) -> list[Result]:
     if not path.exists():
         return []
     try:
-        return [Result(**row) for row in json.loads(path.read_text())]
+        return [Result(**{**row, "runs": tuple(row.get("runs") or ())})
+                for row in json.loads(path.read_text())]  # fmt: skip
     except (ValueError, TypeError) as e:
         aside = path.with_name(path.name + ".corrupt")
         path.replace(aside)
@@ -167,8 +213,12 @@ def _mtime_date(path: Path) -> str | None:
 
 def markdown(results: list[Result]) -> str:
     """All rows as one flat table (``bench.report`` writes the README's tables)."""
-    lines = ["| experiment | system | metric | value | unit |", "|---|---|---|---:|---|"]
+    lines = ["| experiment | system | metric | value | unit | min .. max |",
+             "|---|---|---|---:|---|---|"]  # fmt: skip
     for r in results:
         value = f"{r.value:,.1f}" if math.isfinite(r.value) else "n/a"
-        lines.append(f"| {r.experiment} | {r.system} | {r.metric} | {value} | {r.unit} |")
+        spread = f"{r.spread[0]:,.1f} .. {r.spread[2]:,.1f}" if r.spread else ""
+        lines.append(
+            f"| {r.experiment} | {r.system} | {r.metric} | {value} | {r.unit} | {spread} |"
+        )
     return "\n".join(lines)

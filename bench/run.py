@@ -4,6 +4,9 @@ python -m bench.run --quick               # `make bench`, a few minutes
 python -m bench.run --full                # `make bench-full`
 python -m bench.run --only scale          # one group; the other groups' results are kept
 python -m bench.run --only scale --scale-size 200MB
+python -m bench.run --only peers --systems sluice,tansu [--full]   # some systems only
+python -m bench.run --only broker --loop uvloop   # the broker under uvloop (bench.uvloop_broker)
+python -m bench.run --only profile        # py-spy on the broker: consume, fetch, produce batch 1
 
 A group that fails is reported and the others still run and are saved; the exit status is 1.
 """
@@ -23,6 +26,7 @@ from bench import (
     bench_log,
     bench_offsets,
     bench_peers,
+    bench_profile,
     bench_scale,
     plots,
     report,
@@ -34,7 +38,7 @@ GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], objec
     "log": ("storage engine (broker/log) against the disk",
             lambda r, q, _a: bench_log.run(r, q)),
     "broker": ("the broker's fetch path against a raw sendfile over loopback",
-               lambda r, q, _a: bench_broker.run(r, q)),
+               lambda r, q, a: bench_broker.run(r, q, a.loop)),
     "scale": ("produce and consume throughput as the log grows to GBs",
               lambda r, q, a: bench_scale.run(r, q, a.scale_size)),
     "load": ("the nightly load against Spark writing the same rows from memory",
@@ -44,8 +48,12 @@ GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], objec
     "assignors": ("Range, RoundRobin, cooperative-sticky: a member leaves and returns",
                   lambda r, q, _a: bench_assignors.run(r, q)),
     "peers": ("Sluice, Tansu, RabbitMQ, ActiveMQ: the paper's section 5 experiments",
-              lambda r, q, _a: bench_peers.run(r, q)),
+              lambda r, q, a: bench_peers.run(r, q, a.systems)),
+    "profile": ("where the broker's time goes (py-spy): consume, fetch, produce batch 1",
+                lambda r, q, a: bench_profile.run(r, q, a.loop)),
 }  # fmt: skip
+# Groups a plain run (no --only) leaves out: they measure the measurer, not the system.
+ON_REQUEST = ("profile",)
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -55,6 +63,10 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["--only", args.only]
     if args.scale_size is not None and args.only in (None, "scale"):
         words += ["--scale-size", str(args.scale_size_text)]
+    if args.systems_text is not None and args.only in (None, "peers"):
+        words += ["--systems", ",".join(args.systems)]
+    if args.loop != "asyncio" and args.only in ("broker", "profile"):
+        words += ["--loop", args.loop]
     return " ".join(words)
 
 
@@ -70,15 +82,33 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SIZE",
         help="scale: log size to reach, e.g. 200MB (default 1 GB, full 5 GB)",
     )
+    parser.add_argument(
+        "--systems",
+        dest="systems_text",
+        metavar="LIST",
+        help=f"peers: some of {','.join(bench_peers.KNOWN)} "
+        f"(default {','.join(bench_peers.SYSTEMS)})",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=bench_broker.LOOPS,
+        default="asyncio",
+        help="broker, profile: the broker's event loop (uvloop through bench.uvloop_broker)",
+    )
     args = parser.parse_args(argv)
     args.scale_size = (None if args.scale_size_text is None
                        else bench_scale.parse_size(args.scale_size_text))  # fmt: skip
+    try:
+        args.systems = (bench_peers.SYSTEMS if args.systems_text is None
+                        else bench_peers.select(args.systems_text))  # fmt: skip
+    except ValueError as e:
+        parser.error(str(e))
     quick = not args.full
     results = Results()
     started = time.time()
     failed = []
     for name, (title, run) in GROUPS.items():
-        if args.only not in (None, name):
+        if args.only not in (None, name) or (args.only is None and name in ON_REQUEST):
             continue
         print(f"{name}: {title}", flush=True)
         try:

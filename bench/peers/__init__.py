@@ -7,9 +7,12 @@ same three operations the experiments need:
 ``produce(queue, count, mode, sampler) -> seconds``
     send ``count`` 200-byte messages in ``mode`` (one of the driver's ``MODES``) and return when
     every one is acknowledged; feed the acknowledged count to ``sampler`` as it grows.
-``consume(queue, count, timeout) -> Read``
+``consume(queue, count, timeout, min_seconds=0) -> Read``
     read ``queue`` from the start with about 1,000 messages (200 KB) per request until ``count``
-    messages arrived or ``timeout`` seconds passed, whichever is first: never hangs.
+    messages arrived or ``timeout`` seconds passed, whichever is first: never hangs. Where a
+    read leaves the messages in place (the Kafka-protocol systems: ``REREADABLE``), it reads
+    them again from the start until ``min_seconds`` have passed; RabbitMQ and ActiveMQ remove
+    what they deliver, so they read once.
 ``first_message(queue, timeout) -> (how, seconds)``
     seconds from subscribing to the first message delivered; ``how`` names the way.
 
@@ -145,6 +148,7 @@ class Read:
     seen: int
     seconds: float
     first: float | None  # seconds from the first request to the first message
+    passes: int = 1  # times the queue was read from the start (``wanted`` counts them all)
 
     @property
     def complete(self) -> bool:
@@ -158,10 +162,11 @@ class Read:
 class Driver(Protocol):
     system: str
     MODES: dict[str, str]  # mode name -> what "batch" means for this system
+    REREADABLE: bool  # whether a read leaves the messages for the next one
 
     def produce(self, queue: str, count: int, mode: str, sampler: Sampler) -> float: ...
 
-    def consume(self, queue: str, count: int, timeout: float) -> Read: ...
+    def consume(self, queue: str, count: int, timeout: float, min_seconds: float = 0.0) -> Read: ...
 
     def first_message(self, queue: str, timeout: float) -> tuple[str, float | None]: ...
 

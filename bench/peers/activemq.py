@@ -207,6 +207,7 @@ class _Listener:
 class ActiveMQDriver:
     system = "activemq"
     MODES = MODES
+    REREADABLE = False  # delivered messages leave the queue: one pass per read
 
     def __init__(self, server: ActiveMQServer) -> None:
         self.server = server
@@ -256,7 +257,7 @@ class ActiveMQDriver:
         finally:
             conn.disconnect()
 
-    def consume(self, queue: str, count: int, timeout: float) -> Read:
+    def consume(self, queue: str, count: int, timeout: float, min_seconds: float = 0.0) -> Read:
         return self._read(queue, count, timeout)
 
     def first_message(self, queue: str, timeout: float) -> tuple[str, float | None]:

@@ -8,14 +8,21 @@ What "batch" means here (librdkafka producer, ``acks=1``, one partition):
   paper's producer, which did not wait at all.
 * ``batch 50`` — ``batch.num.messages=50, linger.ms=5``: record batches of up to 50 messages.
 * ``default batching`` — librdkafka's defaults (``linger.ms=5``, batches up to 1 MB / 10,000
-  messages).
+  messages), written out so the results say what they were.
 
-Produce timing is ``bench.bench_broker.produce``'s loop (it returns once every message is
-acknowledged) with the delivery reports also counted for the throughput-over-time samples.
+Every client setting is in ``PRODUCER``/``SETTINGS`` and ``CONSUMER`` and is the same for both
+brokers; ``client_settings()`` is what the results record. Produce timing is
+``bench.bench_broker.produce``'s loop (it returns once every message is acknowledged) with the
+delivery reports also counted for the throughput-over-time samples.
 
 Reads use ``fetch.max.bytes = max.partition.fetch.bytes = 200 KB`` (about 1,000 messages of
 200 bytes per Fetch) and ``assign()`` at offset 0, bounded by a deadline — Tansu is reported
-to slow to a crawl on topics written one message per batch, and a read must not hang.
+to slow to a crawl on topics written one message per batch, and a read must not hang. A read
+given ``min_seconds`` starts again at offset 0 (``seek``) each time it reaches the end, until
+that long has passed: a topic that takes 0.1 s to read is read 30 times for a 3 s phase.
+
+``SluiceServer(loop="uvloop")`` runs the same broker under uvloop's event loop through
+``bench.uvloop_broker`` (no broker code changes): the system ``sluice-uvloop``.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -40,12 +48,36 @@ MODES = {
     "batch 50": "librdkafka batch.num.messages=50, linger.ms=5 (record batches of 50, acks=1)",
     "default batching": "librdkafka defaults (linger.ms=5, batches up to 1 MB, acks=1)",
 }
+# Every producer: acks=1, and librdkafka's defaults for what the modes do not set, written out.
+PRODUCER: dict[str, Any] = {
+    "acks": 1, "compression.type": "none", "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 100_000, "queue.buffering.max.kbytes": 1_048_576,
+    "max.in.flight.requests.per.connection": 1_000_000, "enable.idempotence": False,
+}  # fmt: skip
 SETTINGS: dict[str, dict[str, Any]] = {
     "batch 1": {"batch.num.messages": 1, "linger.ms": 0},
     "batch 50": {"batch.num.messages": 50, "linger.ms": 5},
-    "default batching": {},
+    "default batching": {"batch.num.messages": 10_000, "linger.ms": 5},  # librdkafka's defaults
 }
 FETCH = 200 * 1024  # bytes per Fetch, about 1,000 messages of 200 bytes
+# Every consumer (the same for both brokers). queued.* are librdkafka's defaults, written out:
+# the prefetch queue the client fills ahead of the application.
+CONSUMER: dict[str, Any] = {
+    "fetch.max.bytes": FETCH, "max.partition.fetch.bytes": FETCH, "message.max.bytes": FETCH,
+    "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "queued.max.messages.kbytes": 65_536,
+    "queued.min.messages": 100_000, "enable.auto.commit": False, "check.crcs": False,
+}  # fmt: skip
+
+
+def client_settings() -> dict[str, Any]:
+    """The client and every setting it is given, as the results record them."""
+    return {
+        "client": f"confluent-kafka {confluent_kafka.__version__}, "
+        f"librdkafka {confluent_kafka.libversion()[0]}",
+        "producer": PRODUCER,
+        "producer_modes": SETTINGS,
+        "consumer": CONSUMER,
+    }
 
 
 class SluiceServer:
@@ -54,9 +86,14 @@ class SluiceServer:
 
     name = "sluice"
 
-    def __init__(self) -> None:
+    def __init__(self, loop: str = "asyncio") -> None:
+        self.loop = loop
         self.work = Path(tempfile.mkdtemp(prefix="sluice-sluice-"))
         self.broker: BrokerProcess | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.broker is None else self.broker.pid
 
     @property
     def bootstrap(self) -> str:
@@ -68,7 +105,7 @@ class SluiceServer:
         return self.work / "broker"
 
     def start(self) -> None:
-        self.broker = start_broker(self.work)
+        self.broker = start_broker(self.work, loop=self.loop)
 
     def stop(self) -> None:
         if self.broker is not None:
@@ -79,6 +116,7 @@ class SluiceServer:
 
 class KafkaDriver:
     MODES = MODES
+    REREADABLE = True
 
     def __init__(self, system: str, bootstrap: str) -> None:
         self.system = system
@@ -98,7 +136,7 @@ class KafkaDriver:
         """``bench.bench_broker.produce`` with the acknowledged count fed to ``sampler``
         (delivery reports, served by ``poll``); seconds until every message is acknowledged."""
         self.create(queue)
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": 1, **SETTINGS[mode]})
+        producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER, **SETTINGS[mode]})
         payload = os.urandom(MESSAGE)
         acked = [0]
         failed: list[Any] = []
@@ -133,32 +171,48 @@ class KafkaDriver:
             )
         return elapsed
 
-    def _consumer(self, group: str, **extra: Any) -> Consumer:
-        return Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": group,
-            "enable.auto.commit": False, "fetch.max.bytes": FETCH,
-            "max.partition.fetch.bytes": FETCH, "message.max.bytes": FETCH,
-            "fetch.wait.max.ms": 100, **extra,
-        })  # fmt: skip
+    def delete(self, topic: str) -> None:
+        """Delete ``topic`` (Tansu keeps topics in memory: free it between repetitions)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.delete_topics([topic]).values():
+            future.result(30)
 
-    def consume(self, queue: str, count: int, timeout: float) -> Read:
+    def _consumer(self, group: str, **extra: Any) -> Consumer:
+        return Consumer({"bootstrap.servers": self.bootstrap, "group.id": group, **CONSUMER,
+                         **extra})  # fmt: skip
+
+    def consume(self, queue: str, count: int, timeout: float, min_seconds: float = 0.0) -> Read:
+        """Read the ``count`` messages of ``queue`` from offset 0, again and again (a ``seek``
+        to 0 at the end) until ``min_seconds`` have passed; ``timeout`` bounds the whole read.
+        ``Read.seen`` counts every message delivered, over all passes."""
         consumer = self._consumer(f"bench-read-{queue}-{time.monotonic_ns()}")
         try:
             start = time.perf_counter()
             consumer.assign([TopicPartition(queue, 0, 0)])
-            deadline = start + timeout
+            deadline = start + max(timeout, min_seconds * 2)
             first: float | None = None
-            seen = 0
-            while seen < count:
+            seen, in_pass, passes = 0, 0, 1
+            while True:
+                if in_pass >= count:
+                    if time.perf_counter() - start >= min_seconds:
+                        break
+                    consumer.seek(TopicPartition(queue, 0, 0))
+                    in_pass, passes = 0, passes + 1
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     break
                 batch = consumer.consume(1000, timeout=min(left, 1.0))
-                got = sum(1 for m in batch if m.error() is None)
+                got = 0
+                for m in batch:
+                    # After a seek, messages fetched before it may still arrive: count a pass
+                    # by the offsets it covers, not by what was delivered.
+                    if m.error() is None and m.offset() == in_pass:
+                        in_pass += 1
+                        got += 1
                 if got and first is None:
                     first = time.perf_counter() - start
                 seen += got
-            return Read(count, seen, time.perf_counter() - start, first)
+            return Read(count * passes, seen, time.perf_counter() - start, first, passes)
         finally:
             consumer.close()
 

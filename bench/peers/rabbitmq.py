@@ -141,6 +141,7 @@ class RabbitMQServer(Server):
 class RabbitMQDriver:
     system = "rabbitmq"
     MODES = MODES
+    REREADABLE = False  # delivered messages leave the queue: one pass per read
 
     def __init__(self, server: RabbitMQServer) -> None:
         self.server = server
@@ -241,7 +242,7 @@ class RabbitMQDriver:
         finally:
             conn.close()
 
-    def consume(self, queue: str, count: int, timeout: float) -> Read:
+    def consume(self, queue: str, count: int, timeout: float, min_seconds: float = 0.0) -> Read:
         return self._read(queue, count, timeout)
 
     def first_message(self, queue: str, timeout: float) -> tuple[str, float | None]:

@@ -269,3 +269,84 @@ def test_end_to_end_rates_as_fractions_of_the_machine_limits() -> None:
     assert "consuming that topic moves 120 MB/s, 0.04× a raw loopback `sendfile`" in text
     # without the limits in the same results, no fraction is made up
     assert "End to end" not in rendered(limits[2:], MACHINE)
+
+
+# -- repeated runs, client settings, profiles ------------------------------------------------
+
+
+def test_a_repeated_row_shows_its_median_and_spread() -> None:
+    results = Results()
+    results.add_runs("produce", "sluice", "batch 1, msg/s", [12_000.0, 9_000.0, 15_000.0], "msg/s")
+    results.add_runs("fetch_path", "sluice/raw sendfile", "loopback", [0.3, 0.5, 0.4], "ratio")
+    produce, ratio = results.items
+    assert produce.value == 12_000.0
+    assert produce.runs == (9_000.0, 12_000.0, 15_000.0)
+    assert produce.spread == (9_000.0, 12_000.0, 15_000.0)
+    assert report.fmt_row(produce) == "12,000 msg/s (9,000–15,000)"
+    assert report.fmt_row(ratio) == "0.40× (0.30–0.50)"
+    assert report.fmt_row(PEERS[0]) == "15,356 msg/s"  # measured once: no spread
+    assert "(9,000–15,000)" in "\n".join(report.table([produce]))
+
+
+def test_runs_survive_a_save_and_rows_measured_once_keep_their_shape(tmp_path: Path) -> None:
+    results = Results()
+    results.add_runs("consume", "tansu", "from batch 1 writes, msg/s", [3.0, 1.0, 2.0], "msg/s")
+    results.add("first_message", "tansu", "after subscribe", 5.0, "ms")
+    path = results.save("python -m bench.run --quick --only peers", out_dir=tmp_path)
+    raw = json.loads(path.read_text())
+    assert raw[0]["runs"] == [1.0, 2.0, 3.0]
+    assert "runs" not in raw[1]
+    assert load_results(path) == results.items
+
+
+def test_peer_counts_name_each_count_once_with_the_repetitions_and_client_settings() -> None:
+    records = {
+        "repeats": 3, "phase_seconds": 3.0, "versions": {"sluice": "this tree"},
+        "produce": [{"system": "sluice", "mode": "batch 1", "count": 15_000, "repeat": r}
+                    for r in range(3)],
+        "client": {"client": "confluent-kafka 2.16.0", "producer": {"acks": 1},
+                   "producer_modes": {"batch 1": {"linger.ms": 0}},
+                   "consumer": {"fetch.max.bytes": 204800}},
+    }  # fmt: skip
+    ctx = context(PEERS, MACHINE, {"peers": records})
+    text = report._peer_counts(ctx)
+    assert text.count("15,000 (batch 1)") == 1
+    assert "median of 3 runs" in text and "at least 3 s" in text
+    assert "`fetch.max.bytes=204800`" in text and "batch 1: `linger.ms=0`" in text
+
+
+PROFILE_TEXT = """consume: a read; 100 msg/s under the profiler
+40 samples of the broker's busy time
+split: read 10%
+
+own time (innermost frame):
+   50.0%  Log.read (broker/log/log.py)
+   25.0%  Broker._flush (broker/server/broker.py)
+
+total time (anywhere on the stack), below the event loop:
+   75.0%  Broker.handle_frame (broker/server/broker.py)
+"""
+
+
+def test_profile_section_has_the_split_and_each_profiles_top_lines() -> None:
+    rows_ = rows(("broker_profile", "consume", "read", 10.0, "%"),
+                 ("broker_profile", "consume", "handler", 50.0, "%"))  # fmt: skip
+    ctx = context(rows_, MACHINE, {"profiles": {"consume": PROFILE_TEXT}})
+    text = render(ctx)
+    assert "| share of busy samples | consume |" in text
+    assert "| handler | 50 % |" in text
+    assert "`consume` — consume: a read; 100 msg/s under the profiler" in text
+    assert "   50.0%  Log.read (broker/log/log.py)" in text
+    assert "   75.0%  Broker.handle_frame (broker/server/broker.py)" in text
+    assert report.profile_excerpt(PROFILE_TEXT, lines=1) == [
+        "own time (innermost frame):", "   50.0%  Log.read (broker/log/log.py)",
+        "total time (anywhere on the stack), below the event loop:",
+        "   75.0%  Broker.handle_frame (broker/server/broker.py)",
+    ]  # fmt: skip
+
+
+def test_render_dir_reads_the_profiles(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "fetch.txt").write_text("fetch: b\n")
+    (tmp_path / "profiles" / "consume.txt").write_text(PROFILE_TEXT)
+    assert list(report._profiles(tmp_path)) == ["consume", "fetch"]
