@@ -63,6 +63,10 @@ demo: install system-deps ## A standalone broker + registry, Avro events, the ni
 demo-datacenter: install system-deps ## The paper's deployment: live + offline clusters, mirror, nightly load, audit
 	$(BIN)/python -m sluice.jobs.demo_datacenter
 
+.PHONY: compat
+compat: install system-deps ## kafka-python's own integration suite vs Sluice: standalone, then a 3-broker cluster (build/compat/)
+	$(BIN)/python -m tests.compat.run
+
 .PHONY: bench
 bench: install ## Quick benchmarks (under 10 minutes); results in build/bench/
 	$(BIN)/python -m bench.run --quick
