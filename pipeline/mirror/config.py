@@ -1,27 +1,35 @@
 """``MirrorConfig``: the keys of ``conf/mirror.properties``, MirrorMaker 2's names where it has one.
 
-=================================  ================  ===============================================
-key                                default           meaning
-=================================  ================  ===============================================
-clusters                           (required)        source cluster aliases, comma-separated
-<alias>.bootstrap.servers          (required)        one per source alias
-<alias>.<librdkafka key>                             every client of that source cluster
-<alias>.consumer.<librdkafka key>                    that source cluster's consumer only
-consumer.<librdkafka key>                            every source consumer
-target.alias                       (required)        the target (offline) cluster's name
-target.bootstrap.servers           (required)
-target.replication.factor          -1                for created target topics; -1: broker default
-target.<librdkafka key>                              every client of the target cluster
-producer.<librdkafka key>                            the target producers
-group.id                           sluice-mirror     one group on every source cluster
-topics                             .*                comma-separated regexes, full match
-topics.exclude                     (none)            comma-separated regexes, full match
-refresh.topics.interval.ms         10000             how often the topic list is re-read
-batch.max.messages                 5000              records per consume → produce → commit cycle
-batch.max.wait.ms                  500               how long one consume waits for records
-commit.timeout.ms                  60000             retriable commit errors retried this long
-metrics.listener                   (unset: off)      http://host:port for Prometheus
-=================================  ================  ===============================================
+===================================  =============  =============================================
+key                                  default        meaning
+===================================  =============  =============================================
+clusters                             (required)     source cluster aliases, comma-separated
+<alias>.bootstrap.servers            (required)     one per source alias
+<alias>.<librdkafka key>                            every client of that source cluster
+<alias>.consumer.<librdkafka key>                   that source cluster's consumer only
+consumer.<librdkafka key>                           every source consumer
+target.alias                         (required)     the target (offline) cluster's name
+target.bootstrap.servers             (required)
+target.replication.factor            -1             for created target topics; -1: broker default
+target.<librdkafka key>                             every client of the target cluster
+producer.<librdkafka key>                           the target producers
+group.id                             sluice-mirror  one group on every source cluster
+topics                               .*             comma-separated regexes, full match
+topics.exclude                       (none)         comma-separated regexes, full match
+refresh.topics.interval.seconds      10             how often the topic list and the partition
+                                                    counts are re-read (MirrorMaker 2's key)
+refresh.topics.interval.ms           10000          the same in ms (not with the key above)
+sync.topic.configs.enabled           true           sync target topics' configs to the source's
+sync.topic.configs.interval.seconds  600            how often (IncrementalAlterConfigs)
+config.properties.exclude            (MM2's list)   topic configs never copied: comma-separated
+                                                    regexes, full match (``topic_configs``)
+use.defaults.from                    target         a config at its source default takes the
+                                                    target's default (target) or the source's
+batch.max.messages                   5000           records per consume → produce → commit cycle
+batch.max.wait.ms                    500            how long one consume waits for records
+commit.timeout.ms                    60000          retriable commit errors retried this long
+metrics.listener                     (unset: off)   http://host:port for Prometheus
+===================================  =============  =============================================
 
 Aliases are ``[A-Za-z0-9._-]+`` (they go into the lineage header, ``sluice.pipeline.lineage``);
 a key under ``<alias>.`` belongs to the longest alias it starts with. Topic names beginning with
@@ -41,7 +49,17 @@ explicit offsets itself), producers ``acks=all`` and ``enable.idempotence=true``
 Every malformed key raises :class:`MirrorConfigError` naming the key, what was expected and
 what was found (numbers and lists through ``sluice.common.options``). librdkafka keys are checked
 by librdkafka when the clients are built. A blank value (``key=``) is the default, except for
-``topics``/``topics.exclude``, where it lists no regex (``topics=`` mirrors nothing).
+``topics``/``topics.exclude``/``config.properties.exclude``, where it lists no regex
+(``topics=`` mirrors nothing, ``config.properties.exclude=`` copies every topic config).
+
+Topic configs and partitions follow MirrorMaker 2 (``sluice.pipeline.mirror.target_topics``):
+a target topic is created with the source topic's configs (the ones
+``config.properties.exclude`` and ``use.defaults.from`` leave, :mod:`~sluice.pipeline.mirror.
+topic_configs`), re-synced every ``sync.topic.configs.interval.seconds``; a source topic that
+gained partitions has its target topic grown at the next topic refresh. The refresh interval
+is MirrorMaker 2's ``refresh.topics.interval.seconds`` or, finer, ``refresh.topics.interval.ms``
+(Sluice's key before; tests refresh every 500 ms); giving both is an error. Sluice's default
+stays 10 s (MirrorMaker 2's is 600 s).
 
 A parsed :class:`MirrorConfig` is immutable (its dicts are never changed after parsing), so
 every mirror loop thread reads it without a lock.
@@ -56,8 +74,13 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from sluice.common.options import integer, names, required, text
+from sluice.common.options import boolean, integer, names, required, text
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
+from sluice.pipeline.mirror.topic_configs import (
+    DEFAULT_EXCLUDE,
+    DEFAULTS_FROM,
+    ConfigPropertyFilter,
+)
 
 __all__ = ["MirrorConfig", "MirrorConfigError", "SourceCluster"]
 
@@ -77,6 +100,11 @@ _TOP_LEVEL = frozenset(
         "topics",
         "topics.exclude",
         "refresh.topics.interval.ms",
+        "refresh.topics.interval.seconds",
+        "sync.topic.configs.enabled",
+        "sync.topic.configs.interval.seconds",
+        "config.properties.exclude",
+        "use.defaults.from",
         "batch.max.messages",
         "batch.max.wait.ms",
         "commit.timeout.ms",
@@ -129,6 +157,29 @@ def _regexes(
     return tuple(patterns)
 
 
+def _refresh_interval_ms(props: Mapping[str, str]) -> int:
+    """``refresh.topics.interval.seconds`` (MirrorMaker 2's) or ``.ms``, never both."""
+    seconds_key, ms_key = "refresh.topics.interval.seconds", "refresh.topics.interval.ms"
+    if text(props, seconds_key) is not None:
+        if text(props, ms_key) is not None:
+            raise MirrorConfigError(
+                f"{seconds_key}: expected it or {ms_key}, not both; found {seconds_key}="
+                f"{props[seconds_key]!r} and {ms_key}={props[ms_key]!r}"
+            )
+        return 1000 * integer(props, seconds_key, 10, minimum=1, error=MirrorConfigError)
+    return integer(props, ms_key, 10_000, minimum=1, error=MirrorConfigError)
+
+
+def _defaults_from(props: Mapping[str, str]) -> str:
+    value = (text(props, "use.defaults.from") or "target").lower()
+    if value not in DEFAULTS_FROM:
+        raise MirrorConfigError(
+            f"use.defaults.from: expected {' or '.join(DEFAULTS_FROM)}, "
+            f"found {props['use.defaults.from']!r}"
+        )
+    return value
+
+
 def _alias(value: str, key: str) -> str:
     try:
         return check_cluster_alias(value)
@@ -153,6 +204,9 @@ class MirrorConfig:
     topics: tuple[re.Pattern[str], ...] = (re.compile(".*"),)
     topics_exclude: tuple[re.Pattern[str], ...] = ()
     refresh_topics_interval_ms: int = 10_000
+    sync_topic_configs_enabled: bool = True
+    sync_topic_configs_interval_s: int = 600
+    config_properties: ConfigPropertyFilter = field(default_factory=ConfigPropertyFilter)
     batch_max_messages: int = 5000
     batch_max_wait_ms: int = 500
     commit_timeout_ms: int = 60_000
@@ -263,8 +317,24 @@ class MirrorConfig:
             group_id=text(props, "group.id") or "sluice-mirror",
             topics=_regexes(props, "topics", (re.compile(".*"),)),
             topics_exclude=_regexes(props, "topics.exclude", ()),
-            refresh_topics_interval_ms=integer(
-                props, "refresh.topics.interval.ms", 10_000, minimum=1, error=MirrorConfigError
+            refresh_topics_interval_ms=_refresh_interval_ms(props),
+            sync_topic_configs_enabled=boolean(
+                props, "sync.topic.configs.enabled", True, error=MirrorConfigError
+            ),
+            sync_topic_configs_interval_s=integer(
+                props,
+                "sync.topic.configs.interval.seconds",
+                600,
+                minimum=1,
+                error=MirrorConfigError,
+            ),
+            config_properties=ConfigPropertyFilter(
+                exclude=_regexes(
+                    props,
+                    "config.properties.exclude",
+                    tuple(re.compile(p) for p in DEFAULT_EXCLUDE),
+                ),
+                use_defaults_from=_defaults_from(props),
             ),
             batch_max_messages=integer(
                 props, "batch.max.messages", 5000, minimum=1, error=MirrorConfigError
@@ -366,5 +436,12 @@ class MirrorConfig:
         }
 
     def admin_config(self) -> dict[str, Any]:
-        """The target admin client (topic creation, partition counts)."""
+        """The target admin client (topics, partitions and their configs)."""
         return {**self.target_client, "bootstrap.servers": self.target_bootstrap_servers}
+
+    def source_admin_config(self, source: SourceCluster) -> dict[str, Any]:
+        """The admin client of ``source``'s loop (reads its topic configs)."""
+        return {
+            "client.id": f"sluice-mirror-{source.alias}-admin",
+            **self.source_client_config(source),
+        }

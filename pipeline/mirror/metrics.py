@@ -14,11 +14,11 @@ sluice_mirror_assigned_partitions      source                 partitions this pr
 =====================================  =====================  ==================================
 
 ``sluice_mirror_lag`` has a series only for the partitions this process owns now (a revoked
-partition's series is removed), so summing it over every process of the group gives the
-group's lag. It is refreshed from the consumer's cached watermarks before each batch is
-mirrored and about once a second when idle — so a target that stalls a batch leaves the lag
-showing; a partition without a committed offset counts from its log start
-(``auto.offset.reset=earliest``).
+partition's series is removed; a partition added at the source gets one once the group assigns
+it), so summing it over every process of the group gives the group's lag. It is refreshed from
+the consumer's cached watermarks before each batch is mirrored and about once a second when
+idle — so a target that stalls a batch leaves the lag showing; a partition without a committed
+offset counts from its log start (``auto.offset.reset=earliest``).
 """
 
 from __future__ import annotations

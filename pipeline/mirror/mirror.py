@@ -52,12 +52,25 @@ position, kept unchanged when the source record already had one.
 in flight — produce, wait, commit — then close its consumer (leaving the group, so the
 partitions move at once) and producer; the process exits 0.
 
-**Topics.** Every ``refresh.topics.interval.ms`` each loop lists its source cluster's topics,
-keeps those ``MirrorConfig.mirrors_topic`` accepts, creates the missing ones on the target with
-the source's partition count (``target.replication.factor``; TOPIC_ALREADY_EXISTS from a racing
-process is fine), and resubscribes when the list changed. Not done (MirrorMaker 2 does):
-topic configs are not copied, partitions added to a source topic are not added to the target
-topic (its records are then key-hashed), and target topics are never deleted.
+**Topics**, as MirrorMaker 2 keeps them (:mod:`sluice.pipeline.mirror.target_topics`). Every
+``refresh.topics.interval.*`` each loop lists its source cluster's topics with their partition
+counts, keeps those ``MirrorConfig.mirrors_topic`` accepts, creates the missing ones on the
+target with the source's partition count and configs, grows a target topic that has fewer
+partitions than its source (CreatePartitions), and resubscribes when the list changed. Every
+``sync.topic.configs.interval.seconds`` it brings the mirrored topics' target configs in line
+with the source's (IncrementalAlterConfigs; ``config.properties.exclude`` and
+``use.defaults.from`` as in MirrorMaker 2). Not done: target topics are never deleted, and
+ACLs are not copied.
+
+**Partitions added at the source.** The refresh's topic listing is a full Metadata request of
+the loop's own consumer: librdkafka compares the subscribed topics' partition counts in it with
+the ones it last saw and, when a count changed, rejoins the group, so the new partitions are
+assigned (and read from their earliest offset) without waiting for the consumer's own
+``topic.metadata.refresh.interval.ms``. The target is grown first, in the same refresh, before
+the loop consumes again. Another process of the group may have started the rebalance before
+this one's refresh: a batch with a partition beyond the source count this loop knows refreshes
+first (growing the target), so the same-partition mapping holds for the new partitions too.
+Only a target that could not be grown (logged at every refresh) gets them key-hashed.
 
 Lag, records and bytes go to :class:`sluice.pipeline.mirror.metrics.MirrorMetrics`;
 :func:`mirror_lag` answers ``sluice mirror lag`` from the group's committed offsets.
@@ -81,11 +94,22 @@ from confluent_kafka import (
     Producer,
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from sluice.pipeline.lineage import LINEAGE_HEADER, LineageError, origin
 from sluice.pipeline.mirror.config import MirrorConfig, SourceCluster
+from sluice.pipeline.mirror.errors import (
+    CommitError,
+    DeliveryError,
+    MirrorError,
+    TopicConfigSyncError,
+    TopicSetupError,
+    error_of,
+    is_retriable,
+    kafka_codes,
+)
 from sluice.pipeline.mirror.metrics import MirrorMetrics
+from sluice.pipeline.mirror.target_topics import TargetTopics
 
 __all__ = [
     "ClusterMirror",
@@ -94,6 +118,7 @@ __all__ = [
     "Mirror",
     "MirrorError",
     "PartitionLag",
+    "TopicConfigSyncError",
     "TopicSetupError",
     "format_lag",
     "mirror_lag",
@@ -106,42 +131,12 @@ PROGRESS_INTERVAL_S = 30.0
 METADATA_TIMEOUT_S = 10.0
 
 
-class MirrorError(RuntimeError):
-    """A mirror loop failed; nothing after its last commit was committed."""
-
-
-class DeliveryError(MirrorError):
-    """The target did not acknowledge a record; its batch was not committed."""
-
-
-class CommitError(MirrorError):
-    """The source cluster did not accept a commit within ``commit.timeout.ms``."""
-
-
-class TopicSetupError(MirrorError):
-    """A target topic could not be created (a non-retriable CreateTopics error)."""
-
-
-def _codes(*names: str) -> frozenset[int]:
-    return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
-
-
 # The group moved on while the batch was being mirrored: the commit cannot be made, and the
 # partitions' next owner mirrors the batch again (duplicates, never loss).
-_REFUSED_BY_REBALANCE = _codes(
+_REFUSED_BY_REBALANCE = kafka_codes(
     "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS", "_ASSIGNMENT_LOST"
 )
-# Worth retrying until commit.timeout.ms: the coordinator is moving or a broker is down.
-_RETRIABLE = _codes(
-    "_TRANSPORT", "_TIMED_OUT", "_WAIT_COORD", "_ALL_BROKERS_DOWN", "REQUEST_TIMED_OUT",
-    "NETWORK_EXCEPTION", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
-    "COORDINATOR_LOAD_IN_PROGRESS", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-    "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART",
-)  # fmt: skip
-
-
-def _error_of(exc: Exception) -> Any:
-    return exc.args[0] if exc.args and hasattr(exc.args[0], "code") else None
+_UNKNOWN_PARTITION = KafkaError._UNKNOWN_PARTITION
 
 
 @dataclass
@@ -169,10 +164,10 @@ class _Batch:
 
 
 class ClusterMirror:
-    """One source cluster → the target: a consumer, a producer and an admin client, used only
-    from the thread that calls :meth:`run` (librdkafka handles are not to be shared while a
-    ``consume()`` runs). :meth:`run` returns after ``stop`` is set and the batch in flight is
-    committed; it raises :class:`MirrorError` when the loop cannot go on."""
+    """One source cluster → the target: a consumer, a producer and an admin client on each
+    side, used only from the thread that calls :meth:`run` (librdkafka handles are not to be
+    shared while a ``consume()`` runs). :meth:`run` returns after ``stop`` is set and the batch
+    in flight is committed; it raises :class:`MirrorError` when the loop cannot go on."""
 
     def __init__(
         self,
@@ -188,10 +183,11 @@ class ClusterMirror:
         self.stop = stop
         self._consumer: Any = None
         self._producer: Any = None
-        self._admin: Any = None  # kept for the loop's life: a collected client fails futures
+        # Kept for the loop's life: a collected admin client fails its futures.
+        self._admins: list[Any] = []
+        self._topics: TargetTopics | None = None
         self._subscribed: list[str] = []
         self._source_counts: dict[str, int] = {}
-        self._target_counts: dict[str, int] = {}
         self._owned: set[tuple[str, int]] = set()
         self._next: dict[tuple[str, int], int] = {}  # committed offsets of owned partitions
         self._reset_earliest = str(
@@ -205,12 +201,16 @@ class ClusterMirror:
         try:
             self._consumer = Consumer(self.config.consumer_config(self.source))
             self._producer = Producer(self.config.producer_config(self.source))
-            self._admin = AdminClient(self.config.admin_config())
+            self._admins = [
+                AdminClient(self.config.source_admin_config(self.source)),
+                AdminClient(self.config.admin_config()),
+            ]
         except KafkaException as exc:
             self._close()
             raise MirrorError(f"{self.alias}: cannot build the clients: {exc}") from None
+        topics = self._topics = TargetTopics(self.config, self.alias, *self._admins)
         wait_s = self.config.batch_max_wait_ms / 1000
-        next_refresh = next_lag = 0.0
+        next_refresh = next_lag = next_sync = 0.0
         next_progress = time.monotonic() + PROGRESS_INTERVAL_S
         try:
             while not self.stop.is_set():
@@ -218,6 +218,10 @@ class ClusterMirror:
                 if now >= next_refresh:
                     self._refresh_topics()
                     next_refresh = now + self.config.refresh_topics_interval_ms / 1000
+                if self.config.sync_topic_configs_enabled and now >= next_sync:
+                    # Right after the first refresh, as MirrorMaker 2 schedules it.
+                    topics.sync_configs(self._subscribed)
+                    next_sync = now + self.config.sync_topic_configs_interval_s
                 # Rebalance callbacks run inside consume(): nothing is in flight here.
                 messages = self._consumer.consume(self.config.batch_max_messages, wait_s)
                 batch = self._usable(messages)
@@ -255,6 +259,10 @@ class ClusterMirror:
 
     def _mirror(self, messages: list[Any]) -> None:
         """Produce ``messages``, wait for every acknowledgement, then commit — or raise."""
+        if any(m.partition() >= self._source_counts.get(m.topic(), 0) for m in messages):
+            # Partitions the last refresh did not see (another process's refresh started the
+            # rebalance): grow the target first, so they keep their partition numbers.
+            self._refresh_topics()
         batch = _Batch(self.alias)
         next_offsets: dict[tuple[str, int], int] = {}
         for msg in messages:
@@ -265,6 +273,7 @@ class ClusterMirror:
             def report(err: Any, sent: Any, where: str = where) -> None:
                 batch.on_delivery(err, sent, where)
 
+            refreshed = False
             while True:
                 try:
                     self._producer.produce(topic, on_delivery=report, **kwargs)
@@ -272,6 +281,13 @@ class ClusterMirror:
                 except BufferError:  # the local queue is full: let deliveries drain
                     self._producer.poll(0.1)
                 except KafkaException as exc:  # e.g. MSG_SIZE_TOO_LARGE: refused locally
+                    error = error_of(exc)
+                    if not refreshed and error is not None and error.code() == _UNKNOWN_PARTITION:
+                        # A partition the target grew since the producer last read Metadata.
+                        refreshed = True
+                        with contextlib.suppress(KafkaException):
+                            self._producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+                        continue
                     self._producer.flush()  # nothing half-reported; the batch is not committed
                     raise DeliveryError(
                         f"{where}: expected the target producer to take the record, "
@@ -317,7 +333,7 @@ class ClusterMirror:
         ts_type, ts = msg.timestamp()
         if ts_type != TIMESTAMP_NOT_AVAILABLE:
             kwargs["timestamp"] = ts
-        target_count = self._target_counts.get(topic)
+        target_count = self._topics.counts.get(topic) if self._topics is not None else None
         if target_count == self._source_counts.get(topic) and partition < (target_count or 0):
             kwargs["partition"] = partition
         return kwargs
@@ -336,7 +352,7 @@ class ClusterMirror:
                     return True
                 error = failed[0].error
             except KafkaException as exc:
-                error = _error_of(exc)
+                error = error_of(exc)
                 if error is None:
                     raise CommitError(f"{self.alias}: commit failed: {exc}") from None
             if error.code() in _REFUSED_BY_REBALANCE:
@@ -346,7 +362,7 @@ class ClusterMirror:
                     "batch again", self.alias, error.name(),
                 )  # fmt: skip
                 return False
-            if not (error.retriable() or error.code() in _RETRIABLE):
+            if not is_retriable(error):
                 raise CommitError(f"{self.alias}: expected the commit to succeed, found {error}")
             if time.monotonic() + backoff > deadline:
                 raise CommitError(
@@ -383,7 +399,8 @@ class ClusterMirror:
             log.info("%s: revoked %s", self.alias, _names(partitions))
 
     def _refresh_topics(self) -> None:
-        """Re-read the source's topics; create missing target topics; resubscribe on change."""
+        """Re-read the source's topics and partition counts; create the missing target topics
+        and grow the smaller ones; resubscribe on change."""
         try:
             metadata = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S)
         except KafkaException as exc:
@@ -398,7 +415,17 @@ class ClusterMirror:
             elif name in self._subscribed:  # a passing error (a leader moving): keep it
                 wanted[name] = self._source_counts[name]
         self._source_counts.update(wanted)
-        ready = self._ensure_target_topics(wanted)
+        assert self._topics is not None
+        before = dict(self._topics.counts)
+        ready = self._topics.ensure(wanted)
+        for topic in sorted(ready):
+            if topic in before and self._topics.counts[topic] != before[topic]:
+                # librdkafka refuses a record for a partition beyond the count it knows
+                # (_UNKNOWN_PARTITION, at once): show the producer the grown topic first.
+                try:
+                    self._producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+                except KafkaException as exc:
+                    log.warning("%s: producer metadata of %s: %s", self.alias, topic, exc)
         names = sorted(ready)
         if names == self._subscribed:
             return
@@ -411,62 +438,6 @@ class ClusterMirror:
             self._consumer.unsubscribe()
         log.info("%s: mirroring %d topics: %s", self.alias, len(names), ", ".join(names) or "-")
         self._subscribed = names
-
-    def _ensure_target_topics(self, wanted: dict[str, int]) -> set[str]:
-        """The topics of ``wanted`` that exist on the target (created when missing), with
-        their target partition counts recorded; retriable failures leave a topic out until
-        the next refresh."""
-        try:
-            existing = self._target_topic_counts()
-        except KafkaException as exc:
-            log.warning("%s: target metadata unavailable (will retry): %s", self.alias, exc)
-            return {t for t in wanted if t in self._target_counts}
-        missing = sorted(set(wanted) - set(existing))
-        if missing:
-            rf = self.config.target_replication_factor
-            futures = self._admin.create_topics(
-                [NewTopic(t, wanted[t], rf) for t in missing], operation_timeout=30
-            )
-            for topic, future in futures.items():
-                try:
-                    future.result(timeout=60)
-                    log.info(
-                        "%s: created %s on %s with %d partitions",
-                        self.alias, topic, self.config.target_alias, wanted[topic],
-                    )  # fmt: skip
-                except KafkaException as exc:
-                    error = _error_of(exc)
-                    if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                        continue  # another mirror process (or loop) was quicker
-                    if error is not None and (error.retriable() or error.code() in _RETRIABLE):
-                        log.warning("%s: creating %s: %s (will retry)", self.alias, topic, exc)
-                        continue
-                    raise TopicSetupError(
-                        f"{self.alias}: expected to create {topic} on "
-                        f"{self.config.target_alias} with {wanted[topic]} partitions and "
-                        f"replication factor {rf}, found {exc}"
-                    ) from None
-            existing = self._wait_target_topics(missing, existing)
-        self._target_counts.update(existing)
-        return {t for t in wanted if t in existing}
-
-    def _target_topic_counts(self) -> dict[str, int]:
-        metadata = self._admin.list_topics(timeout=METADATA_TIMEOUT_S)
-        return {
-            name: len(t.partitions)
-            for name, t in metadata.topics.items()
-            if t.error is None and t.partitions
-        }
-
-    def _wait_target_topics(self, created: list[str], known: dict[str, int]) -> dict[str, int]:
-        """Target partition counts once the created topics show in Metadata (≤ 30 s)."""
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(KafkaException):
-                known = self._target_topic_counts()
-            if all(t in known for t in created) or time.monotonic() > deadline:
-                return known
-            time.sleep(0.1)
 
     def _update_lag(self) -> None:
         """``sluice_mirror_lag`` of the owned partitions: the cached high watermark (from the
@@ -495,7 +466,7 @@ class ClusterMirror:
         if self._producer is not None:
             self._producer.flush(5)
             self._producer = None
-        self._admin = None
+        self._admins = []
         for topic, partition in self._owned:
             self.metrics.drop_lag(self.alias, topic, partition)
         self._owned.clear()

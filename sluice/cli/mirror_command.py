@@ -8,7 +8,9 @@
 the groups and exits 0; it exits 1 when a mirror loop failed (nothing uncommitted was
 committed: restart it) and 2 for a bad configuration. Logs go to stderr (logfmt, as the broker).
 ``lag`` prints, per source cluster, topic and partition, the group's committed offset, the log
-end and the lag (``kafka-consumer-groups --describe``), and exits 0; 1 when a cluster did not
+end and the lag (``kafka-consumer-groups --describe``) — every partition the source has now,
+partitions added since the mirror last refreshed included (``-`` before their first commit,
+their lag counted from the log start) — and exits 0; 1 when a cluster did not
 answer, 2 for a bad configuration. ``add_mirror_parser(subparsers)`` adds ``mirror`` to the
 ``sluice`` CLI.
 """

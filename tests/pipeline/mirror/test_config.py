@@ -11,6 +11,7 @@ import pytest
 from sluice.cli.mirror_command import main as mirror_main
 from sluice.common.properties import load_properties
 from sluice.pipeline.mirror.config import MirrorConfig, MirrorConfigError
+from sluice.pipeline.mirror.topic_configs import ConfigPropertyFilter
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -52,6 +53,10 @@ def test_the_shipped_file_parses() -> None:
     assert config.source("live").bootstrap_servers == "127.0.0.1:9092,127.0.0.1:9093"
     assert config.target_bootstrap_servers == "127.0.0.1:9192,127.0.0.1:9193"
     assert (config.metrics_host, config.metrics_port) == ("127.0.0.1", 9501)
+    # MirrorMaker 2's keys and defaults, spelled out in the file.
+    assert config.refresh_topics_interval_ms == 10_000
+    assert (config.sync_topic_configs_enabled, config.sync_topic_configs_interval_s) == (True, 600)
+    assert config.config_properties == ConfigPropertyFilter()
 
 
 def test_every_key_is_read() -> None:

@@ -14,7 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
 
 from sluice.cli import main as sluice_main
 from sluice.pipeline.lineage import LINEAGE_HEADER
@@ -260,6 +269,138 @@ def test_two_source_clusters_mirror_into_one_target_topic(
         assert copy.lineage is not None
         assert copy.partition == copy.lineage.partition
         assert copy.value == copy.lineage.cluster.encode()
+
+
+# -- what MirrorMaker 2 keeps alike: topic configs and partition counts ----------------------
+
+
+def topic_overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's own configs (DescribeConfigs source DYNAMIC_TOPIC_CONFIG); {} if unknown."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    resource = ConfigResource("topic", topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=10)
+    except KafkaException:
+        return {}
+    return {
+        name: e.value
+        for name, e in entries.items()
+        if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    }
+
+
+def alter_topic(bootstrap: str, topic: str, configs: Mapping[str, str | None]) -> None:
+    """IncrementalAlterConfigs: SET each config to its value, DELETE it on None."""
+    entries = [
+        ConfigEntry(
+            name,
+            value,
+            incremental_operation=(
+                AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+            ),
+        )
+        for name, value in configs.items()
+    ]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    resource = ConfigResource("topic", topic, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def test_topic_configs_are_copied_and_an_altered_config_is_synced(
+    datacenters: tuple[BrokerCluster, BrokerCluster],
+) -> None:
+    live, offline = datacenters
+    topic = unique("configs")
+    admin = AdminClient({"bootstrap.servers": live.bootstrap, **QUIET})
+    configs = {"retention.ms": "3600000", "unclean.leader.election.enable": "true"}
+    admin.create_topics([NewTopic(topic, 2, 1, config=configs)])[topic].result(timeout=30)
+    sent = produce(live.bootstrap, topic, [{"partition": i % 2, "value": b"v"} for i in range(10)])
+    props = mirror_properties(
+        live.bootstrap, offline.bootstrap, topic, unique("group"),
+        **{"sync.topic.configs.interval.seconds": "1"},
+    )  # fmt: skip
+    with mirror_in_process(props):
+        wait_mirrored(
+            offline.bootstrap, topic, {("live", topic, m.partition(), m.offset()) for m in sent}
+        )
+        # Created with the source's configs, minus MirrorMaker 2's excluded ones.
+        assert topic_overrides(offline.bootstrap, topic) == {"retention.ms": "3600000"}
+        alter_topic(
+            live.bootstrap,
+            topic,
+            {
+                "retention.ms": "7200000",
+                "max.message.bytes": "2000000",
+                "min.insync.replicas": "1",  # excluded: never copied
+            },
+        )
+        expected = {"retention.ms": "7200000", "max.message.bytes": "2000000"}
+        wait_until(
+            lambda: topic_overrides(offline.bootstrap, topic) == expected,
+            30,
+            f"the altered configs at the target: {expected}",
+        )
+        alter_topic(live.bootstrap, topic, {"retention.ms": None})  # back to the default
+        wait_until(
+            lambda: topic_overrides(offline.bootstrap, topic) == {"max.message.bytes": "2000000"},
+            30,
+            "retention.ms back to the target's default",
+        )
+
+
+def test_partitions_added_at_the_source_are_added_at_the_target_and_copied(
+    datacenters: tuple[BrokerCluster, BrokerCluster],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    live, offline = datacenters
+    topic = unique("grown")
+    create(live.bootstrap, topic, 2)
+    records = [{"partition": i % 2, "key": f"k{i}".encode(), "value": b"v"} for i in range(20)]
+    sent = produce(live.bootstrap, topic, records)
+    port = free_port()
+    props = mirror_properties(
+        live.bootstrap, offline.bootstrap, topic, unique("group"),
+        # librdkafka's own metadata refresh is 5 minutes away: only the mirror's refresh can
+        # notice the new partitions in time.
+        **{"consumer.topic.metadata.refresh.interval.ms": "300000",
+           "metrics.listener": f"http://127.0.0.1:{port}"},
+    )  # fmt: skip
+    with mirror_in_process(props):
+        expected = {("live", topic, m.partition(), m.offset()) for m in sent}
+        wait_mirrored(offline.bootstrap, topic, expected)
+        admin = AdminClient({"bootstrap.servers": live.bootstrap, **QUIET})
+        admin.create_partitions([NewPartitions(topic, 5)])[topic].result(timeout=30)
+        wait_until(lambda: partition_count(live.bootstrap, topic) == 5, 30, "5 at the source")
+        records = [{"partition": i % 5, "key": f"n{i}".encode(), "value": b"v"} for i in range(50)]
+        sent += produce(live.bootstrap, topic, records)
+        expected = {("live", topic, m.partition(), m.offset()) for m in sent}
+        copies = wait_mirrored(offline.bootstrap, topic, expected)
+
+        def caught_up() -> bool:
+            lag = samples_named(scrape(port), "sluice_mirror_lag", source="live", topic=topic)
+            return len(lag) == 5 and sum(lag.values()) == 0
+
+        wait_until(caught_up, 30, "a lag series of 0 for each of the 5 partitions")
+    assert partition_count(offline.bootstrap, topic) == 5  # grown like the source
+    assert sorted(origins(copies)) == sorted(expected)  # each once
+    for copy in copies:  # the new partitions too keep their number
+        assert copy.lineage is not None and copy.partition == copy.lineage.partition
+    config = write_properties(tmp_path / "mirror.properties", props)
+    capsys.readouterr()
+    assert sluice_main(["mirror", "lag", "--config", str(config)]) == 0
+    rows = [
+        cols
+        for cols in (line.split() for line in capsys.readouterr().out.splitlines())
+        if len(cols) == 6 and cols[:2] == ["live", topic]
+    ]
+    assert [(r[2], r[3], r[5]) for r in rows] == [
+        ("0", "20", "0"),
+        ("1", "20", "0"),
+        ("2", "10", "0"),
+        ("3", "10", "0"),
+        ("4", "10", "0"),
+    ]
 
 
 # -- lag -------------------------------------------------------------------------------------
