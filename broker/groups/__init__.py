@@ -1,1 +1,2 @@
-"""Consumer groups on the broker: committed offsets and (later) the group coordinator."""
+"""Consumer groups on the broker: the group coordinator, committed offsets and the records of
+``__consumer_offsets`` in Kafka's binary schemas."""

@@ -21,6 +21,18 @@ States (Kafka's ``GroupState``)::
   and asked to join again with it, so a client that retries never leaves ghost members.
 * Sessions expire when no heartbeat (or join/sync) arrives within ``session.timeout.ms``; the
   member is removed and the group rebalances.
+* **Static members** (KIP-345, ``group.instance.id``; Kafka's ``GroupCoordinator``
+  ``doStaticNewMemberJoinGroup``/``updateStaticMemberAndRebalance``): a member joining with an
+  instance id the group knows, without a member id (a restarted consumer), gets a new member id
+  that *replaces* the old one — the old id's assignment, leadership and place — and, in a
+  Stable group whose selected protocol stays the same, no rebalance: it is answered with the
+  current generation (and the old leader id, so it never runs the assignor) and syncs its old
+  assignment. Static members skip MEMBER_ID_REQUIRED. The replaced id is *fenced*: a request
+  from it (a duplicate process with the same instance id) gets FENCED_INSTANCE_ID on JoinGroup,
+  SyncGroup, Heartbeat and OffsetCommit — whether or not the request carries the instance id,
+  since the coordinator remembers which ids it replaced. A static member that does not rejoin
+  during a rebalance stays in the group (only its session timeout removes it, then the group
+  rebalances); LeaveGroup v3+ may name it by instance id alone.
 * Members learn that a rebalance started only from a Heartbeat (or SyncGroup) answered
   REBALANCE_IN_PROGRESS: the classic protocol has no push. So the cooperative protocol's
   follow-up rebalance (started by the members that revoked partitions, which rejoin at once)
@@ -38,15 +50,23 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from sluice.broker.groups.offset_store import OffsetCommitFailedError
+from sluice.broker.groups.offsets_topic_records import GroupMetadataValue, MemberMetadata
 from sluice.broker.protocol.errors import Errors
 
 log = logging.getLogger(__name__)
+
+#: How many replaced member ids a group remembers (to fence them) — per group, oldest first.
+MAX_FENCED_MEMBER_IDS = 1000
+
+StoreGroup = Callable[[str, GroupMetadataValue | None], Awaitable[None]]
 
 
 class GroupState(Enum):
@@ -101,6 +121,9 @@ class Group:
     leader: str = ""
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id → member id
+    # member ids replaced by a static member's rejoin → their instance id (fenced)
+    fenced: OrderedDict[str, str] = field(default_factory=OrderedDict)
     rebalance_task: asyncio.Task[None] | None = None
     all_joined: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -132,11 +155,17 @@ class GroupCoordinator:
         min_session_timeout_ms: int = 6000,
         max_session_timeout_ms: int = 1_800_000,
         has_offsets: Callable[[str], bool] = lambda _g: False,
+        store_group: StoreGroup | None = None,
     ) -> None:
+        """``store_group``: makes a group's metadata durable (``OffsetStore.store_group``),
+        awaited when a generation's assignment is handed out, a static member is replaced and
+        a group becomes empty, as Kafka's ``storeGroup``; None keeps groups in memory only."""
         self.initial_delay = initial_rebalance_delay_ms / 1000
         self.min_session_ms = min_session_timeout_ms
         self.max_session_ms = max_session_timeout_ms
         self._has_offsets = has_offsets
+        self._store_group = store_group
+        self._store_tasks: set[asyncio.Task[Errors]] = set()
         self.groups: dict[str, Group] = {}
         self._expiry_task: asyncio.Task[None] | None = None
 
@@ -168,15 +197,28 @@ class GroupCoordinator:
         group = self.groups.setdefault(group_id, Group(group_id))
         if not protocols or not group.supports(protocol_type, protocols):
             return JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if not member_id:
+        if not member_id and group_instance_id is not None:
+            # A static member needs no MEMBER_ID_REQUIRED round trip: its instance id names it.
+            member_id = f"{group_instance_id}-{uuid.uuid4()}"
+            old_id = group.static_members.get(group_instance_id)
+            if old_id is not None:
+                return await self._replace_static_member(
+                    group, old_id, member_id, group_instance_id, client_id, client_host,
+                    session_timeout_ms, rebalance_timeout_ms, protocols,
+                )  # fmt: skip
+        elif not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
                 group.pending_members.add(new_id)
                 return JoinResult(Errors.MEMBER_ID_REQUIRED, member_id=new_id)
             member_id = new_id
+        elif self._fenced(group, member_id, group_instance_id):
+            return JoinResult(Errors.FENCED_INSTANCE_ID, member_id=member_id)
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
-        elif member_id not in group.members:
+        elif member_id not in group.members or (
+            group_instance_id is not None and group_instance_id not in group.static_members
+        ):
             return JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id)
 
         member = group.members.get(member_id)
@@ -189,6 +231,8 @@ class GroupCoordinator:
             if not group.members:
                 group.protocol_type = protocol_type  # the first member sets the group's type
             group.members[member_id] = member
+            if group_instance_id is not None:
+                group.static_members[group_instance_id] = member_id
             changed = True
         else:
             changed = member.protocols != list(protocols)
@@ -209,15 +253,95 @@ class GroupCoordinator:
 
         log.debug("group %s: join from %s (%s, %s): rebalancing", group_id, member_id,
                   group.state.value, "changed" if changed else "same")  # fmt: skip
+        return await self._await_join(group, member, f"member {member_id} joined")
+
+    async def _await_join(self, group: Group, member: Member, reason: str) -> JoinResult:
+        """Put ``member`` in the (started or starting) rebalance; its JoinGroup answer."""
         loop = asyncio.get_running_loop()
         if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id))
+            member.join_future.set_result(
+                JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id=member.member_id)
+            )
         member.join_future = loop.create_future()
         future = member.join_future
         if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group, f"member {member_id} joined")
+            self._prepare_rebalance(group, reason)
         self._maybe_complete_join(group)
         return await future
+
+    @staticmethod
+    def _fenced(group: Group, member_id: str, group_instance_id: str | None) -> bool:
+        """Kafka's ``isStaticMemberFenced``: the instance id belongs to another member id —
+        or, with no instance id in the request, ``member_id`` is one a static member's rejoin
+        replaced (a duplicate still running with the old id)."""
+        if group_instance_id is not None:
+            current = group.static_members.get(group_instance_id)
+            if current is not None and current != member_id:
+                return True
+        return member_id in group.fenced
+
+    async def _replace_static_member(
+        self,
+        group: Group,
+        old_id: str,
+        new_id: str,
+        instance_id: str,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: Sequence[tuple[str, bytes]],
+    ) -> JoinResult:
+        """A known static member rejoined without its member id (it restarted): ``new_id``
+        takes the old id's place (Kafka's ``updateStaticMemberAndRebalance``)."""
+        member = group.members.pop(old_id)
+        # Whoever still waits under the old id is a duplicate: fence it now.
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(JoinResult(Errors.FENCED_INSTANCE_ID, member_id=old_id))
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result(SyncResult(Errors.FENCED_INSTANCE_ID))
+        member.join_future = member.sync_future = None
+        old_protocols = member.protocols
+        member.member_id, member.client_id, member.client_host = new_id, client_id, client_host
+        member.session_timeout_ms, member.rebalance_timeout_ms = (
+            session_timeout_ms, rebalance_timeout_ms,
+        )  # fmt: skip
+        member.protocols = list(protocols)
+        member.last_heartbeat = self._now()
+        group.members[new_id] = member
+        current_leader = group.leader
+        if group.leader == old_id:
+            group.leader = new_id
+        group.static_members[instance_id] = new_id
+        group.fenced[old_id] = instance_id
+        while len(group.fenced) > MAX_FENCED_MEMBER_IDS:
+            group.fenced.popitem(last=False)
+        log.info("group %s: static member %s rejoined as %s (was %s, %s)", group.group_id,
+                 instance_id, new_id, old_id, group.state.value)  # fmt: skip
+        if group.state is GroupState.STABLE:
+            if group.select_protocol() != group.protocol_name:
+                return await self._await_join(
+                    group, member, f"static member {instance_id} changed the group's protocol"
+                )
+            error = await self._store(group)
+            if error != Errors.NONE:
+                # Not durable: undo, as Kafka does; the member retries its join.
+                if group.members.get(new_id) is member:
+                    del group.members[new_id]
+                    member.member_id, member.protocols = old_id, old_protocols
+                    group.members[old_id] = member
+                    group.static_members[instance_id] = old_id
+                    group.fenced.pop(old_id, None)
+                    if group.leader == new_id:
+                        group.leader = old_id
+                return JoinResult(error, member_id=new_id)
+            # No rebalance: the current generation, with the old leader id so that the member
+            # never runs the assignor (a Stable group would not hand out its result).
+            return JoinResult(Errors.NONE, group.generation, group.protocol_name, current_leader,
+                              new_id)  # fmt: skip
+        # PreparingRebalance: it joins the rebalance under way. CompletingRebalance: the old
+        # id may have led it, so a new one starts (Kafka does the same).
+        return await self._await_join(group, member, f"static member {instance_id} rejoined")
 
     def _join_result(self, group: Group, member: Member) -> JoinResult:
         members: tuple[tuple[str, str | None, bytes], ...] = ()
@@ -280,19 +404,32 @@ class GroupCoordinator:
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
         group.rebalance_task = None
+        joined = [m for m in group.members.values()
+                  if m.join_future is not None and not m.join_future.done()]  # fmt: skip
+        if not joined and group.members:
+            # Only static members that have not rejoined: they stay until their sessions
+            # expire, so wait again (Kafka's onCompleteJoin does the same).
+            log.info("group %s: no member rejoined; waiting for the static members",
+                     group.group_id)  # fmt: skip
+            group.all_joined = asyncio.Event()
+            group.rebalance_task = asyncio.get_running_loop().create_task(
+                self._run_rebalance(group, False)
+            )
+            return
         for m in list(group.members.values()):
-            if m.join_future is None or m.join_future.done():
+            if m not in joined and m.group_instance_id is None:
                 log.info("group %s: removing %s (did not rejoin)", group.group_id, m.member_id)
-                del group.members[m.member_id]
+                self._remove(group, m)
         group.generation += 1
         if not group.members:
             # The protocol type stays: an empty group with offsets is still a consumer group.
             group.state = GroupState.EMPTY
             group.protocol_name = group.leader = ""
+            self._store_later(group)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader not in group.members:
-            group.leader = next(iter(group.members))
+        if group.leader not in {m.member_id for m in joined}:
+            group.leader = joined[0].member_id
         group.state = GroupState.COMPLETING_REBALANCE
         now = self._now()
         log.info(
@@ -309,8 +446,12 @@ class GroupCoordinator:
 
     # -- SyncGroup, Heartbeat, LeaveGroup --------------------------------------------------
 
-    def _check_member(self, group_id: str, generation: int, member_id: str) -> Group | Errors:
+    def _check_member(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None
+    ) -> Group | Errors:
         group = self.groups.get(group_id)
+        if group is not None and self._fenced(group, member_id, group_instance_id):
+            return Errors.FENCED_INSTANCE_ID
         if group is None or member_id not in group.members:
             return Errors.UNKNOWN_MEMBER_ID
         if generation != group.generation:
@@ -318,9 +459,14 @@ class GroupCoordinator:
         return group
 
     async def sync(
-        self, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes]
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
     ) -> SyncResult:
-        checked = self._check_member(group_id, generation, member_id)
+        checked = self._check_member(group_id, generation, member_id, group_instance_id)
         log.debug("group %s: sync from %s generation %d: %s", group_id, member_id, generation,
                   checked if isinstance(checked, Errors) else checked.state.value)  # fmt: skip
         if isinstance(checked, Errors):
@@ -337,6 +483,21 @@ class GroupCoordinator:
         if member_id == group.leader:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
+            error = await self._store(group)
+            if group.state is not GroupState.COMPLETING_REBALANCE or (
+                generation != group.generation
+            ):
+                return await future  # a rebalance began meanwhile and answered the syncs
+            if error != Errors.NONE:
+                # Not durable: nobody gets an assignment; the group rebalances (Kafka's
+                # resetAndPropagateAssignmentError, then maybePrepareRebalance).
+                for m in group.members.values():
+                    m.assignment = b""
+                    if m.sync_future is not None and not m.sync_future.done():
+                        m.sync_future.set_result(SyncResult(error))
+                    m.sync_future = None
+                self._prepare_rebalance(group, "the group's metadata could not be stored")
+                return await future
             group.state = GroupState.STABLE
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
@@ -344,8 +505,10 @@ class GroupCoordinator:
                 m.sync_future = None
         return await future
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> Errors:
-        checked = self._check_member(group_id, generation, member_id)
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None = None
+    ) -> Errors:
+        checked = self._check_member(group_id, generation, member_id, group_instance_id)
         state = checked if isinstance(checked, Errors) else checked.state.value
         log.debug("group %s: heartbeat from %s generation %d: %s",
                   group_id, member_id, generation, state)  # fmt: skip
@@ -356,21 +519,50 @@ class GroupCoordinator:
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
 
-    def leave(self, group_id: str, member_ids: Sequence[str]) -> tuple[Errors, list[Errors]]:
+    def leave(
+        self,
+        group_id: str,
+        member_ids: Sequence[str],
+        instance_ids: Sequence[str | None] | None = None,
+    ) -> tuple[Errors, list[Errors]]:
+        """LeaveGroup: one error per member. ``instance_ids`` (v3+, parallel to
+        ``member_ids``): a static member may be named by instance id with an empty member id
+        (Kafka's ``removeMembersFromConsumerGroup``); a member id that is not the instance's
+        current one is FENCED_INSTANCE_ID."""
         group = self.groups.get(group_id)
         if group is None:
             return Errors.UNKNOWN_MEMBER_ID, [Errors.UNKNOWN_MEMBER_ID] * len(member_ids)
         errors: list[Errors] = []
-        for member_id in member_ids:
-            member = group.members.pop(member_id, None)
+        for member_id, instance_id in zip(
+            member_ids, instance_ids or [None] * len(member_ids), strict=True
+        ):
+            if instance_id is not None:
+                current = group.static_members.get(instance_id)
+                if current is None:
+                    errors.append(Errors.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != current:
+                    errors.append(Errors.FENCED_INSTANCE_ID)
+                    continue
+                member_id = current
+            member = group.members.get(member_id)
             if member is None:
                 errors.append(Errors.UNKNOWN_MEMBER_ID)
                 continue
             errors.append(Errors.NONE)
-            self._drop(member)
+            self._remove(group, member)
         if any(e == Errors.NONE for e in errors):
             self._member_gone(group, f"{len(member_ids)} member(s) left")
         return Errors.NONE, errors
+
+    def _remove(self, group: Group, member: Member) -> None:
+        """Take ``member`` out of ``group`` (with its static instance id) and answer whatever
+        it was waiting for."""
+        del group.members[member.member_id]
+        instance = member.group_instance_id
+        if instance is not None and group.static_members.get(instance) == member.member_id:
+            del group.static_members[instance]
+        self._drop(member)
 
     def _drop(self, member: Member) -> None:
         """Answer whatever the removed member was waiting for."""
@@ -391,6 +583,7 @@ class GroupCoordinator:
                 group.state = GroupState.EMPTY
                 group.generation += 1
                 group.leader = group.protocol_name = ""
+                self._store_later(group)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -414,14 +607,62 @@ class GroupCoordinator:
             ]  # fmt: skip
             for m in expired:
                 log.info("group %s: session of %s expired", group.group_id, m.member_id)
-                del group.members[m.member_id]
-                self._drop(m)
+                self._remove(group, m)
             if expired:
                 self._member_gone(group, f"{len(expired)} session(s) expired")
+
+    # -- durability (Kafka's storeGroup) ---------------------------------------------------
+
+    def _metadata(self, group: Group) -> GroupMetadataValue:
+        return GroupMetadataValue(
+            group.protocol_type,
+            group.generation,
+            group.protocol_name or None,
+            group.leader or None,
+            int(time.time() * 1000),
+            tuple(
+                MemberMetadata(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata_for(group.protocol_name),
+                    m.assignment,
+                )  # fmt: skip
+                for m in group.members.values()
+            ),
+        )
+
+    async def _store(self, group: Group, *, deleted: bool = False) -> Errors:
+        """Make the group's metadata durable; the code its members get if that failed (what
+        ``sluice.broker.server.error_mapping.coordinator_code_for`` answers for a commit)."""
+        if self._store_group is None:
+            return Errors.NONE
+        try:
+            await self._store_group(group.group_id, None if deleted else self._metadata(group))
+        except OffsetCommitFailedError as exc:
+            log.warning("group %s: metadata not stored: %s", group.group_id, exc)
+            if exc.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
+                return Errors.NOT_COORDINATOR
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        return Errors.NONE
+
+    def _store_later(self, group: Group, *, deleted: bool = False) -> None:
+        """Store the group's metadata without waiting (a group that became empty or was
+        deleted: nobody awaits an answer)."""
+        if self._store_group is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._store(group, deleted=deleted))
+        self._store_tasks.add(task)
+        task.add_done_callback(self._store_tasks.discard)
 
     def close(self) -> None:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
+        for task in list(self._store_tasks):
+            task.cancel()
         for group in self.groups.values():
             if group.rebalance_task is not None:
                 group.rebalance_task.cancel()
@@ -430,7 +671,9 @@ class GroupCoordinator:
 
     # -- offsets and introspection ---------------------------------------------------------
 
-    def validate_commit(self, group_id: str, generation: int, member_id: str) -> Errors:
+    def validate_commit(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None = None
+    ) -> Errors:
         """Kafka's checks before an OffsetCommit is stored (GroupCoordinator.doCommitOffsets).
 
         Generation -1 is a "simple" commit from a consumer that does not use group
@@ -442,6 +685,8 @@ class GroupCoordinator:
             return Errors.NONE if generation < 0 else Errors.ILLEGAL_GENERATION
         if generation < 0 and group.state is GroupState.EMPTY:
             return Errors.NONE
+        if self._fenced(group, member_id, group_instance_id):
+            return Errors.FENCED_INSTANCE_ID
         if group.state is GroupState.COMPLETING_REBALANCE:
             return Errors.REBALANCE_IN_PROGRESS
         if member_id not in group.members:
@@ -474,6 +719,7 @@ class GroupCoordinator:
             group.rebalance_task.cancel()
         group.state = GroupState.DEAD
         del self.groups[group_id]
+        self._store_later(group, deleted=True)
         log.info("group %s: deleted", group_id)
         return Errors.NONE
 

@@ -1,5 +1,5 @@
-"""``OffsetStore``: committed consumer offsets, durable in the internal ``__consumer_offsets``
-topic, as Kafka keeps them.
+"""``OffsetStore``: committed consumer offsets (and groups' metadata), durable in the internal
+``__consumer_offsets`` topic, as Kafka keeps them.
 
 Why a log and not a file or ZooKeeper: the offsets then live in the same crash-safe,
 checksummed storage as the data, survive restarts through the same recovery, and in cluster
@@ -9,32 +9,59 @@ ZooKeeper (the 0.8 design) does not scale to a commit per second per consumer.
 A group's offsets live in partition ``abs(java_hash(group)) % offsets.topic.num.partitions``
 (Kafka's ``Utils.abs(groupId.hashCode) % n``), whose leader is the group's coordinator.
 
-Each commit request is one batch; each committed partition one record::
+Each commit request is one batch; each committed partition one record, in Kafka's binary
+schemas (``sluice.broker.groups.offsets_topic_records``): key version 1 (group, topic,
+partition), value ``OffsetCommitValue`` v3 (offset, leader epoch, metadata, commit timestamp)
+or null once the offset is deleted. A group's metadata (:meth:`OffsetStore.store_group`) is key
+version 2 with a ``GroupMetadataValue`` v3. Every record has a key, so the topic may be
+compacted (``cleanup.policy=compact``). Kafka has no null metadata ("" is its ``NoMetadata``):
+a commit without metadata is written as "" and reads back as ``None``.
 
-    key   = {"version": 1, "group": g, "topic": t, "partition": p}           (JSON, UTF-8)
-    value = {"version": 1, "offset": o, "leader_epoch": e, "metadata": m,
-             "commit_timestamp": ms}                      (null: the offset was deleted)
+**Migration of Sluice's JSON records.** Sluice used to write JSON (``{"version": 1, "group":
+…}``). Such a log is migrated rather than refused, so an upgrade needs no step and loses no
+offsets: the loader reads JSON and binary records alike, in log order. It then rewrites the
+JSON entries: on a standalone broker (the partition's only replica) at once, with the rewrite
+below; with followers, in the partition's next write, whose batch first carries the live
+entries in binary and a tombstone for each JSON key (so compaction drops the JSON records and
+a later binary tombstone cannot be undone by a surviving JSON record).
 
 The store replays a partition into a map when this broker becomes its leader (all of them
-at startup on a standalone broker, which leads every partition). With no log compaction, the
-only replica of a partition (a standalone broker) rewrites it as it loads it when its records
-outnumber live entries by far: the live entries are appended again and the log start offset
-moves past the old records, whose segments retention then deletes. Thread-safe: one lock
-around the map.
+at startup on a standalone broker, which leads every partition). The only replica of a
+partition (a standalone broker) rewrites it as it loads it when its records outnumber live
+entries by far: the live entries are appended again and the log start offset moves past the
+old records, whose segments retention then deletes. Thread-safe: one lock around the maps.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from sluice.broker.groups.offsets_topic_records import (
+    CorruptOffsetsRecordError,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_legacy_key,
+    decode_legacy_value,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+    is_legacy_json,
+)
 from sluice.broker.log.log import Log
 from sluice.broker.log.record_batch import iter_batches
 from sluice.broker.log.records import decode_batch, encode_batch
 from sluice.broker.protocol.errors import Errors
+
+log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 COMPACT_SLACK = 10_000
@@ -64,6 +91,7 @@ class CommittedOffset:
 
 
 Key = tuple[str, str, int]
+RawRecord = tuple[bytes, bytes | None]
 
 
 Appender = Callable[[int, bytes], Awaitable[None]]
@@ -75,6 +103,10 @@ class OffsetCommitFailedError(Exception):
     def __init__(self, error_code: Errors, message: str) -> None:
         super().__init__(f"offset commit failed with error {error_code}: {message}")
         self.error_code = error_code
+
+
+class OffsetsPartitionLoadError(Exception):
+    """A record of ``__consumer_offsets`` could not be read while loading a partition."""
 
 
 class OffsetStore:
@@ -94,10 +126,13 @@ class OffsetStore:
         self.num_partitions = num_partitions
         self._append = append
         self._offsets: dict[Key, CommittedOffset] = {}
+        self._group_metadata: dict[str, GroupMetadataValue] = {}
+        # partition → the JSON keys still in its log (see "Migration" in the module docstring)
+        self._legacy: dict[int, dict[bytes, Key]] = {}
         self.loaded: set[int] = set()
 
     @staticmethod
-    def _records(partition_log: Log) -> Iterable[tuple[bytes | None, bytes | None]]:
+    def _records(partition_log: Log) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         offset = partition_log.log_start_offset
         while offset < partition_log.log_end_offset:
             result = partition_log.read(offset, 1 << 20, upper_bound="log_end")
@@ -107,40 +142,76 @@ class OffsetStore:
             for header in iter_batches(raw):
                 for record in decode_batch(raw, header.position):
                     if record.offset >= offset:
-                        yield record.key, record.value
+                        yield record.offset, record.key, record.value
                 offset = header.next_offset
 
     def load_partition(self, partition: int, partition_log: Log, *, compact: bool = False) -> int:
-        """Replay one partition of the offsets topic; returns how many entries are live.
+        """Replay one partition of the offsets topic; returns how many offsets are live.
 
         ``compact``: the caller is the partition's only replica (a standalone broker), so it
-        may rewrite the partition when its records outnumber the live entries by far (see the
-        module docstring). A partition with followers is never rewritten: they would not
-        follow the moved log start."""
-        live = self._load(partition, partition_log)
-        stale = partition_log.log_end_offset - partition_log.log_start_offset - 2 * live
-        if compact and stale > COMPACT_SLACK:
+        may rewrite the partition when its records outnumber the live entries by far, or when
+        it holds JSON records (see the module docstring). A partition with followers is never
+        rewritten: they would not follow the moved log start. Raises
+        ``OffsetsPartitionLoadError`` naming the record that cannot be read."""
+        live, groups = self._load(partition, partition_log)
+        stale = partition_log.log_end_offset - partition_log.log_start_offset - 2 * (live + groups)
+        legacy = len(self._legacy.get(partition, {}))
+        if legacy:
+            log.warning(
+                "%s-%d holds %d JSON offset record(s) of an older Sluice: migrating them to "
+                "Kafka's binary format%s", TOPIC, partition, legacy,
+                " now" if compact else " with the partition's next write",
+            )  # fmt: skip
+        if compact and (stale > COMPACT_SLACK or legacy):
             self._compact(partition, partition_log)
         return live
 
-    def _load(self, partition: int, partition_log: Log) -> int:
+    def _load(self, partition: int, partition_log: Log) -> tuple[int, int]:
         with self._lock:
             self._forget(partition)
-            for key, value in self._records(partition_log):
+            legacy: dict[bytes, Key] = {}
+            for offset, key, value in self._records(partition_log):
                 if key is None:
                     continue
-                k = json.loads(key)
-                ident: Key = (k["group"], k["topic"], int(k["partition"]))
-                if value is None:
-                    self._offsets.pop(ident, None)
-                else:
-                    v = json.loads(value)
-                    self._offsets[ident] = CommittedOffset(
-                        int(v["offset"]), int(v.get("leader_epoch", -1)), v.get("metadata"),
-                        int(v.get("commit_timestamp", 0)),
-                    )  # fmt: skip
+                try:
+                    self._replay(key, value, legacy)
+                except CorruptOffsetsRecordError as exc:
+                    raise OffsetsPartitionLoadError(
+                        f"{TOPIC}-{partition} offset {offset}: {exc}; the partition cannot "
+                        f"be loaded (its groups' offsets would be wrong)"
+                    ) from exc
+            if legacy:
+                self._legacy[partition] = legacy
             self.loaded.add(partition)
-            return sum(1 for g, _, _ in self._offsets if self.partition_for(g) == partition)
+            live = sum(1 for g, _, _ in self._offsets if self.partition_for(g) == partition)
+            groups = sum(1 for g in self._group_metadata if self.partition_for(g) == partition)
+            return live, groups
+
+    def _replay(self, key: bytes, value: bytes | None, legacy: dict[bytes, Key]) -> None:
+        """Apply one record to the maps (the caller holds the lock)."""
+        if is_legacy_json(key):
+            k = decode_legacy_key(key)
+            legacy[key] = (k.group, k.topic, k.partition)
+            self._set_offset(k, None if value is None else decode_legacy_value(value))
+            return
+        decoded = decode_key(key)
+        if decoded is None:  # a record type of a newer Kafka: skipped, as Kafka's loader does
+            log.warning("%s: skipping a record with key version %d", TOPIC, key[0] << 8 | key[1])
+        elif isinstance(decoded, OffsetCommitKey):
+            self._set_offset(decoded, None if value is None else decode_offset_commit_value(value))
+        elif value is None:
+            self._group_metadata.pop(decoded.group, None)
+        else:
+            self._group_metadata[decoded.group] = decode_group_metadata_value(value)
+
+    def _set_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        ident = (key.group, key.topic, key.partition)
+        if value is None:
+            self._offsets.pop(ident, None)
+        else:
+            self._offsets[ident] = CommittedOffset(
+                value.offset, value.leader_epoch, value.metadata or None, value.commit_timestamp
+            )
 
     def unload_partition(self, partition: int) -> None:
         with self._lock:
@@ -150,15 +221,26 @@ class OffsetStore:
     def _forget(self, partition: int) -> None:
         for key in [k for k in self._offsets if self.partition_for(k[0]) == partition]:
             del self._offsets[key]
+        for group in [g for g in self._group_metadata if self.partition_for(g) == partition]:
+            del self._group_metadata[group]
+        self._legacy.pop(partition, None)
 
     def _compact(self, partition: int, partition_log: Log) -> None:
         """Rewrite the live entries and move the log start past the stale ones (standalone:
-        there is no log compaction; retention then deletes the old segments)."""
-        keys = sorted(k for k in self._offsets if self.partition_for(k[0]) == partition)
+        the only replica; retention or the cleaner then deletes the old segments)."""
+        with self._lock:
+            keys = sorted(k for k in self._offsets if self.partition_for(k[0]) == partition)
+            records = [_commit_record(k, self._offsets[k]) for k in keys]
+            records += [
+                _group_record(g, v)
+                for g, v in sorted(self._group_metadata.items())
+                if self.partition_for(g) == partition
+            ]
+            self._legacy.pop(partition, None)
         partition_log.roll()
         start = partition_log.log_end_offset
-        for i in range(0, len(keys), 500):
-            partition_log.append(_encode([(k, self._offsets[k]) for k in keys[i : i + 500]]))
+        for i in range(0, len(records), 500):
+            partition_log.append(_batch(records[i : i + 500]))
         partition_log.flush()
         # The only replica is the whole ISR: what it just wrote is committed.
         partition_log.high_watermark = partition_log.log_end_offset
@@ -173,12 +255,32 @@ class OffsetStore:
         group's partition."""
         return self.partition_for(group) in self.loaded
 
+    async def _write(self, partition: int, records: list[RawRecord]) -> None:
+        """Append ``records`` as one batch, after the partition's pending JSON migration (in
+        the same batch: both or neither)."""
+        with self._lock:
+            legacy = self._legacy.get(partition, {})
+            migration: list[RawRecord] = [(raw, None) for raw in legacy]
+            migration += [
+                _commit_record(ident, self._offsets[ident])
+                for ident in sorted(set(legacy.values()))
+                if ident in self._offsets
+            ]
+        await self._append(partition, _batch(migration + records))
+        if legacy:
+            with self._lock:
+                if self._legacy.get(partition) is legacy:
+                    del self._legacy[partition]
+            log.info("%s-%d: JSON offset records migrated", TOPIC, partition)
+
     async def commit(self, group: str, offsets: Sequence[tuple[str, int, CommittedOffset]]) -> None:
         """Durably record one commit request's offsets (one batch, so all or nothing)."""
         if not offsets:
             return
-        batch = _encode([((group, t, p), c) for t, p, c in offsets])
-        await self._append(self.partition_for(group), batch)
+        offsets = [(t, p, _normal(c)) for t, p, c in offsets]
+        await self._write(
+            self.partition_for(group), [_commit_record((group, t, p), c) for t, p, c in offsets]
+        )
         with self._lock:
             for topic, partition, c in offsets:
                 self._offsets[(group, topic, partition)] = c
@@ -198,30 +300,50 @@ class OffsetStore:
         with self._lock:
             gone = [(t, p) for t, p in partitions if (group, t, p) in self._offsets]
         if gone:
-            await self._append(
-                self.partition_for(group), _encode([((group, t, p), None) for t, p in gone])
+            await self._write(
+                self.partition_for(group), [_commit_record((group, t, p), None) for t, p in gone]
             )
             with self._lock:
                 for t, p in gone:
                     self._offsets.pop((group, t, p), None)
 
+    async def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
+        """Durably record a group's metadata (Kafka's ``storeGroup``): its generation, leader,
+        protocol and members with their assignments; ``None`` writes a tombstone (the group
+        was deleted)."""
+        await self._write(self.partition_for(group), [_group_record(group, value)])
+        with self._lock:
+            if value is None:
+                self._group_metadata.pop(group, None)
+            else:
+                self._group_metadata[group] = value
 
-def _encode(entries: Sequence[tuple[Key, CommittedOffset | None]]) -> bytes:
-    """One batch of commit records (see the module docstring for the record layout)."""
-    records = []
-    for (group, topic, partition), c in entries:
-        key = {"version": 1, "group": group, "topic": topic, "partition": partition}
-        value = None
-        if c is not None:
-            value = json.dumps(
-                {
-                    "version": 1,
-                    "offset": c.offset,
-                    "leader_epoch": c.leader_epoch,
-                    "metadata": c.metadata,
-                    "commit_timestamp": c.commit_timestamp,
-                }
-            ).encode()
-        records.append((json.dumps(key).encode(), value))
+    def group_metadata(self, group: str) -> GroupMetadataValue | None:
+        """The group's last stored metadata, if this broker loaded its partition."""
+        with self._lock:
+            return self._group_metadata.get(group)
+
+
+def _normal(c: CommittedOffset) -> CommittedOffset:
+    """ "" and no metadata are one thing in Kafka's schema: keep ``None`` for both."""
+    if c.metadata == "":
+        return CommittedOffset(c.offset, c.leader_epoch, None, c.commit_timestamp)
+    return c
+
+
+def _commit_record(ident: Key, c: CommittedOffset | None) -> RawRecord:
+    key = encode_key(OffsetCommitKey(*ident))
+    if c is None:
+        return key, None
+    value = OffsetCommitValue(c.offset, c.leader_epoch, c.metadata or "", c.commit_timestamp)
+    return key, encode_offset_commit_value(value)
+
+
+def _group_record(group: str, value: GroupMetadataValue | None) -> RawRecord:
+    key = encode_key(GroupMetadataKey(group))
+    return key, None if value is None else encode_group_metadata_value(value)
+
+
+def _batch(records: Sequence[RawRecord]) -> bytes:
     now = int(time.time() * 1000)
-    return encode_batch(records, timestamps=[now] * len(records))
+    return encode_batch(list(records), timestamps=[now] * len(records))
