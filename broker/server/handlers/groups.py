@@ -67,7 +67,10 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> bytes:
         return respond(request, {"throttle_time": 0, "error_code": Errors.NOT_COORDINATOR,
                                  "assignment": b""})  # fmt: skip
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
-    result = await ctx.groups.sync(body.group_id, body.generation_id, body.member_id, assignments)
+    result = await ctx.groups.sync(
+        body.group_id, body.generation_id, body.member_id, assignments,
+        getattr(body, "group_instance_id", None),
+    )  # fmt: skip
     return respond(
         request,
         {"throttle_time": 0, "error_code": result.error, "assignment": result.assignment},
@@ -77,7 +80,10 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> bytes:
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     error = (
-        ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+        ctx.groups.heartbeat(
+            body.group_id, body.generation_id, body.member_id,
+            getattr(body, "group_instance_id", None),
+        )  # fmt: skip
         if ctx.offsets.coordinates(body.group_id)
         else Errors.NOT_COORDINATOR
     )
@@ -90,7 +96,9 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> bytes:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         members = [(body.member_id, None)]
-    error, errors = ctx.groups.leave(body.group_id, [m for m, _ in members])
+    error, errors = ctx.groups.leave(
+        body.group_id, [m for m, _ in members], [i for _, i in members]
+    )
     if request.api_version < 3 and errors:
         error = errors[0]
     return respond(
@@ -137,6 +145,7 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
                 "members": [
                     {
                         "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,  # v4+
                         "client_id": m.client_id,
                         "client_host": m.client_host,
                         "member_metadata": m.metadata_for(group.protocol_name),

@@ -61,7 +61,8 @@ async def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[int, str, int
         with contextlib.suppress(TopicExistsError):  # another broker created it meanwhile
             await ctx.off_loop(
                 cluster.create_topic,
-                OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions, replication, {},
+                OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions, replication,
+                {"cleanup.policy": "compact"},
                 internal=True,
             )  # fmt: skip
     state = cluster.partition_state(OFFSETS_TOPIC, ctx.offsets.partition_for(group_id))
@@ -87,8 +88,11 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> bytes:
     # Members of a managed group commit for their generation; assign() consumers with -1.
     group_error = (
         ctx.groups.validate_commit(
-            body.group_id, body.generation_id_or_member_epoch, body.member_id
-        )
+            body.group_id,
+            body.generation_id_or_member_epoch,
+            body.member_id,
+            getattr(body, "group_instance_id", None),
+        )  # fmt: skip
         if ctx.offsets.coordinates(body.group_id)
         else Errors.NOT_COORDINATOR
     )
