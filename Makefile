@@ -24,11 +24,13 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv with Sluice and its test dependencies
 
 .PHONY: system-deps
-system-deps: ## Install Debian packages the tests need (Java, ZooKeeper, kcat) when missing
-	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null || ! command -v kcat >/dev/null; then \
-	  echo "installing Debian's zookeeper, a JRE and kcat"; \
+system-deps: ## Install Debian packages the tests need (Java, ZooKeeper, kcat, iproute2, unshare) when missing
+	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null || ! command -v kcat >/dev/null \
+	    || ! command -v ip >/dev/null || ! command -v tc >/dev/null || ! command -v unshare >/dev/null; then \
+	  echo "installing Debian's zookeeper, a JRE, kcat, iproute2 (network namespaces) and util-linux (unshare)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless kcat >/dev/null; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless kcat \
+	    iproute2 util-linux >/dev/null; \
 	fi
 
 # mypy resolves modules by path, not through the editable install's import hook, so it reads
@@ -66,6 +68,10 @@ demo-datacenter: install system-deps ## The paper's deployment: live + offline c
 .PHONY: compat
 compat: install system-deps ## kafka-python's own integration suite vs Sluice: standalone, then a 3-broker cluster (build/compat/)
 	$(BIN)/python -m tests.compat.run
+
+.PHONY: soak
+soak: install system-deps ## Faults against a three-broker cluster for SOAK_MINUTES (default 4; needs root); results in build/soak/
+	$(BIN)/python -m bench.soak
 
 .PHONY: bench
 bench: install ## Quick benchmarks (under 10 minutes); results in build/bench/
