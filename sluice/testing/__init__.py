@@ -15,12 +15,16 @@ users do, over TCP with real clients. Modules, each named after what it holds:
 - ``mirror``      ``MirrorProcess`` (``python -m sluice mirror run``)
 - ``prometheus``  reading a ``/metrics`` endpoint back
 - ``spark``       ``spark_submit``: a job in ``local[2]`` with Spark's log noise filtered
-- ``spark_cluster`` ``SparkCluster``: a Spark standalone master and workers on loopback
+- ``spark_cluster`` ``SparkCluster``: a Spark standalone master and workers as separate JVMs,
+                  workers in their own mount namespace with private paths; executor and
+                  worker faults
+- ``netns``       brokers in network namespaces on a bridge; partitions cut and healed with tc
+- ``faults``      the soak's faults: kills, ZooKeeper restarts, session expiry, stalls
 - ``console``     ``step``: the headline a demo prints before each step
 
 Layering: above ``sluice.broker``, ``sluice.schemas`` and ``sluice.pipeline`` (it may import
-them), beside ``sluice.cli`` (neither imports the other), below ``sluice.jobs``. Only tests,
-``bench`` and ``sluice.jobs`` (the demos) import it. pytest is never imported here: fixtures
+them), beside ``sluice.cli`` (neither imports the other), below ``sluice.jobs``. Only tests
+(``tests.compat`` included), ``bench`` and ``sluice.jobs`` (the demos) import it. pytest is never imported here: fixtures
 stay in the ``conftest.py`` files, which decide whether a missing dependency skips or fails.
 
 Thread-safety: a process object is driven by one thread (start, stop, kill, restart); the
