@@ -24,8 +24,9 @@ users do, over TCP with real clients. Modules, each named after what it holds:
 
 Layering: above ``sluice.broker``, ``sluice.schemas`` and ``sluice.pipeline`` (it may import
 them), beside ``sluice.cli`` (neither imports the other), below ``sluice.jobs``. Only tests
-(``tests.compat`` included), ``bench`` and ``sluice.jobs`` (the demos) import it. pytest is never imported here: fixtures
-stay in the ``conftest.py`` files, which decide whether a missing dependency skips or fails.
+(``tests.compat`` included), ``bench`` and ``sluice.jobs`` (the demos) import it. pytest is
+never imported here: fixtures stay in the ``conftest.py`` files, which decide whether a
+missing dependency skips or fails.
 
 Thread-safety: a process object is driven by one thread (start, stop, kill, restart); the
 read-only properties (``bootstrap``, ``port``, ``url``) may be read from any thread.
