@@ -26,12 +26,15 @@ A pass over one log (``Cleaner.clean``), given its first dirty and first unclean
 
 4. **Swap** it in with ``Log.replace_segments`` (crash-safe, see ``log_loader``).
 
-Transactions (issue 18 part 2): control batches are kept whole, and transactional data is
-treated as committed, because which transactions were aborted is known only from the
-transaction index. The place to add it is ``Cleaner._batch_retention`` (Kafka's
-``CleanedTransactionMetadata``: drop aborted batches, then drop a marker once no batch of its
-transaction remains and its delete horizon has passed) and ``_map_segment`` (skip aborted
-batches when mapping).
+Transactions: only offsets below the last stable offset are cleaned (see ``cleaner_manager``),
+so every transaction there is decided. The batches of aborted transactions (known from the
+transaction indexes, ``Log.collect_aborted_transactions``) are left out of the offset map —
+an aborted record never hides a committed one — and dropped when rewriting, unless one is
+its producer's last batch (kept empty, as any such batch). Control batches are kept whole,
+and a cleaned segment gets the transaction-index entries of the segments it replaces, so
+``read_committed`` fetches still learn of the aborted transactions whose markers it holds.
+Not done (Kafka's ``CleanedTransactionMetadata``): removing a marker once no batch of its
+transaction remains and its delete horizon has passed.
 
 Thread safety: a ``Cleaner`` is used by one thread at a time (it holds its lock while
 cleaning). The log is read without its lock while appends, reads and fetches go on: only
@@ -122,6 +125,14 @@ def group_segments_by_size(
     return groups
 
 
+def _aborted_ranges(target: Log, upper: int) -> dict[int, list[tuple[int, int]]]:
+    """Producer id → (first, last offset) of its aborted transactions below ``upper``."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for txn in target.collect_aborted_transactions(target.log_start_offset, upper):
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
 class Cleaner:
     """Compacts one log at a time with its own offset map. See the module docstring."""
 
@@ -131,6 +142,7 @@ class Cleaner:
         check_done: Callable[[TopicPartition], None] = lambda _tp: None,
     ) -> None:
         self.offset_map = OffsetMap(max_keys)
+        self._aborted: dict[int, list[tuple[int, int]]] = {}  # of the log being cleaned
         self._check_done = check_done
         self.lock = threading.Lock()
 
@@ -153,6 +165,7 @@ class Cleaner:
             if upper <= start:
                 stats.end_offset = start  # nothing dirty is cleanable yet
                 return stats
+            self._aborted = _aborted_ranges(target, upper)
             self._build_offset_map(tp, target, inactive, start, upper, stats)
             end_offset = self.offset_map.latest_offset + 1
             if end_offset <= start:
@@ -202,7 +215,7 @@ class Cleaner:
         for header, batch in segment.iter_batches(target.config.max_message_bytes + 1024):
             if header.last_offset < start:
                 continue
-            if not header.is_control:  # part 2: skip aborted transactional batches here
+            if not header.is_control and not self._is_aborted(header):
                 for record in iter_records(record_bytes(batch, header), header):
                     stats.map_records_read += 1
                     key = record.key
@@ -233,6 +246,8 @@ class Cleaner:
             for segment in group:
                 self._check_done(tp)
                 self._clean_into(target, segment, cleaned, now, producers, upper_bound, stats)
+                for txn in segment.txn_index.entries:
+                    cleaned.txn_index.append(txn)
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified_ms())
@@ -263,8 +278,10 @@ class Cleaner:
         out = bytearray()
         headers: list[BatchHeader] = []
 
-        def keep(record: RawRecord, header: BatchHeader) -> bool:
+        def keep(record: RawRecord, header: BatchHeader, aborted: bool) -> bool:
             stats.records_read += 1
+            if aborted:
+                return False  # an aborted transaction's record, even in a batch kept empty
             if record.offset > latest or header.is_control:
                 return True
             if record.key is None:
@@ -276,11 +293,12 @@ class Cleaner:
 
         for header, batch in source.iter_batches(target.config.max_message_bytes + 1024):
             stats.bytes_read += header.size
+            aborted = self._is_aborted(header)
             data, kept = filter_batch(
                 batch,
                 header,
-                self._batch_retention(header, producers, upper_bound),
-                lambda r, h=header: keep(r, h),  # type: ignore[misc]
+                self._batch_retention(header, producers, upper_bound, aborted),
+                lambda r, h=header, a=aborted: keep(r, h, a),  # type: ignore[misc]
                 now_ms=now,
                 delete_retention_ms=delete_retention_ms,
             )
@@ -297,15 +315,24 @@ class Cleaner:
             dest.append(out, headers)
             stats.bytes_written += len(out)
 
+    def _is_aborted(self, header: BatchHeader) -> bool:
+        """Whether a data batch belongs to an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._aborted.get(header.producer_id, ())
+        return any(first <= header.base_offset <= last for first, last in ranges)
+
     @staticmethod
     def _batch_retention(
-        header: BatchHeader, producers: dict[int, int], upper_bound: int
+        header: BatchHeader, producers: dict[int, int], upper_bound: int, aborted: bool
     ) -> BatchRetention:
-        # Kafka's checkBatchRetention, without transactions (see the module docstring).
+        # Kafka's checkBatchRetention, without removing markers (see the module docstring).
         if header.producer_id >= 0 and producers.get(header.producer_id) == header.last_offset:
             return BatchRetention.RETAIN_EMPTY  # the producer's last sequence and epoch
         if header.next_offset == upper_bound:
             return BatchRetention.RETAIN_EMPTY  # the last offset of the cleaned range
+        if aborted:
+            return BatchRetention.DELETE
         return BatchRetention.DELETE_EMPTY
 
 

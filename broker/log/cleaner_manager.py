@@ -8,8 +8,9 @@ For a compacted log (``cleanup.policy`` holds ``compact``)::
 * **first dirty offset**: where the last cleaning ended, from ``cleaner-offset-checkpoint``
   in the log's dir (Kafka's file and format); the log start offset when there is none or
   it lies outside [log start, log end] (a truncation or a deletion moved the log).
-* **first uncleanable offset**: the smallest of the high watermark (Kafka's last stable
-  offset; without transactions the two are equal), the active segment's base offset, and —
+* **first uncleanable offset**: the smallest of the last stable offset (the high watermark
+  when no transaction is open: an open transaction's data may still be aborted), the
+  active segment's base offset, and —
   when ``min.compaction.lag.ms`` > 0 — the base of the first dirty segment holding a record
   newer than ``now - min.compaction.lag.ms``; then moved down to the base offset of the
   segment holding it (Kafka's ``calculateCleanableBytes``), so only whole inactive segments
@@ -58,7 +59,7 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now: int) -> tuple[int, 
     first_dirty = checkpoint if checkpoint is not None and start <= checkpoint <= end else start
     segments = log.segments()
     active = segments[-1]
-    bounds = [log.high_watermark, active.base_offset]
+    bounds = [log.last_stable_offset, active.base_offset]
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for segment in segments_overlapping(segments[:-1], first_dirty, active.base_offset):

@@ -49,25 +49,25 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sluice.broker.log.compaction_errors import CleaningAbortedError
+from sluice.broker.log.control_batch import encode_marker, marker_type
 from sluice.broker.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
     NonMonotonicOffsetError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
-    StorageError,
 )
 from sluice.broker.log.leader_epoch_cache import LeaderEpochCache
 from sluice.broker.log.log_config import LogConfig
-from sluice.broker.log.log_loader import prepare_directory, swap_files
+from sluice.broker.log.log_loader import load_segments, swap_files
 from sluice.broker.log.log_segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     FileSlice,
     LogSegment,
-    parse_base_offset,
 )
 from sluice.broker.log.producer_state import BatchMetadata, ProducerStateManager
 from sluice.broker.log.record_batch import (
@@ -79,6 +79,7 @@ from sluice.broker.log.record_batch import (
     validate_batch,
 )
 from sluice.broker.log.record_filter import check_keys
+from sluice.broker.log.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -168,59 +169,13 @@ class Log:
         )
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
-        prepare_directory(self.directory)  # .deleted, .cleaned and .swap files
-        bases = set()
-        for entry in os.listdir(self.directory):
-            path = self.directory / entry
-            if entry.endswith(LOG_SUFFIX):
-                try:
-                    bases.add(parse_base_offset(entry))
-                except ValueError:
-                    log.warning("ignoring %s: not a segment file name", path)
-        for entry in os.listdir(self.directory):
-            # An index without its log is left over from a crash mid-delete.
-            if entry.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-                try:
-                    if parse_base_offset(entry) not in bases:
-                        (self.directory / entry).unlink()
-                except ValueError:
-                    pass
-        for base in sorted(bases):
-            segment = self._new_segment(base)
-            self._segments[base] = segment
-            self._bases.append(base)
-        # Recover: after an unclean shutdown every segment from the one holding the recovery
-        # point; after a clean one only segments whose indexes fail their sanity check.
-        start = self._floor_base(recovery_point) if not clean_shutdown else None
-        cut_from: int | None = None
-        for base in list(self._bases):
-            segment = self._segments[base]
-            needs_recovery = start is not None and base >= start
-            reason = segment.index_rebuilt_because
-            if not needs_recovery:
-                try:
-                    if reason is None:
-                        segment.sanity_check()
-                except (StorageError, OSError) as exc:
-                    reason = str(exc)
-                needs_recovery = reason is not None
-            if needs_recovery:
-                cut, why = segment.recover(self.config.max_message_bytes + 1024)
-                if reason:
-                    log.warning("%s: rebuilt indexes: %s", segment.log_path, reason)
-                if cut:
-                    self.recovered_bytes_cut += cut
-                    log.warning("%s: cut %d bytes at recovery: %s", segment.log_path, cut, why)
-                    cut_from = base
-                    break
-        if cut_from is not None:
-            # Everything after a corrupt batch is unreachable: drop later segments.
-            for base in [b for b in self._bases if b > cut_from]:
-                seg = self._segments.pop(base)
-                self.recovered_bytes_cut += seg.size
-                log.warning("%s: deleted after the corrupt segment before it", seg.log_path)
-                seg.delete()
-            self._bases = [b for b in self._bases if b <= cut_from]
+        self._segments, self.recovered_bytes_cut = load_segments(
+            self.directory,
+            self._new_segment,
+            None if clean_shutdown else recovery_point,
+            self.config.max_message_bytes + 1024,
+        )
+        self._bases = sorted(self._segments)
         if not self._bases:
             base = max(log_start_offset, 0)
             self._segments[base] = self._new_segment(base)
@@ -239,17 +194,37 @@ class Log:
             self._segments[base].on_become_inactive()
 
     def _rebuild_producer_state(self) -> None:
-        """Newest usable snapshot, then replay the batch headers after it."""
-        loaded = self.producer_state.load_snapshot(self._log_end_offset)
+        """Newest usable snapshot, then replay the batch headers after it (and the markers'
+        types), which rebuilds the transaction indexes from there — from the log start, with
+        no snapshot, if a ``.txnindex`` was corrupt."""
+        full = any(s.txn_index_rebuilt_because for s in self._segments.values())
+        loaded = None if full else self.producer_state.load_snapshot(self._log_end_offset)
+        if loaded is None:
+            self.producer_state.clear()
         start = self._log_start_offset if loaded is None else loaded
         for base in self._bases:
             segment = self._segments[base]
+            segment.txn_index.truncate_to(-1 if full else start)
+            segment.txn_index_rebuilt_because = None
             if segment.size == 0 or segment.next_offset <= start:
                 continue
-            self.producer_state.replay(
-                h
-                for h in segment.batch_headers(start if base < start else None)
-                if h.base_offset >= start
+            for h in segment.batch_headers(start if base < start else None):
+                if h.base_offset < start:
+                    continue
+                if h.is_control:
+                    marker = marker_type(segment.read_batch(h), h._replace(position=0))
+                    self._record_marker(segment, h, marker)
+                else:
+                    self.producer_state.update(h)
+
+    def _record_marker(self, segment: LogSegment, header: BatchHeader, marker: int) -> None:
+        """Close the transaction a marker ends; an aborted one goes into the marker's
+        segment's transaction index."""
+        done = self.producer_state.update(header, marker)
+        if done is not None and done.aborted:
+            lso = self.producer_state.last_stable_offset_after(done)
+            segment.txn_index.append(
+                AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso)
             )
 
     def _floor_base(self, offset: int) -> int:
@@ -280,6 +255,15 @@ class Log:
             self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
 
     @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of the oldest open transaction below it:
+        ``read_committed`` consumers read up to here."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset()
+            hw = self._high_watermark
+            return hw if first is None else min(first, hw)
+
+    @property
     def recovery_point(self) -> int:
         return self._recovery_point
 
@@ -304,14 +288,16 @@ class Log:
         *,
         leader_epoch: int = 0,
         assign: bool = True,
+        control: bool = False,
     ) -> AppendInfo:
         """Validate and append a record set (one or more magic-2 batches).
 
         With ``assign`` (the leader's path) the broker assigns consecutive offsets from the
         log end and stamps ``leader_epoch`` by rewriting each header's first 16 bytes; each
         batch must hold RecordCount == LastOffsetDelta + 1 records and no control batch is
-        accepted. Without it (a follower copying its leader) offsets are kept and must start
-        at or after the log end. Raises :class:`CorruptRecordError`,
+        accepted unless ``control`` (a coordinator's marker, :meth:`append_marker`). Without it
+        (a follower copying its leader) offsets are kept and must start at or after the log
+        end. Raises :class:`CorruptRecordError`,
         :class:`InvalidRecordError` or :class:`RecordBatchTooLargeError`; nothing is written
         unless every batch is valid.
         """
@@ -344,7 +330,7 @@ class Log:
                 log_append_time = config.message_timestamp_type == "LogAppendTime"
                 rewritten = []
                 for h in headers:
-                    if h.attributes & CONTROL_BIT:
+                    if h.attributes & CONTROL_BIT and not control:
                         raise InvalidRecordError(
                             f"batch at position {h.position}: clients may not append control "
                             "batches"
@@ -380,7 +366,10 @@ class Log:
             count = 0
             max_timestamp = -1
             for h in headers:
-                self.producer_state.update(h)
+                if h.attributes & CONTROL_BIT:
+                    self._record_marker(segment, h, marker_type(buf, h))
+                else:
+                    self.producer_state.update(h)
                 self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
                 count += h.record_count
                 if h.max_timestamp > max_timestamp:
@@ -394,6 +383,19 @@ class Log:
                 headers[0].base_offset, last_offset, max_timestamp, count, len(headers),
                 len(buf), append_time, self._log_start_offset, tuple(headers),
             )  # fmt: skip
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
+        leader_epoch: int = 0,
+    ) -> AppendInfo:  # fmt: skip
+        """Append the COMMIT or ABORT marker ending ``producer_id``'s transaction here (the
+        coordinator's path). Raises ``InvalidProducerEpochError`` for an epoch older than the
+        producer's current one in this log (a fenced producer or coordinator)."""
+        batch = encode_marker(
+            producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+            timestamp=self._clock(),
+        )  # fmt: skip
+        return self.append(batch, leader_epoch=leader_epoch, control=True)
 
     def _check_idempotence(self, headers: list[BatchHeader]) -> BatchMetadata | None:
         if len(headers) == 1:
@@ -475,7 +477,8 @@ class Log:
     ) -> ReadInfo:
         """Whole batches from the one holding ``offset``: at most ``max_bytes`` (at least one
         batch when ``min_one_batch``), never past the high watermark — or past the log end for
-        ``upper_bound="log_end"`` (replicas) — nor past the recovery point when
+        ``upper_bound="log_end"`` (replicas), the last stable offset for ``"last_stable"``
+        (``read_committed``) — nor past the recovery point when
         ``read.flushed.only`` is set. Raises :class:`OffsetOutOfRangeError` for an offset
         outside [log start, log end]."""
         with self._lock:
@@ -489,6 +492,8 @@ class Log:
                     log_end=end,
                 )
             bound = end if upper_bound == "log_end" else self._high_watermark
+            if upper_bound == "last_stable":
+                bound = self.last_stable_offset
             if self.config.read_flushed_only:
                 bound = min(bound, self._recovery_point)
             info = ReadInfo(None, self._high_watermark, start, end)
@@ -513,6 +518,21 @@ class Log:
             if segment is bound_segment:
                 break
         return info
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a fetch of [``fetch_offset``, ``upper_bound``) must
+        report, from the transaction indexes of the segments from ``fetch_offset``'s on
+        (Kafka's ``collectAbortedTransactions``)."""
+        with self._lock:
+            i = bisect_right(self._bases, fetch_offset) - 1
+            segments = [self._segments[b] for b in self._bases[max(i, 0) :]]
+        found: list[AbortedTxn] = []
+        for segment in segments:
+            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found += txns
+            if complete:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` at or
@@ -714,7 +734,7 @@ class Log:
 
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         """An empty segment whose files end in ``.cleaned`` (stale ones are replaced)."""
-        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (self.directory / f"{base_offset:020d}{kind}{CLEANED_SUFFIX}").unlink(missing_ok=True)
         return self._new_segment(base_offset, CLEANED_SUFFIX)
 

@@ -24,11 +24,12 @@ On open, :func:`prepare_directory` restores one of the two whole states:
 
 A crash at any point thus leaves every offset either in the old segments or in the cleaned
 one, never in both and never in neither. Only segment files (``.log``, ``.index``,
-``.timeindex``) are touched; producer snapshots and checkpoints are left alone.
+``.timeindex``, ``.txnindex``) are touched; producer snapshots and checkpoints are left alone.
 
-:func:`swap_files` performs steps 2–4 for ``Log.replace_segments``. Neither function is
-thread-safe: ``prepare_directory`` runs before the ``Log`` exists, ``swap_files`` under its
-lock.
+:func:`load_segments` runs it, then opens the segments and recovers the ones that need it
+(``Log`` builds the rest of its state on them). :func:`swap_files` performs steps 2–4 for
+``Log.replace_segments``. None of them is thread-safe: ``prepare_directory`` and
+``load_segments`` run before the ``Log`` exists, ``swap_files`` under its lock.
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
 from sluice.broker.log.checkpoint import fsync_dir
+from sluice.broker.log.errors import StorageError
 from sluice.broker.log.log_segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -46,6 +50,7 @@ from sluice.broker.log.log_segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     parse_base_offset,
 )
@@ -53,7 +58,7 @@ from sluice.broker.log.record_batch import HEADER_SIZE, LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_KINDS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_KINDS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _PREFIX = struct.Struct(">qi")  # BaseOffset, Length
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 
@@ -101,6 +106,69 @@ def prepare_directory(directory: Path) -> None:
         os.rename(directory / entry, directory / live)
     if changed:
         fsync_dir(directory)
+
+
+def load_segments(
+    directory: Path,
+    new_segment: Callable[[int], LogSegment],
+    recover_from: int | None,
+    max_batch_bytes: int,
+) -> tuple[dict[int, LogSegment], int]:
+    """Open every segment of ``directory`` (after :func:`prepare_directory`), by base offset,
+    and recover: after an unclean shutdown (``recover_from``, the recovery point) every
+    segment from the one holding it; after a clean one (None) only those whose indexes fail
+    their sanity check. Everything after a corrupt batch is unreachable, so the segments after
+    one that was cut are deleted. Returns the segments and the bytes cut."""
+    prepare_directory(directory)  # .deleted, .cleaned and .swap files
+    bases = set()
+    for entry in os.listdir(directory):
+        if entry.endswith(LOG_SUFFIX):
+            try:
+                bases.add(parse_base_offset(entry))
+            except ValueError:
+                log.warning("ignoring %s: not a segment file name", directory / entry)
+    for entry in os.listdir(directory):
+        # An index without its log is left over from a crash mid-delete.
+        if entry.endswith(_SEGMENT_KINDS[1:]):
+            try:
+                if parse_base_offset(entry) not in bases:
+                    (directory / entry).unlink()
+            except ValueError:
+                pass
+    ordered = sorted(bases)
+    segments = {base: new_segment(base) for base in ordered}
+    start = None
+    if recover_from is not None and ordered:
+        start = ordered[max(bisect_right(ordered, recover_from) - 1, 0)]
+    cut_total = 0
+    cut_from: int | None = None
+    for base in ordered:
+        segment = segments[base]
+        needs_recovery = start is not None and base >= start
+        reason = segment.index_rebuilt_because
+        if not needs_recovery:
+            try:
+                if reason is None:
+                    segment.sanity_check()
+            except (StorageError, OSError) as exc:
+                reason = str(exc)
+            needs_recovery = reason is not None
+        if needs_recovery:
+            cut, why = segment.recover(max_batch_bytes)
+            if reason:
+                log.warning("%s: rebuilt indexes: %s", segment.log_path, reason)
+            if cut:
+                cut_total += cut
+                log.warning("%s: cut %d bytes at recovery: %s", segment.log_path, cut, why)
+                cut_from = base
+                break
+    if cut_from is not None:
+        for base in [b for b in ordered if b > cut_from]:
+            seg = segments.pop(base)
+            cut_total += seg.size
+            log.warning("%s: deleted after the corrupt segment before it", seg.log_path)
+            seg.delete()
+    return segments, cut_total
 
 
 def swap_files(directory: Path, new: LogSegment, old: list[LogSegment]) -> None:

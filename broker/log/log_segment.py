@@ -6,10 +6,12 @@ Files, named by the segment's base offset as 20 zero-padded digits (Kafka's
     00000000000000368769.log        record batches, back to back, exactly as appended
     00000000000000368769.index      OffsetIndex: last offset of a batch → its position
     00000000000000368769.timeindex  TimeIndex: largest timestamp so far → its offset
+    00000000000000368769.txnindex   TransactionIndex: the aborted transactions whose ABORT
+                                    markers are in this segment (created on the first one)
 
 While the log cleaner builds a replacement segment its files carry a suffix after the
 extension (``...log.cleaned``, then ``...log.swap``; see ``log_loader``): ``suffix`` names it
-and :meth:`change_file_suffixes` renames the three files, the ``.log`` first (the order
+and :meth:`change_file_suffixes` renames the files, the ``.log`` first (the order
 ``log_loader`` relies on).
 
 Invariants: every byte of ``.log`` belongs to a whole batch (``recover`` restores this after a
@@ -40,10 +42,12 @@ from sluice.broker.log.offset_index import OffsetIndex
 from sluice.broker.log.record_batch import HEADER_SIZE, BatchHeader, parse_header, validate_batch
 from sluice.broker.log.records import decode_batch
 from sluice.broker.log.time_index import TimeIndex
+from sluice.broker.log.transaction_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -111,6 +115,14 @@ class LogSegment:
             # Out of descriptors or disk: give back what was opened, then fail.
             os.close(self._fd)
             raise
+        # A corrupt .txnindex is dropped; the log sees the flag and rebuilds it by replay.
+        self.txn_index_rebuilt_because: str | None = None
+        try:
+            self.txn_index = TransactionIndex(self._index_path(TXN_INDEX_SUFFIX))
+        except CorruptIndexError as exc:
+            self.txn_index_rebuilt_because = str(exc)
+            self._index_path(TXN_INDEX_SUFFIX).unlink()
+            self.txn_index = TransactionIndex(self._index_path(TXN_INDEX_SUFFIX))
         self._bytes_since_index = 0
         self._next_offset: int | None = None
         last_ts = self.time_index.last_entry()
@@ -220,6 +232,7 @@ class LogSegment:
         self._truncate_at(position)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # Recompute what the remaining bytes say; they were valid when appended.
         self._next_offset = None
         self._bytes_since_index = 0
@@ -384,6 +397,10 @@ class LogSegment:
             yield header, memoryview(block)[rel : rel + header.size]
             position += header.size
 
+    def read_batch(self, header: BatchHeader) -> bytes:
+        """The bytes of the batch ``header`` (from :meth:`batch_headers`) describes."""
+        return os.pread(self._fd, header.size, header.position)
+
     def batch_headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
         """Headers of the batches holding ``from_offset`` and after (all when None)."""
         position = 0 if from_offset is None else self.translate_offset(from_offset)
@@ -447,10 +464,11 @@ class LogSegment:
     # -- lifecycle -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the log and both indexes (safe to call from another thread)."""
+        """fsync the log and the indexes (safe to call from another thread)."""
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -458,13 +476,14 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def set_last_modified(self, ms: int) -> None:
         """Set the ``.log`` file's modification time (a cleaned segment keeps its source's)."""
         os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def change_file_suffixes(self, old: str, new: str) -> None:
-        """Rename the three files from suffix ``old`` to ``new``, the ``.log`` first."""
+        """Rename the files from suffix ``old`` to ``new``, the ``.log`` first."""
         if self.suffix != old:
             raise ValueError(f"{self.log_path}: expected suffix {old!r}, found {self.suffix!r}")
         target = self.directory / (file_name(self.base_offset, LOG_SUFFIX) + new)
@@ -476,6 +495,7 @@ class LogSegment:
             (self.time_index, TIME_INDEX_SUFFIX),
         ):
             index.rename(self._index_path(kind))
+        self.txn_index.rename(self._index_path(TXN_INDEX_SUFFIX))
 
     def rename_to_deleted(self) -> None:
         """Mark the segment deleted without closing it, so in-flight reads of its file stay
@@ -485,12 +505,15 @@ class LogSegment:
         self.log_path = target
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        txn = self.txn_index
+        txn.rename(txn.path.with_name(txn.path.name + DELETED_SUFFIX))
 
     def delete(self) -> None:
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"

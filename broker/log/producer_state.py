@@ -14,12 +14,25 @@ is then, in order of the checks:
 * otherwise its first sequence must follow the last one (mod 2^31), else
   :class:`OutOfOrderSequenceError` ("expected sequence 12, found 14").
 
+Transactions (KIP-98): a transactional batch of a producer with no open transaction opens
+one at its base offset; the producer's next control batch (a COMMIT or ABORT marker, see
+``control_batch``) closes it. A marker is checked only for its epoch (an older one than the
+current: :class:`InvalidProducerEpochError`, a fenced coordinator or zombie); a newer epoch
+(the coordinator fenced the producer when it aborted) becomes the current one and restarts
+the sequences. The open transactions give the partition's **first unstable offset**, the
+smallest of their first offsets: the last stable offset (LSO) is it, or the high watermark
+when no transaction is open. :meth:`update` returns a :class:`CompletedTxn` for a marker; for
+an ABORT the log adds it to its transaction index with :meth:`last_stable_offset_after`.
+
 Snapshot file, JSON (``<20-digit offset>.snapshot`` in the partition dir; the offset is the
 log end offset the state is valid for)::
 
     {"version": 1, "offset": 1842,
-     "producers": [{"id": 4000, "epoch": 0,
+     "producers": [{"id": 4000, "epoch": 0, "txn_first_offset": 1830,
                     "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}]}
+
+``txn_first_offset`` (null or absent: no open transaction) came with transactions; a
+snapshot without it is read as having none open, which is what it meant.
 
 A snapshot is taken when a segment rolls and when the log closes; on load the newest snapshot
 at or below the log end is read and the batches after it are replayed from their headers.
@@ -33,10 +46,10 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sluice.broker.log.control_batch import COMMIT
 from sluice.broker.log.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
@@ -64,6 +77,17 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(
         default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER)
     )
+    txn_first_offset: int | None = None  # the open transaction's first offset, if any
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    """A transaction a marker at ``last_offset`` closed (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 class ProducerStateManager:
@@ -72,6 +96,18 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.entries: dict[int, ProducerEntry] = {}
+        # Open transactions: producer id -> first offset (insertion order = offset order).
+        self.ongoing: dict[int, int] = {}
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is closed (Kafka's ``lastStableOffset(completedTxn)``),
+        as its transaction-index entry records it."""
+        rest = [o for pid, o in self.ongoing.items() if pid != completed.producer_id]
+        return min(rest) if rest else completed.last_offset + 1
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a client batch; return the original metadata if it is a duplicate."""
@@ -84,6 +120,8 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {pid}: expected epoch >= {entry.epoch}, found {header.producer_epoch}"
             )
+        if header.is_control:
+            return None  # a marker has no sequence
         if entry is None or header.producer_epoch != entry.epoch:
             if seq != 0:
                 if entry is None:
@@ -107,28 +145,38 @@ class ProducerStateManager:
                 )
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Record an appended batch (offsets already assigned)."""
+    def update(self, header: BatchHeader, marker: int | None = None) -> CompletedTxn | None:
+        """Record an appended batch (offsets already assigned). ``marker``: the type of a
+        control batch (``control_batch.ABORT`` or ``COMMIT``); the transaction it closes is
+        returned (None if the producer had none open here)."""
         pid = header.producer_id
         if pid < 0:
-            return
+            return None
         entry = self.entries.get(pid)
         if entry is None or entry.epoch != header.producer_epoch:
-            entry = ProducerEntry(pid, header.producer_epoch)
+            txn_first = entry.txn_first_offset if entry is not None else None
+            entry = ProducerEntry(pid, header.producer_epoch, txn_first_offset=txn_first)
             self.entries[pid] = entry
+        if header.is_control:
+            first = entry.txn_first_offset
+            entry.txn_first_offset = None
+            self.ongoing.pop(pid, None)
+            if first is None:
+                return None
+            return CompletedTxn(pid, first, header.base_offset, marker != COMMIT)
+        if header.is_transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = header.base_offset
+            self.ongoing[pid] = header.base_offset
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence, header.last_sequence, header.base_offset, header.last_offset
             )
         )
-
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        for header in headers:
-            if not header.is_control:
-                self.update(header)
+        return None
 
     def clear(self) -> None:
         self.entries.clear()
+        self.ongoing.clear()
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -153,6 +201,7 @@ class ProducerStateManager:
                 {
                     "id": e.producer_id,
                     "epoch": e.epoch,
+                    "txn_first_offset": e.txn_first_offset,
                     "batches": [
                         [b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches
                     ],
@@ -181,12 +230,20 @@ class ProducerStateManager:
                 if doc.get("version") != 1 or doc.get("offset") != offset:
                     raise ValueError(f"expected version 1 at offset {offset}")
                 for p in doc["producers"]:
-                    entry = ProducerEntry(int(p["id"]), int(p["epoch"]))
+                    txn_first = p.get("txn_first_offset")
+                    entry = ProducerEntry(
+                        int(p["id"]),
+                        int(p["epoch"]),
+                        txn_first_offset=None if txn_first is None else int(txn_first),
+                    )
                     for first_seq, last_seq, first_offset, last_offset in p["batches"]:
                         entry.batches.append(
                             BatchMetadata(first_seq, last_seq, first_offset, last_offset)
                         )
                     self.entries[entry.producer_id] = entry
+                ongoing = [e for e in self.entries.values() if e.txn_first_offset is not None]
+                for e in sorted(ongoing, key=lambda e: e.txn_first_offset or 0):
+                    self.ongoing[e.producer_id] = e.txn_first_offset or 0
                 return offset
             except (ValueError, KeyError, TypeError):
                 self.clear()

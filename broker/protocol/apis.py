@@ -68,6 +68,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -127,7 +132,14 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.API_VERSIONS, "ApiVersions", 0, 3),
             _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 4),
             _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 3),
-            _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 1),
+            _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+            # Transactions (KIP-98). AddPartitionsToTxn v4+ is broker-to-broker (KIP-890);
+            # kio has WriteTxnMarkers from v1 only (v0 is Kafka 0.11's and never flexible).
+            _spec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 3),
+            _spec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 3),
+            _spec(ApiKey.END_TXN, "EndTxn", 0, 3),
+            _spec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1),
+            _spec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 3),
             # Followers truncate with it (KIP-101); kio starts at v2, v3 adds replica_id.
             _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 3),
             # Administration. DescribeConfigs and DescribeLogDirs v0 are gone from kio (and

@@ -227,9 +227,23 @@ class Errors(enum.IntEnum):
         ErrorCode.invalid_txn_state,
         "The producer attempted a transactional operation in an invalid state.",
     )
+    INVALID_PRODUCER_ID_MAPPING = (
+        ErrorCode.invalid_producer_id_mapping,
+        "The producer attempted to use a producer id which is not currently assigned to its "
+        "transactional id.",
+    )
+    INVALID_TRANSACTION_TIMEOUT = (
+        ErrorCode.invalid_transaction_timeout,
+        "The transaction timeout is larger than the maximum value allowed by the broker "
+        "(as configured by transaction.max.timeout.ms).",
+    )
     CONCURRENT_TRANSACTIONS = (
         ErrorCode.concurrent_transactions,
         "The producer attempted to update a transaction while another is in progress.",
+    )
+    OPERATION_NOT_ATTEMPTED = (
+        ErrorCode.operation_not_attempted,
+        "The broker did not attempt to execute this operation: another part of the batch failed.",
     )
     KAFKA_STORAGE_ERROR = (
         ErrorCode.kafka_storage_error,
@@ -314,6 +328,10 @@ class Errors(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = (
         ErrorCode.group_subscribed_to_topic,
         "Deleting offsets of a topic is forbidden while the consumer group is subscribed to it.",
+    )
+    PRODUCER_FENCED = (
+        ErrorCode.producer_fenced,
+        "There is a newer producer with the same transactional id which fences the current one.",
     )
 
 

@@ -29,18 +29,19 @@ from sluice.broker.server.handlers import (
     produce,
     records,
     topics,
+    transactions,
 )
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: metadata.handle_api_versions,
     ApiKey.METADATA: metadata.handle_metadata,
     ApiKey.PRODUCE: produce.handle_produce,
-    ApiKey.INIT_PRODUCER_ID: produce.handle_init_producer_id,
+    ApiKey.INIT_PRODUCER_ID: transactions.handle_init_producer_id,
     ApiKey.FETCH: fetch.handle_fetch,
     ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
     ApiKey.CREATE_TOPICS: topics.handle_create_topics,
     ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
-    ApiKey.FIND_COORDINATOR: offsets.handle_find_coordinator,
+    ApiKey.FIND_COORDINATOR: transactions.handle_find_coordinator,
     ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
     ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
     ApiKey.JOIN_GROUP: groups.handle_join_group,
@@ -58,5 +59,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_GROUPS: group_admin.handle_delete_groups,
     ApiKey.OFFSET_DELETE: group_admin.handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: cluster_admin.handle_describe_cluster,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
     ApiKey.DESCRIBE_LOG_DIRS: cluster_admin.handle_describe_log_dirs,
 }

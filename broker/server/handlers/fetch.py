@@ -14,7 +14,13 @@ and records the follower's position, which may move the high watermark.
 
 Sessions (KIP-227): Sluice answers with session id 0, "no session", so clients keep sending
 full fetch requests; librdkafka never opens sessions anyway.
-Transactions are not supported, so the last stable offset is the high watermark.
+
+Isolation (KIP-98): every answer carries the partition's last stable offset. A
+``read_committed`` fetch (``isolation_level`` 1) reads only up to it, and gets the aborted
+transactions overlapping what it may read (``aborted_transactions``, from the transaction
+indexes), so the client drops their batches; ``read_uncommitted`` gets null there. The first
+``read_committed`` fetch starts the transaction coordinator if nothing has yet (see
+``handlers.transactions``), so transactions left open by a restart get resolved.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from sluice.broker.protocol.fetch_response import encode_fetch_response
 from sluice.broker.replication.partition import Partition
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
+from sluice.broker.server.handlers.transactions import attach_coordinator
 from sluice.common.topic_partition import TopicPartition
 
 
@@ -42,7 +49,10 @@ def _read_all(
     wait must not: the ISR may have changed meanwhile, and a follower that has since died or
     been dropped would be put back with the position it had half a second ago)."""
     body = request.body
+    read_committed = getattr(body, "isolation_level", 0) == 1 and body.replica_id < 0
     upper = "log_end" if body.replica_id >= 0 else "high_watermark"
+    if read_committed:
+        upper = "last_stable"
     remaining = max(body.max_bytes, 0)
     total = 0
     has_error = False
@@ -77,10 +87,17 @@ def _read_all(
                 out.error_code = code_for(exc)
                 has_error = True
                 info = None
-            hw = partition_log.high_watermark
-            out.high_watermark = hw
-            out.last_stable_offset = hw
+            out.high_watermark = partition_log.high_watermark
+            lso = partition_log.last_stable_offset
+            out.last_stable_offset = lso
             out.log_start_offset = partition_log.log_start_offset
+            if read_committed and info is not None and info.slice is not None:
+                out.aborted_transactions = [
+                    (txn.producer_id, txn.first_offset)
+                    for txn in partition_log.collect_aborted_transactions(p.fetch_offset, lso)
+                ]
+            elif read_committed:
+                out.aborted_transactions = []
             if info is not None and info.slice is not None:
                 out.records = info.slice
                 total += info.size
@@ -105,6 +122,8 @@ def _check_leader_epoch(leading: Partition, p: Any) -> Errors:
 
 async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResponse:
     body = request.body
+    if getattr(body, "isolation_level", 0) == 1:
+        await attach_coordinator(ctx)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
     watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]

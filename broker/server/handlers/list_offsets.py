@@ -1,6 +1,7 @@
-"""ListOffsets (v0–5): -1 latest (the high watermark, which is also the last stable offset),
--2 earliest (the log start offset), otherwise the first offset whose record timestamp is at
-or after the one asked, through the time index; -1/-1 when there is none. Answered by the
+"""ListOffsets (v0–5): -1 latest (the high watermark; with ``read_committed``, v2+, the last
+stable offset), -2 earliest (the log start offset), otherwise the first offset whose record
+timestamp is at or after the one asked, through the time index (below the last stable offset
+with ``read_committed``); -1/-1 when there is none. Answered by the
 partition's leader, with its leader epoch (0 standalone).
 
 v0 answers with a list of offsets, newest first, at most ``max_num_offsets`` (Kafka's
@@ -16,6 +17,7 @@ from sluice.broker.log.log import Log
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.handlers.transactions import attach_coordinator
 from sluice.broker.server.responses import respond
 
 LATEST = -1
@@ -42,6 +44,9 @@ def _old_style_offsets(partition_log: Log, timestamp: int, max_num: int) -> list
 
 async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
     v0 = request.api_version == 0
+    read_committed = getattr(request.body, "isolation_level", 0) == 1
+    if read_committed:
+        await attach_coordinator(ctx)  # resolves the transactions a restart left open
     topics = []
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []
@@ -64,14 +69,20 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
                         partition_log, p.timestamp, p.max_num_offsets
                     )
             elif p.timestamp == LATEST:
-                out["offset"] = partition_log.high_watermark
+                out["offset"] = (
+                    partition_log.last_stable_offset
+                    if read_committed
+                    else partition_log.high_watermark
+                )
             elif p.timestamp == EARLIEST:
                 out["offset"] = partition_log.log_start_offset
             elif p.timestamp < 0:
                 out["error_code"] = Errors.INVALID_REQUEST
             else:
                 found = partition_log.offset_for_timestamp(p.timestamp)
-                if found is not None:
+                if found is not None and not (
+                    read_committed and found[0] >= partition_log.last_stable_offset
+                ):
                     out["offset"], out["timestamp"] = found
         topics.append({"name": t.name, "partitions": partitions})
     return respond(request, {"throttle_time": 0, "topics": topics})

@@ -8,7 +8,7 @@ from sluice.broker.protocol import apis
 from sluice.broker.protocol.apis import APIS, ApiKey
 
 # (implemented, advertised) per shared/protocol.md, plus ListGroups and DescribeGroups, ListOffsets
-# v0 (Kafka 2.x/3.x accept it) and the admin APIs of issue 17.
+# v0 (Kafka 2.x/3.x accept it), the admin APIs of issue 17 and the transaction APIs of issue 18.
 EXPECTED = {
     0: ((3, 8), (0, 8)),
     1: ((4, 11), (4, 11)),
@@ -27,8 +27,14 @@ EXPECTED = {
     19: ((2, 4), (2, 4)),
     20: ((1, 3), (1, 3)),
     21: ((0, 2), (0, 2)),
-    22: ((0, 1), (0, 1)),
+    22: ((0, 4), (0, 4)),
     23: ((2, 3), (2, 3)),
+    # Transactions (issue 18): the client APIs, and WriteTxnMarkers from kio's v1.
+    24: ((0, 3), (0, 3)),
+    25: ((0, 3), (0, 3)),
+    26: ((0, 3), (0, 3)),
+    27: ((1, 1), (1, 1)),
+    28: ((0, 3), (0, 3)),
     32: ((1, 4), (1, 4)),
     33: ((0, 2), (0, 2)),
     35: ((1, 4), (1, 4)),
@@ -42,7 +48,8 @@ EXPECTED = {
 # First flexible version of each API, from Kafka's message JSON ("flexibleVersions").
 FIRST_FLEXIBLE = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
-    18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 60: 0,
+    18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3,
+    32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 60: 0,
 }  # fmt: skip
 # OffsetDelete has no flexible version.
 
@@ -85,7 +92,7 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
     }
     expected = {(ApiKey.API_VERSIONS, 3)} | {
         (key, v)
-        for key in (21, 32, 33, 35, 37, 42, 44, 60)
+        for key in (21, 22, 24, 25, 26, 27, 28, 32, 33, 35, 37, 42, 44, 60)
         for v in APIS[key].versions
         if v >= FIRST_FLEXIBLE[key]
     }

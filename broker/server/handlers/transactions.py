@@ -1,0 +1,325 @@
+"""The transaction APIs (KIP-98): InitProducerId with a transactional id (v0–4),
+FindCoordinator for transactions (key type 1), AddPartitionsToTxn (v0–3), AddOffsetsToTxn
+(v0–3), EndTxn (v0–3), TxnOffsetCommit (v0–3) and WriteTxnMarkers (v1).
+
+The coordinator (``sluice.broker.transactions.coordinator``) is one per broker. Until the
+broker builds it at startup (see ``attach_coordinator``) it is built on the first request
+that needs it: any of these APIs, and a ``read_committed`` Fetch or ListOffsets — so that,
+after a restart, the transactions left open are resolved (Prepare* finished, timeouts run)
+before a ``read_committed`` reader waits on them. Building it creates ``__transaction_state``
+(compacted; ``transaction.state.log.num.partitions``, replication min(3, live brokers)) as
+the first FindCoordinator creates the offsets topic.
+
+Markers are written by this broker to the partitions it leads (standalone: all of them);
+in cluster mode a partition led elsewhere answers NOT_LEADER_OR_FOLLOWER and the
+transaction stays prepared (sending WriteTxnMarkers to other leaders is not done). A broker
+that receives WriteTxnMarkers appends the markers to the partitions it leads.
+
+A fenced producer gets PRODUCER_FENCED from the request versions of KIP-588 on, and
+INVALID_PRODUCER_EPOCH from older ones (Kafka's rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from sluice.broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
+from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
+from sluice.broker.log.errors import InvalidProducerEpochError, StorageError
+from sluice.broker.log.log import Log
+from sluice.broker.protocol import Request
+from sluice.broker.protocol.build import ms
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import code_for, coordinator_code_for
+from sluice.broker.server.handlers import offsets, produce
+from sluice.broker.server.responses import respond
+from sluice.broker.transactions.coordinator import TopicPartitionKey, TransactionCoordinator
+from sluice.broker.transactions.transaction_config import TransactionConfig
+from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
+from sluice.broker.transactions.transaction_log import partition_for
+from sluice.broker.transactions.transaction_state_manager import TransactionStateWriteError
+from sluice.common.topic_partition import TopicPartition
+
+STATE_WRITE_TIMEOUT_MS = 5_000
+TRANSACTION_KEY_TYPE = 1
+
+# -- the coordinator of each broker --------------------------------------------------------
+
+
+class BrokerHost:
+    """:class:`~sluice.broker.transactions.coordinator.CoordinatorHost` over a broker's
+    context."""
+
+    def __init__(self, ctx: BrokerContext, num_partitions: int) -> None:
+        self.ctx = ctx
+        self.num_partitions = num_partitions
+
+    async def next_producer_id(self) -> int:
+        return await self.ctx.off_loop(self.ctx.cluster.next_producer_id)
+
+    async def append_state(self, partition: int, batch: bytes) -> None:
+        result = await self.ctx.replicas.append(
+            TXN_TOPIC, partition, batch, acks=-1, timeout_ms=STATE_WRITE_TIMEOUT_MS,
+            min_insync_replicas=1,
+        )  # fmt: skip
+        if result.error != Errors.NONE:
+            raise TransactionStateWriteError(
+                f"{TXN_TOPIC}-{partition}: expected the record to be written, found "
+                f"{result.error.name}: {result.message or ''}"
+            )
+
+    async def write_markers(
+        self, producer_id: int, producer_epoch: int, commit: bool,
+        partitions: Sequence[TopicPartitionKey],
+    ) -> dict[TopicPartitionKey, Errors]:  # fmt: skip
+        return {
+            (topic, p): write_marker(self.ctx, topic, p, producer_id, producer_epoch, commit)
+            for topic, p in partitions
+        }
+
+    async def commit_offsets(
+        self, group: str, offsets: Sequence[tuple[str, int, int, int, str | None]]
+    ) -> None:
+        now = int(time.time() * 1000)
+        try:
+            await self.ctx.offsets.commit(
+                group, [(t, p, CommittedOffset(o, e, m, now)) for t, p, o, e, m in offsets]
+            )
+        except OffsetCommitFailedError as exc:
+            raise TransactionStateWriteError(str(exc)) from None
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.ctx.cluster.get(topic)
+        return info is not None and 0 <= partition < info.partitions
+
+    def led_state_partitions(self) -> dict[int, Log]:
+        led = {}
+        for partition in range(self.num_partitions):
+            leading = self.ctx.replicas.leader_partition(TXN_TOPIC, partition)
+            if leading is not None:
+                led[partition] = leading.log
+        return led
+
+
+def write_marker(
+    ctx: BrokerContext, topic: str, partition: int, producer_id: int, producer_epoch: int,
+    commit: bool, coordinator_epoch: int = 0,
+) -> Errors:  # fmt: skip
+    """Append one marker as the partition's leader; wake the fetches waiting on it (the last
+    stable offset may have moved)."""
+    leading, error = ctx.replicas.leader_or_error(topic, partition)
+    if leading is None:
+        return error
+    try:
+        leading.log.append_marker(
+            producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+            leader_epoch=leading.leader_epoch,
+        )  # fmt: skip
+    except InvalidProducerEpochError:
+        # The partition already saw a newer epoch of this producer: a later transaction's
+        # marker fenced this one there, so there is nothing left to end.
+        return Errors.NONE
+    except (StorageError, OSError) as exc:
+        return code_for(exc)
+    leading.maybe_advance_hw()
+    ctx.purgatory.notify(TopicPartition(topic, partition))
+    return Errors.NONE
+
+
+_coordinators: weakref.WeakKeyDictionary[Any, asyncio.Task[TransactionCoordinator]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def transaction_config(ctx: BrokerContext) -> TransactionConfig:
+    """The broker's ``transaction.*`` settings (defaults until ``BrokerConfig`` holds them)."""
+    config = getattr(ctx.config, "transactions", None)
+    return config if isinstance(config, TransactionConfig) else TransactionConfig()
+
+
+async def _build(ctx: BrokerContext) -> TransactionCoordinator:
+    config = transaction_config(ctx)
+    cluster = ctx.cluster
+    if cluster.get(TXN_TOPIC) is None:
+        replication = min(config.state_log_replication_factor, len(cluster.brokers()))
+        with contextlib.suppress(TopicExistsError):  # another broker created it meanwhile
+            await ctx.off_loop(
+                cluster.create_topic, TXN_TOPIC, config.state_log_num_partitions,
+                max(replication, 1), {"cleanup.policy": "compact"}, internal=True,
+            )  # fmt: skip
+    info = cluster.get(TXN_TOPIC)
+    partitions = info.partitions if info is not None else config.state_log_num_partitions
+    coordinator = TransactionCoordinator(BrokerHost(ctx, partitions), config, partitions)
+    await coordinator.start()
+    return coordinator
+
+
+async def attach_coordinator(ctx: BrokerContext) -> TransactionCoordinator:
+    """The broker's transaction coordinator, built and started on the first call."""
+    task = _coordinators.get(ctx)
+    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+        task = asyncio.get_running_loop().create_task(_build(ctx))
+        _coordinators[ctx] = task
+    return await asyncio.shield(task)
+
+
+def detach_coordinator(ctx: BrokerContext) -> None:
+    """Stop the broker's coordinator (its background task), if it was built."""
+    task = _coordinators.pop(ctx, None)
+    if task is not None and task.done() and not task.cancelled() and task.exception() is None:
+        task.result().close()
+
+
+# -- handlers -------------------------------------------------------------------------------
+
+
+def _fenced(code: Errors, request: Request, first_version: int) -> Errors:
+    """KIP-588: PRODUCER_FENCED only for versions >= ``first_version``."""
+    if code == Errors.PRODUCER_FENCED and request.api_version < first_version:
+        return Errors.INVALID_PRODUCER_EPOCH
+    return code
+
+
+async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    if body.transactional_id is None:
+        return await produce.handle_init_producer_id(ctx, request)
+    try:
+        coordinator = await attach_coordinator(ctx)
+    except MetadataUnavailableError as exc:
+        code, pid, epoch = coordinator_code_for(exc), -1, -1
+    else:
+        code, pid, epoch = await coordinator.init_producer_id(
+            body.transactional_id,
+            ms(body.transaction_timeout),
+            getattr(body, "producer_id", -1),
+            getattr(body, "producer_epoch", -1),
+        )
+    return respond(
+        request,
+        {"throttle_time": 0, "error_code": _fenced(code, request, 4), "producer_id": pid,
+         "producer_epoch": epoch},
+    )  # fmt: skip
+
+
+async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes:
+    if getattr(request.body, "key_type", 0) != TRANSACTION_KEY_TYPE:
+        return await offsets.handle_find_coordinator(ctx, request)
+    found = None
+    try:
+        coordinator = await attach_coordinator(ctx)
+        partition = partition_for(request.body.key, coordinator.state.num_partitions)
+        state = ctx.cluster.partition_state(TXN_TOPIC, partition)
+        if state is not None and state.leader >= 0:
+            found = ctx.cluster.brokers().get(state.leader)
+        error = Errors.NONE if found is not None else Errors.COORDINATOR_NOT_AVAILABLE
+    except MetadataUnavailableError as exc:
+        error = coordinator_code_for(exc)
+    if found is None:
+        return respond(request, {
+            "throttle_time": 0, "error_code": error,
+            "error_message": "the transactional id's state partition has no leader yet",
+            "node_id": -1, "host": "", "port": -1,
+        })  # fmt: skip
+    return respond(
+        request,
+        {"throttle_time": 0, "error_code": Errors.NONE, "error_message": None,
+         "node_id": found.broker_id, "host": found.host, "port": found.port},
+    )  # fmt: skip
+
+
+async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body  # v0-3: the client's request (v4+ batches are broker-to-broker)
+    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    coordinator = await attach_coordinator(ctx)
+    results = await coordinator.add_partitions(
+        body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+        body.v3_and_below_producer_epoch, wanted,
+    )  # fmt: skip
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "partition_error_code": _fenced(code, request, 2)}
+        )
+    out = [{"name": t, "results_by_partition": r} for t, r in by_topic.items()]
+    return respond(request, {"throttle_time": 0, "results_by_topic_v3_and_below": out})
+
+
+async def handle_add_offsets_to_txn(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    coordinator = await attach_coordinator(ctx)
+    code = await coordinator.add_offsets(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
+    )
+    return respond(request, {"throttle_time": 0, "error_code": _fenced(code, request, 2)})
+
+
+async def handle_end_txn(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    coordinator = await attach_coordinator(ctx)
+    code = await coordinator.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+    )
+    return respond(request, {"throttle_time": 0, "error_code": _fenced(code, request, 2)})
+
+
+async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> bytes:
+    body = request.body
+    coordinator = await attach_coordinator(ctx)
+    group_error = Errors.NONE
+    if not ctx.offsets.coordinates(body.group_id):
+        group_error = Errors.NOT_COORDINATOR
+    elif getattr(body, "generation_id", -1) >= 0:
+        group_error = ctx.groups.validate_commit(body.group_id, body.generation_id, body.member_id)
+    accepted = []
+    topics = []
+    for t in body.topics:
+        partitions = []
+        for p in t.partitions:
+            code = group_error
+            info = ctx.cluster.get(t.name)
+            if code == Errors.NONE and (
+                info is None or not 0 <= p.partition_index < info.partitions
+            ):
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif code == Errors.NONE:
+                epoch = getattr(p, "committed_leader_epoch", -1)
+                accepted.append(
+                    (t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata)
+                )
+            partitions.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": partitions})
+    if group_error == Errors.NONE:
+        code = coordinator.txn_offset_commit(
+            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, accepted
+        )
+        if code == Errors.PRODUCER_FENCED:
+            code = Errors.INVALID_PRODUCER_EPOCH
+        for topic in topics:
+            for p in topic["partitions"]:
+                if p["error_code"] == Errors.NONE:
+                    p["error_code"] = code
+    return respond(request, {"throttle_time": 0, "topics": topics})
+
+
+async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> bytes:
+    markers = []
+    for marker in request.body.markers:
+        topics = []
+        for t in marker.topics:
+            partitions = [
+                {"partition_index": p,
+                 "error_code": write_marker(ctx, t.name, p, marker.producer_id,
+                                            marker.producer_epoch, marker.transaction_result,
+                                            marker.coordinator_epoch)}
+                for p in t.partition_indexes
+            ]  # fmt: skip
+            topics.append({"name": t.name, "partitions": partitions})
+        markers.append({"producer_id": marker.producer_id, "topics": topics})
+    return respond(request, {"markers": markers})
