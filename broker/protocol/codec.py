@@ -23,8 +23,10 @@ Decoding, in order, each failure with its own error:
    ``ValueError``, ``KeyError`` for an unknown tagged field, ``UnicodeDecodeError``...) becomes a
    ``RemoteProtocolError`` chained to the original.
 
-Bytes after the body are ignored, as Kafka ignores them. Records fields (Produce) come out as
-``bytes`` holding exactly the bytes the producer sent; nothing re-encodes them.
+Bytes after the body are ignored, as Kafka ignores them. Produce skips steps 4 and 5: its
+hand-written decoder (``produce_codec``) checks every length itself, and its records come out as
+``memoryview`` slices of the frame holding exactly the bytes the producer sent; nothing
+re-encodes them.
 
 Unsupported versions, what Sluice does and why (it is what Kafka does):
 
@@ -81,6 +83,7 @@ __all__ = [
 ]
 
 _SIZE_PLACEHOLDER: Final = b"\x00\x00\x00\x00"
+_PRODUCE: Final = int(ApiKey.PRODUCE)  # a plain int: compared once per request
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +135,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             f"(Sluice implements v{spec.min_version}-v{spec.max_version})",
         )
     header, pos = parse_request_header(data, request_header_version(api_key, api_version))
-    if api_key == ApiKey.PRODUCE:
+    if api_key == _PRODUCE:
         # The hot path: hand-written, zero-copy records (see produce_codec).
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        return Request(header, decode_produce_body(view, pos))
+        return Request(header, decode_produce_body(data, pos))
     body_type = request_type(api_key, api_version)
     check_bounds(body_type, data, pos)
     try:

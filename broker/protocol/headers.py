@@ -45,6 +45,8 @@ __all__ = [
 
 _IDS: Final = struct.Struct(">hhi")
 _IDS_SIZE: Final = 8
+_IDS_LEN: Final = struct.Struct(">hhih")  # the ids and the client id's INT16 length
+_IDS_LEN_SIZE: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +74,12 @@ def parse_request_header(
     """Parse a request header of the given version; return it and the offset of the body."""
     if header_version not in (1, 2):
         raise LocalProtocolError(f"request header version must be 1 or 2, got {header_version}")
-    api_key, api_version, correlation_id = peek_request_ids(frame)
     end = len(frame)
-    pos = _IDS_SIZE
-    if end - pos < 2:
+    if end < _IDS_LEN_SIZE:  # runs once per request: one unpack for ids and client id length
+        peek_request_ids(frame)  # raises if the ids themselves are cut short
         raise RemoteProtocolError("truncated request header: no client id length")
-    (length,) = INT16.unpack_from(frame, pos)
-    pos += 2
+    api_key, api_version, correlation_id, length = _IDS_LEN.unpack_from(frame, 0)
+    pos = _IDS_LEN_SIZE
     client_id: str | None
     if length == -1:
         client_id = None
@@ -88,7 +89,7 @@ def parse_request_header(
         raise RemoteProtocolError(f"client id of {length} bytes exceeds the {end - pos} left")
     else:
         try:
-            client_id = bytes(frame[pos : pos + length]).decode("utf-8")
+            client_id = str(frame[pos : pos + length], "utf-8")
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(f"client id is not UTF-8: {exc}") from None
         pos += length

@@ -3,7 +3,12 @@
 Profiling a batch-of-1 producer showed most of a request's time in kio's generic, pure-Python
 encoder and in building versioned dataclasses; Produce is simple and non-flexible at v3–8,
 so it is written out here (as ``fetch_response`` is for Fetch) and tested byte for byte
-against kio. The records come out as a zero-copy ``memoryview`` of the frame.
+against kio. The records come out as a zero-copy ``memoryview`` of the frame; the decoded
+request is named tuples, the cheapest immutable records CPython builds (a frozen dataclass
+costs five times as much to construct). Per 1-topic, 1-partition request, measured with
+``time.process_time`` on this project's 2-core machine: decode 1.7 µs (4.8 µs with the
+reader-object decoder and frozen dataclasses before it), and ``decode_request`` as a whole
+4.1 µs (7.5 µs).
 
 Request body (after the v1 request header)::
 
@@ -31,119 +36,144 @@ from __future__ import annotations
 import datetime
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from sluice.broker.protocol.errors import Errors, LocalProtocolError, RemoteProtocolError
 
 VERSIONS: Final = range(3, 9)
 _H: Final = struct.Struct(">h")
 _I: Final = struct.Struct(">i")
-_HI: Final = struct.Struct(">hi")
 _PART_V3: Final = struct.Struct(">ihqq")
 _PART_V5: Final = struct.Struct(">ihqqq")
-_NO_RECORD_ERRORS_NULL_MESSAGE: Final = _I.pack(0) + _H.pack(-1)
+# v8 without an error message: the partition, an empty RecordErrors and a null ErrorMessage.
+_PART_V8_NO_ERRORS: Final = struct.Struct(">ihqqqih")
+_SIZE_AND_CORRELATION: Final = struct.Struct(">ii")
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionProduceData:
-    index: int
+class PartitionProduceData(NamedTuple):
+    # ``index`` shadows ``tuple.index`` (kio's name, and Kafka's); nothing calls the method.
+    index: int  # type: ignore[assignment]
     records: memoryview | None
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
+class TopicProduceData(NamedTuple):
     name: str
     partition_data: tuple[PartitionProduceData, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
-    """Field names as kio's ``ProduceRequest``, so handlers cannot tell them apart."""
+class ProduceRequest(NamedTuple):
+    """Field names as kio's ``ProduceRequest``, so handlers cannot tell them apart; and
+    ``timeout_ms``, the timeout as sent, which spares a handler the ``timedelta``."""
 
     transactional_id: str | None
     acks: int
-    timeout: datetime.timedelta
+    timeout_ms: int
     topic_data: tuple[TopicProduceData, ...]
 
-
-class _Reader:
-    __slots__ = ("buf", "pos", "end")
-
-    def __init__(self, buf: memoryview, pos: int) -> None:
-        self.buf, self.pos, self.end = buf, pos, len(buf)
-
-    def need(self, n: int, what: str) -> None:
-        if n < 0 or self.pos + n > self.end:
-            raise RemoteProtocolError(
-                f"truncated Produce request: {what} needs {n} bytes, {self.end - self.pos} left"
-            )
-
-    def int16(self, what: str) -> int:
-        self.need(2, what)
-        (v,) = _H.unpack_from(self.buf, self.pos)
-        self.pos += 2
-        return int(v)
-
-    def int32(self, what: str) -> int:
-        self.need(4, what)
-        (v,) = _I.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(v)
-
-    def string(self, what: str, nullable: bool = False) -> str | None:
-        n = self.int16(what)
-        if n == -1 and nullable:
-            return None
-        self.need(n, what)
-        try:
-            text = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RemoteProtocolError(f"{what} is not UTF-8: {exc}") from None
-        self.pos += n
-        return text
-
-    def count(self, what: str, min_item: int) -> int:
-        n = self.int32(what)
-        # An array cannot hold more items than its smallest encoding allows in what is left.
-        if n < 0 or n * min_item > self.end - self.pos:
-            raise RemoteProtocolError(
-                f"{what}: {n} items cannot fit in the {self.end - self.pos} bytes left"
-            )
-        return n
+    @property
+    def timeout(self) -> datetime.timedelta:
+        return datetime.timedelta(milliseconds=self.timeout_ms)
 
 
-def decode_produce_body(frame: memoryview, pos: int) -> ProduceRequest:
-    """Decode a Produce v3–8 body starting at ``pos`` of ``frame``."""
-    r = _Reader(frame, pos)
-    transactional_id = r.string("transactional id", nullable=True)
-    acks = r.int16("acks")
-    timeout_ms = r.int32("timeout")
-    topics = []
-    for _ in range(r.count("topics", 6)):
-        name = r.string("topic name")
-        assert name is not None
-        partitions = []
-        for _ in range(r.count("partitions", 8)):
-            index = r.int32("partition index")
-            size = r.int32("records size")
-            records: memoryview | None = None
-            if size >= 0:
-                r.need(size, "records")
-                records = frame[r.pos : r.pos + size]
-                r.pos += size
-            elif size != -1:
-                raise RemoteProtocolError(f"records size: expected >= -1, found {size}")
-            partitions.append(PartitionProduceData(index, records))
-        topics.append(TopicProduceData(name, tuple(partitions)))
-    return ProduceRequest(
-        transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), tuple(topics)
+# The decoder runs once per produced batch, so it is written for CPython: one precompiled
+# ``unpack_from`` per group of fixed fields, every bound checked inline with plain comparisons
+# before the bytes are read, no reader object, and the results built with ``tuple.__new__``
+# (a frozen dataclass's ``__init__`` costs five times as much, a named tuple's own constructor
+# three times).
+_new = tuple.__new__
+_unpack_h = _H.unpack_from
+_unpack_i = _I.unpack_from
+_unpack_hii = struct.Struct(">hii").unpack_from  # Acks, TimeoutMs, topic count
+_unpack_ii = struct.Struct(">ii").unpack_from  # partition Index, records size
+_MIN_TOPIC: Final = 6  # name length (int16) + partition count (int32)
+_MIN_PARTITION: Final = 8  # Index (int32) + records size (int32)
+
+
+def _truncated(what: str, needed: int, left: int) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        f"truncated Produce request: {what} needs {needed} bytes, {left} left"
     )
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionResult:
-    index: int
+def _too_many(what: str, count: int, left: int) -> RemoteProtocolError:
+    return RemoteProtocolError(f"{what}: {count} items cannot fit in the {left} bytes left")
+
+
+def _utf8(frame: bytes | memoryview, pos: int, n: int, what: str) -> str:
+    try:
+        return str(frame[pos : pos + n], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError(f"{what} is not UTF-8: {exc}") from None
+
+
+def decode_produce_body(frame: bytes | memoryview, pos: int) -> ProduceRequest:
+    """Decode a Produce v3–8 body starting at ``pos`` of ``frame``.
+
+    Every length and count is checked against the bytes left before it is used (an array
+    count against its items' smallest encoding), so a hostile frame costs at most linear time
+    and raises ``RemoteProtocolError``; the records are zero-copy views of ``frame``.
+    """
+    end = len(frame)
+    if end - pos < 2:
+        raise _truncated("transactional id", 2, end - pos)
+    (n,) = _unpack_h(frame, pos)
+    pos += 2
+    transactional_id: str | None = None
+    if n != -1:
+        if n < 0:
+            raise RemoteProtocolError(f"transactional id length: expected >= -1, found {n}")
+        if n > end - pos:
+            raise _truncated("transactional id", n, end - pos)
+        transactional_id = _utf8(frame, pos, n, "transactional id")
+        pos += n
+    if end - pos < 10:
+        raise _truncated("acks, timeout and topic count", 10, end - pos)
+    acks, timeout_ms, n_topics = _unpack_hii(frame, pos)
+    pos += 10
+    if n_topics < 0 or n_topics * _MIN_TOPIC > end - pos:
+        raise _too_many("topics", n_topics, end - pos)
+    view: memoryview | None = None
+    topics = []
+    for _ in range(n_topics):
+        if end - pos < _MIN_TOPIC:
+            raise _truncated("topic", _MIN_TOPIC, end - pos)
+        (n,) = _unpack_h(frame, pos)
+        pos += 2
+        if n < 0:
+            raise RemoteProtocolError(f"topic name length: expected >= 0, found {n}")
+        if n + 4 > end - pos:
+            raise _truncated("topic name and partition count", n + 4, end - pos)
+        name = _utf8(frame, pos, n, "topic name")
+        (n_partitions,) = _unpack_i(frame, pos + n)
+        pos += n + 4
+        if n_partitions < 0 or n_partitions * _MIN_PARTITION > end - pos:
+            raise _too_many("partitions", n_partitions, end - pos)
+        partitions = []
+        for _ in range(n_partitions):
+            if end - pos < _MIN_PARTITION:
+                raise _truncated("partition", _MIN_PARTITION, end - pos)
+            index, size = _unpack_ii(frame, pos)
+            pos += _MIN_PARTITION
+            records: memoryview | None = None
+            if size >= 0:
+                if size > end - pos:
+                    raise _truncated("records", size, end - pos)
+                if view is None:
+                    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+                records = view[pos : pos + size]
+                pos += size
+            elif size != -1:
+                raise RemoteProtocolError(f"records size: expected >= -1, found {size}")
+            partitions.append(_new(PartitionProduceData, (index, records)))
+        topics.append(_new(TopicProduceData, (name, tuple(partitions))))
+    return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
+
+
+class PartitionResult(NamedTuple):
+    """One partition's answer. A named tuple: the handler builds one per partition per request
+    (a frozen dataclass's ``__init__`` cost 0.8 µs of it)."""
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as above
     error_code: int = Errors.NONE
     base_offset: int = -1
     log_append_time: int = -1
@@ -171,18 +201,20 @@ def encode_produce_response(
     for name, partitions in topics:
         _string(name, out)
         out += _I.pack(len(partitions))
-        for p in partitions:
-            if version >= 5:
-                out += _PART_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
-                                     p.log_start_offset)  # fmt: skip
-            else:
-                out += _PART_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time)
+        for index, error_code, base_offset, append_time, start_offset, message in partitions:
             if version >= 8:
-                if p.error_message is None:
-                    out += _NO_RECORD_ERRORS_NULL_MESSAGE
+                if message is None:  # the usual answer, in one pack
+                    out += _PART_V8_NO_ERRORS.pack(
+                        index, error_code, base_offset, append_time, start_offset, 0, -1
+                    )
                 else:
+                    out += _PART_V5.pack(index, error_code, base_offset, append_time, start_offset)
                     out += _I.pack(0)
-                    _string(p.error_message, out)
+                    _string(message, out)
+            elif version >= 5:
+                out += _PART_V5.pack(index, error_code, base_offset, append_time, start_offset)
+            else:
+                out += _PART_V3.pack(index, error_code, base_offset, append_time)
     out += _I.pack(throttle_time_ms)
-    struct.pack_into(">ii", out, 0, len(out) - 4, correlation_id)
+    _SIZE_AND_CORRELATION.pack_into(out, 0, len(out) - 4, correlation_id)
     return bytes(out)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
 
 from sluice.broker.protocol import apis
 from sluice.broker.protocol.apis import APIS, ApiKey
@@ -52,6 +54,20 @@ def produce_view(body: object) -> object:
     )  # fmt: skip
 
 
+def _kio_roundtrips(body: Any) -> bool:
+    """Whether kio reads back what it wrote. Not always: kio 0.6.5's strategies draw durations
+    up to ``timedelta.max`` that its writer accepts and its reader refuses ("timedelta
+    milliseconds overflow", e.g. OffsetCommit v2-v4 ``retention_time``). Such bodies test kio,
+    not Sluice's codec, so the round trip skips them."""
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    try:
+        entity_reader(type(body))(buf.getvalue(), 0)
+    except ValueError:
+        return False
+    return True
+
+
 def ids(pair: tuple[int, int]) -> str:
     return f"{APIS[pair[0]].name}-v{pair[1]}"
 
@@ -64,6 +80,7 @@ def test_request_and_response_roundtrip(
 ) -> None:
     key, version = pair
     body = data.draw(st.from_type(apis.request_type(key, version)))
+    assume(_kio_roundtrips(body))
     frame = encode_request(corr, "sluice-test", body)
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
     request = decode_request(frame[4:])
@@ -73,6 +90,7 @@ def test_request_and_response_roundtrip(
     assert request.header.header_version == apis.request_header_version(key, version)
 
     response = data.draw(st.from_type(apis.response_type(key, version)))
+    assume(_kio_roundtrips(response))
     wire = encode_response(request.header, response)
     assert struct.unpack(">i", wire[:4])[0] == len(wire) - 4
     assert struct.unpack(">i", wire[4:8])[0] == corr

@@ -129,3 +129,50 @@ def test_encode_matches_kio(version, results):
 def test_garbage_is_a_remote_protocol_error(body):
     with pytest.raises(RemoteProtocolError):
         decode_produce_body(memoryview(body), 0)
+
+
+@given(st.integers(3, 8), st.one_of(st.none(), names), topics)
+def test_every_truncation_is_a_remote_protocol_error(version, tx, topic_list):
+    frame = encode_request(7, "client", _kio_request(version, tx, 1, 30_000, topic_list))[4:]
+    header_end = 8 + 2 + len("client")
+    for cut in range(header_end, len(frame)):
+        with pytest.raises(RemoteProtocolError):
+            decode_produce_body(frame[:cut], header_end)
+
+
+def test_bytes_and_views_decode_alike_records_zero_copy():
+    records = bytes(range(200))
+    kio = _kio_request(8, "tx", -1, 1500, [("t", [(4, records), (5, None)])])
+    frame = encode_request(7, "client", kio)[4:]
+    pos = 8 + 2 + len("client")
+    for data in (frame, memoryview(frame)):
+        body = decode_produce_body(data, pos)
+        assert (body.transactional_id, body.acks, body.timeout_ms) == ("tx", -1, 1500)
+        assert body.timeout == datetime.timedelta(milliseconds=1500)
+        (topic,) = body.topic_data
+        assert topic.name == "t"
+        with_records, without = topic.partition_data
+        assert (with_records.index, without.index, without.records) == (4, 5, None)
+        assert isinstance(with_records.records, memoryview)
+        assert with_records.records.obj is frame  # a view of the frame, not a copy
+        assert bytes(with_records.records) == records
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"\xff\xfe", "transactional id length: expected >= -1, found -2"),
+        (b"\x00\x02\xc3\x28" + bytes(10), "transactional id is not UTF-8"),
+        (b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01\xff\xff\x00\x00\x00\x00",
+         "topic name length: expected >= 0, found -1"),
+        (b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01\x00\x03ab\x00\x00\x00",
+         "topic name and partition count needs 7 bytes, 5 left"),
+        (b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01"
+         b"\x00\x00\x00\x00\xff\xff\xff\xfe", "records size: expected >= -1, found -2"),
+        (b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01\x00\x01t\x7f\xff\xff\xff",
+         "partitions: 2147483647 items cannot fit"),
+    ],
+)  # fmt: skip
+def test_errors_say_what_was_expected_and_found(body, message):
+    with pytest.raises(RemoteProtocolError, match=message):
+        decode_produce_body(body, 0)
