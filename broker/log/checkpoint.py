@@ -37,11 +37,15 @@ class OffsetCheckpoint:
         lines = [str(VERSION), str(len(offsets))]
         lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: the old file stays, whole
+            raise
         fsync_dir(self.path.parent)
 
     def read(self) -> dict[tuple[str, int], int]:

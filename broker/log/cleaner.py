@@ -56,6 +56,7 @@ from sluice.broker.log.cleaner_config import CleanerConfig
 from sluice.broker.log.cleaner_manager import LogCleanerManager, LogToClean, segments_overlapping
 from sluice.broker.log.compaction_errors import CleaningAbortedError, OffsetMapTooSmallError
 from sluice.broker.log.log import Log, now_ms
+from sluice.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.broker.log.log_segment import CLEANED_SUFFIX, LogSegment
 from sluice.broker.log.offset_map import OffsetMap
 from sluice.broker.log.record_batch import BatchHeader, parse_header
@@ -345,9 +346,11 @@ class LogCleaner:
         manager: LogCleanerManager,
         *,
         clock: Callable[[], int] = now_ms,
+        dir_failures: LogDirFailureChannel | None = None,
     ) -> None:
         self.config = config
         self.manager = manager
+        self.dir_failures = dir_failures or LogDirFailureChannel()
         self._clock = clock
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -392,6 +395,9 @@ class LogCleaner:
         chosen = self.manager.grab_filthiest(now)
         if chosen is None:
             return False
+        if self.dir_failures.is_offline(chosen.log.log_dir):
+            self.manager.done_cleaning(chosen.tp, None)  # it writes nothing there until back
+            return False
         self._clean(cleaner or self.cleaners[0], chosen, now)
         return True
 
@@ -415,6 +421,9 @@ class LogCleaner:
             return stats
         except CleaningAbortedError as exc:
             log.info("%s; it will be cleaned again later", exc)
+            return None
+        except OSError as exc:  # a full or failing disk: one line, from the channel
+            self.dir_failures.fail(chosen.log.log_dir, f"cleaning {chosen.tp}", exc)
             return None
         finally:
             self.manager.done_cleaning(chosen.tp, end_offset)

@@ -61,3 +61,17 @@ class InvalidProducerEpochError(StorageError):
 
 class UnknownProducerIdError(StorageError):
     """A non-zero sequence from a producer id the log holds no state for."""
+
+
+class LogDirFailureError(StorageError):
+    """A filesystem call on a log dir failed (ENOSPC, EIO, ...): the write was undone and the
+    dir is now offline (see ``log_dir_failure_channel``). The cause is the ``OSError``."""
+
+    def __init__(self, message: str, *, log_dir: str) -> None:
+        super().__init__(message)
+        self.log_dir = log_dir
+
+
+class LogDirOfflineError(StorageError):
+    """A write to a partition whose log dir is offline after a storage failure: refused
+    until the dir recovers (or, after an fsync failure, until the broker restarts)."""

@@ -14,6 +14,7 @@ shrink, except under ``truncate``, which the log calls with its lock held).
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from array import array
@@ -83,7 +84,11 @@ class IndexFile:
         if self.is_full:
             raise CorruptIndexError(f"{self.path}: full at {self.max_entries} entries")
         entry = self._encode(key, value)
-        os.pwrite(self._fd, entry, self._size)
+        written = os.pwrite(self._fd, entry, self._size)
+        if written != len(entry):  # a short write: the rest raises the real error (ENOSPC)
+            rest = os.pwrite(self._fd, entry[written:], self._size + written)
+            if written + rest != len(entry):
+                raise OSError(errno.EIO, f"wrote {written + rest} of a {len(entry)}-byte entry")
         self._size += len(entry)
         self.keys.append(key)
         self.values.append(value)

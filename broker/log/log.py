@@ -32,88 +32,61 @@ Flushing: ``append`` never fsyncs. It counts unflushed messages; ``needs_flush``
 ``flush.messages`` or ``flush.ms`` is reached, and the log manager's flusher thread calls
 ``flush``, whose fsyncs run outside the lock.
 
+Storage failures: an ``OSError`` on a write path (append, roll, index entry, fsync) is undone
+(files cut back to the last whole batch, offsets restored: nothing of the failed batch becomes
+visible), reported to the ``LogDirFailureChannel`` and raised as ``LogDirFailureError``. While
+the dir is offline writes raise ``LogDirOfflineError`` and reads go on; :meth:`reopen` cuts
+the files back to the log end before the dir comes back.
+
 Thread safety: every public method is thread-safe (one lock guards the segment list and the
 offsets; fsync and file reads happen outside it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from sluice.broker.log.compaction_errors import CleaningAbortedError
 from sluice.broker.log.control_batch import encode_marker, marker_type
 from sluice.broker.log.errors import (
-    CorruptRecordError,
     InvalidRecordError,
+    LogDirFailureError,
     NonMonotonicOffsetError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
 )
 from sluice.broker.log.leader_epoch_cache import LeaderEpochCache
 from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.broker.log.log_loader import load_segments, swap_files
+from sluice.broker.log.log_results import AppendInfo as AppendInfo
+from sluice.broker.log.log_results import ReadInfo
 from sluice.broker.log.log_segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    FileSlice,
     LogSegment,
 )
 from sluice.broker.log.producer_state import BatchMetadata, ProducerStateManager
 from sluice.broker.log.record_batch import (
     CONTROL_BIT,
     BatchHeader,
-    assign_offsets,
+    assign_leader_offsets,
     iter_batches,
-    stamp_log_append_time,
     validate_batch,
 )
 from sluice.broker.log.record_filter import check_keys
 from sluice.broker.log.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
-
-
-class AppendInfo(NamedTuple):
-    """What an append did: the offsets it assigned and what the batches held.
-
-    A NamedTuple, not a frozen dataclass: it is built once per produce request and a frozen
-    dataclass's ``__init__`` costs several times more."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    record_count: int
-    batch_count: int
-    size: int
-    log_append_time: int  # -1 unless message.timestamp.type is LogAppendTime
-    log_start_offset: int
-    batches: tuple[BatchHeader, ...]
-    duplicate: bool = False  # an idempotent retry: acknowledged, not appended again
-
-
-@dataclass(frozen=True)
-class ReadInfo:
-    """A read: a slice of whole batches (or None) and the offsets as they stood."""
-
-    slice: FileSlice | None
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-    @property
-    def size(self) -> int:
-        return self.slice.size if self.slice else 0
 
 
 def now_ms() -> int:
@@ -133,8 +106,11 @@ class Log:
         clean_shutdown: bool = True,
         clock: Callable[[], int] = now_ms,
         on_flush_needed: Callable[[Log], None] | None = None,
+        dir_failures: LogDirFailureChannel | None = None,
     ) -> None:
         self.directory = directory
+        self.log_dir = directory.parent
+        self._dir_failures = dir_failures or LogDirFailureChannel()
         self.config = config
         self._clock = clock
         self._on_flush_needed = on_flush_needed
@@ -309,16 +285,9 @@ class Log:
         headers = [first] if first.size == len(buf) else list(iter_batches(buf))
         config = self.config
         for h in headers:
-            if h.size > config.max_message_bytes:
-                raise RecordBatchTooLargeError(
-                    f"expected batches of at most {config.max_message_bytes} bytes "
-                    f"(max.message.bytes), found {h.size}"
-                )
-            if h.size > config.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"a {h.size}-byte batch cannot fit a {config.segment_bytes}-byte segment"
-                )
+            config.check_batch_size(h.size)
         with self._lock:
+            self._dir_failures.check_writable(self.directory, "append to")
             append_time = -1
             if assign:
                 duplicate = self._check_idempotence(headers)
@@ -326,30 +295,10 @@ class Log:
                     return self._duplicate_info(duplicate, headers[0])
                 if config.compact:
                     check_keys(buf, headers, self.directory.name)
-                next_offset = self._log_end_offset
-                log_append_time = config.message_timestamp_type == "LogAppendTime"
-                rewritten = []
-                for h in headers:
-                    if h.attributes & CONTROL_BIT and not control:
-                        raise InvalidRecordError(
-                            f"batch at position {h.position}: clients may not append control "
-                            "batches"
-                        )
-                    if h.record_count != h.last_offset_delta + 1 or h.record_count == 0:
-                        raise CorruptRecordError(
-                            f"batch at position {h.position}: expected RecordCount = "
-                            f"LastOffsetDelta + 1 > 0, found RecordCount {h.record_count} and "
-                            f"LastOffsetDelta {h.last_offset_delta}"
-                        )
-                    assign_offsets(buf, h.position, next_offset, leader_epoch)
-                    # Positional construction: NamedTuple._replace is several times slower.
-                    h = BatchHeader(h[0], next_offset, h[2], leader_epoch, *h[4:])
-                    if log_append_time:
-                        append_time = self._clock()
-                        h = stamp_log_append_time(buf, h, append_time)
-                    rewritten.append(h)
-                    next_offset += h.last_offset_delta + 1
-                headers = rewritten
+                headers, append_time = assign_leader_offsets(
+                    buf, headers, self._log_end_offset, leader_epoch, allow_control=control,
+                    clock=self._clock if config.message_timestamp_type == "LogAppendTime" else None,
+                )  # fmt: skip
             else:
                 expected = self._log_end_offset
                 for h in headers:
@@ -361,19 +310,26 @@ class Log:
             last = headers[-1]
             last_offset = last.base_offset + last.last_offset_delta
             segment = self._maybe_roll(len(buf), headers[0].base_offset, last_offset)
-            segment.append(buf, headers)
-            self._log_end_offset = last_offset + 1
+            try:
+                segment.append(buf, headers)  # cuts back what it wrote if it fails
+            except OSError as exc:
+                raise self._failed("append", exc) from exc
+            end_before, self._log_end_offset = self._log_end_offset, last_offset + 1
             count = 0
             max_timestamp = -1
-            for h in headers:
-                if h.attributes & CONTROL_BIT:
-                    self._record_marker(segment, h, marker_type(buf, h))
-                else:
-                    self.producer_state.update(h)
-                self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
-                count += h.record_count
-                if h.max_timestamp > max_timestamp:
-                    max_timestamp = h.max_timestamp
+            try:
+                for h in headers:
+                    if h.attributes & CONTROL_BIT:
+                        self._record_marker(segment, h, marker_type(buf, h))
+                    else:
+                        self.producer_state.update(h)
+                    self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
+                    count += h.record_count
+                    if h.max_timestamp > max_timestamp:
+                        max_timestamp = h.max_timestamp
+            except OSError as exc:  # a txnindex entry or the epoch file: undo the append
+                self._undo_append(end_before)
+                raise self._failed("append", exc) from exc
             self._unflushed_messages += count
             if self._high_watermark_follows_leo:
                 self._high_watermark = self._log_end_offset
@@ -446,21 +402,30 @@ class Log:
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (if the current one has data)."""
         with self._lock:
+            self._dir_failures.check_writable(self.directory, "roll")
             if self.active_segment.size == 0:
                 return self.active_segment
             return self._roll(self._log_end_offset)
 
     def _roll(self, base_offset: int) -> LogSegment:
+        # Every write comes before the segment list changes, so a failed roll changes nothing.
         old = self.active_segment
+        segment = None
+        try:
+            segment = self._new_segment(base_offset)
+            if old.size:
+                old.on_become_inactive()
+                self.producer_state.take_snapshot(self._log_end_offset)
+        except OSError as exc:
+            if segment is not None:
+                with contextlib.suppress(OSError):
+                    segment.delete()
+            raise self._failed("roll", exc) from exc
         if old.size == 0:
             # An empty active segment at the wrong base (after a truncation) is replaced.
             self._segments.pop(old.base_offset)
             self._bases.pop()
             old.delete()
-        else:
-            old.on_become_inactive()
-            self.producer_state.take_snapshot(self._log_end_offset)
-        segment = self._new_segment(base_offset)
         self._segments[base_offset] = segment
         self._bases.append(base_offset)
         return segment
@@ -574,6 +539,9 @@ class Log:
         """fsync every segment holding unflushed data; move the recovery point to the log end
         as it stood at the start. Returns the new recovery point. Safe from any thread."""
         with self._lock:
+            # After a failed fsync a later one may "succeed" for lost pages: no recovery
+            # point may move until a restart re-validates the files.
+            self._dir_failures.check_writable(self.directory, "flush", retryable_ok=True)
             target = self._log_end_offset
             pending = self._unflushed_messages
             if self._recovery_point >= target:
@@ -583,9 +551,9 @@ class Log:
         for segment in segments:
             try:
                 segment.flush()
-            except OSError:
-                if segment.fd >= 0:
-                    raise  # a closed segment was deleted meanwhile; anything else is real
+            except OSError as exc:
+                if segment.fd >= 0:  # a closed segment was deleted meanwhile: not a failure
+                    raise self._failed("flush", exc, until_restart=True) from exc
         with self._lock:
             self._recovery_point = max(self._recovery_point, min(target, self._log_end_offset))
             self._unflushed_messages = max(self._unflushed_messages - pending, 0)
@@ -774,18 +742,49 @@ class Log:
                 if entry.batches
             }
 
+    # -- storage failures ------------------------------------------------------------------
+
+    def _failed(self, op: str, exc: OSError, *, until_restart: bool = False) -> LogDirFailureError:
+        return self._dir_failures.failed(self.directory, op, exc, until_restart=until_restart)
+
+    def _undo_append(self, end: int) -> None:
+        """Cut a written append back to ``end`` (the log end before it) and rebuild the state
+        it touched. The in-memory log end moves back even if a file cannot be cut."""
+        self._log_end_offset = end
+        try:
+            self.active_segment.truncate_to(end)
+            self._after_truncation()
+        except OSError as exc:  # the files no longer match the log: only a restart may tell
+            self._failed("undo of a failed append", exc, until_restart=True)
+
+    def reopen(self) -> None:
+        """Cut the files back to what the log holds in memory (bytes a failed write left past
+        the log end), before the log dir comes back online. Raises ``OSError``."""
+        with self._lock:
+            self.active_segment.cut_to_size()
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush and close every segment (the caller writes the clean-shutdown marker)."""
-        self.flush()
-        with self._lock:
-            self.producer_state.take_snapshot(self._log_end_offset)
-            self.active_segment.on_become_inactive()
-            self.active_segment.flush()
-            for segment in self._segments.values():
-                segment.close()
-        self.purge_deleted_segments(force=True)
+        """Flush and close every segment (the caller writes the clean-shutdown marker). In an
+        offline log dir only an fsync is tried; a write that fails marks it offline and raises
+        :class:`LogDirFailureError` once every file is closed."""
+        try:
+            failure = self._dir_failures.failure(self.log_dir)
+            if failure is None or failure.retryable:
+                self.flush()  # what was acknowledged, made durable if the disk still can
+            if failure is None:
+                with self._lock:
+                    self.producer_state.take_snapshot(self._log_end_offset)
+                    self.active_segment.on_become_inactive()
+                    self.active_segment.flush()
+        except OSError as exc:
+            raise self._failed("close", exc, until_restart=True) from exc
+        finally:
+            with self._lock:
+                for segment in self._segments.values():
+                    segment.close()
+            self.purge_deleted_segments(force=True)
 
     def delete(self) -> None:
         """Close and remove every file of this log, and its directory."""

@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.broker.log.errors import RecordBatchTooLargeError
+
 MAX_LONG = (1 << 63) - 1
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -55,6 +57,19 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = MAX_LONG
     delete_retention_ms: int = DAY_MS
+
+    def check_batch_size(self, size: int) -> None:
+        """Raise :class:`RecordBatchTooLargeError` for a batch of ``size`` bytes that is over
+        ``max.message.bytes`` or could not fit a segment."""
+        if size > self.max_message_bytes:
+            raise RecordBatchTooLargeError(
+                f"expected batches of at most {self.max_message_bytes} bytes "
+                f"(max.message.bytes), found {size}"
+            )
+        if size > self.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"a {size}-byte batch cannot fit a {self.segment_bytes}-byte segment"
+            )
 
     @property
     def compact(self) -> bool:

@@ -27,11 +27,22 @@ logs whose ``cleanup.policy`` has ``compact``. fsync never runs on the append pa
 ``shutdown`` stops the cleaner before it closes the logs; ``delete_log`` aborts a cleaning of
 that log and waits for it to stop.
 
+Storage failures (see ``log_dir_failure_channel``): a log, the checkpoint job or the cleaner
+that meets an ``OSError`` marks its log dir offline in ``dir_failures``. The background jobs
+then leave that dir alone (no checkpoint, retention or cleaning writes there; the flusher
+still fsyncs what was written unless an fsync failed), new partitions go to the other dirs, and
+``shutdown`` closes its logs without writing and leaves it without the clean-shutdown marker,
+so the next start re-validates it. The probe job (every ``log_dir_retry_ms``) brings a dir
+that failed for lack of space back online once it has ``log_dir_probe_free_bytes`` free and a
+small probe file can be written and fsynced: each log is cut back to its last whole batch,
+then writes are accepted again — no restart needed.
+
 Thread safety: every public method is thread-safe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -44,9 +55,10 @@ from sluice.broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoin
 from sluice.broker.log.cleaner import LogCleaner
 from sluice.broker.log.cleaner_config import CleanerConfig
 from sluice.broker.log.cleaner_manager import LogCleanerManager
-from sluice.broker.log.errors import LogDirectoryError
+from sluice.broker.log.errors import LogDirectoryError, LogDirOfflineError, StorageError
 from sluice.broker.log.log import Log, now_ms
 from sluice.broker.log.log_config import LogConfig
+from sluice.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.common.topic_partition import InvalidTopicError, TopicPartition, validate_topic
 
 log = logging.getLogger(__name__)
@@ -55,6 +67,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
+PROBE_FILE = ".sluice-log-dir-probe"
 
 
 class LogManager:
@@ -71,6 +84,9 @@ class LogManager:
         checkpoint_ms: int = 60_000,
         clock: Callable[[], int] = now_ms,
         cleaner_config: CleanerConfig | None = None,
+        dir_failures: LogDirFailureChannel | None = None,
+        log_dir_retry_ms: int = 5000,
+        log_dir_probe_free_bytes: int = 1 << 20,
     ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
@@ -91,6 +107,9 @@ class LogManager:
         self.recovered_bytes_cut = 0
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None  # made at startup, once the dirs exist
+        self.dir_failures = dir_failures or LogDirFailureChannel()
+        self.log_dir_retry_ms = log_dir_retry_ms
+        self.log_dir_probe_free_bytes = log_dir_probe_free_bytes
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -105,7 +124,9 @@ class LogManager:
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
             fsync_dir(log_dir)
         manager = LogCleanerManager(self.log_dirs, self.logs, self._dir_of_tp)
-        self.cleaner = LogCleaner(self.cleaner_config, manager, clock=self._clock)
+        self.cleaner = LogCleaner(
+            self.cleaner_config, manager, clock=self._clock, dir_failures=self.dir_failures
+        )
 
     def _read_checkpoint(self, path: Path) -> dict[tuple[str, int], int]:
         try:
@@ -144,6 +165,7 @@ class LogManager:
                 clean_shutdown=clean,
                 clock=self._clock,
                 on_flush_needed=self._request_flush,
+                dir_failures=self.dir_failures,
             )
             self.recovered_bytes_cut += partition_log.recovered_bytes_cut
             self._logs[tp] = partition_log
@@ -174,6 +196,7 @@ class LogManager:
                 config or self._topic_config(topic),
                 clock=self._clock,
                 on_flush_needed=self._request_flush,
+                dir_failures=self.dir_failures,
             )
             fsync_dir(log_dir)
             self._logs[tp] = partition_log
@@ -181,11 +204,21 @@ class LogManager:
             return partition_log
 
     def _least_loaded_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
+        failures = self.dir_failures.offline_dirs()
+        online = [d for d in self.log_dirs if d not in failures]
+        if not online:
+            # An empty log needs no space: one made in a full dir serves reads (and refuses
+            # writes) rather than fail whatever created it, e.g. a coordinator's topic.
+            online = [d for d in self.log_dirs if failures[d].retryable]
+        if not online:
+            dirs = ", ".join(map(str, self.log_dirs))
+            raise LogDirOfflineError(f"cannot create a log: every log dir is offline ({dirs})")
+        counts = {d: 0 for d in online}
         for d in self._dir_of.values():
-            counts[d] += 1
+            if d in counts:
+                counts[d] += 1
         # Fewest partitions first; ties go to the dir listed first (Kafka's rule).
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(online, key=lambda d: counts[d])
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log: renamed ``...-delete`` at once, then removed."""
@@ -225,36 +258,81 @@ class LogManager:
         now = self._clock()
         flushed = 0
         for partition_log in self.logs().values():
-            if partition_log.needs_flush(now):
-                partition_log.flush()
+            if partition_log.needs_flush(now) and self._flush(partition_log):
                 flushed += 1
         return flushed
 
     def flush_all(self) -> None:
         for partition_log in self.logs().values():
+            self._flush(partition_log)
+
+    def _flush(self, partition_log: Log) -> bool:
+        try:
             partition_log.flush()
+        except StorageError:  # the dir is offline: the channel said so, once
+            return False
+        return True
 
     def cleanup_logs(self) -> int:
         """One retention pass; returns the number of segments deleted."""
         deleted = 0
         for partition_log in self.logs().values():
-            deleted += partition_log.delete_old_segments()
-            partition_log.purge_deleted_segments()
+            if self.dir_failures.is_offline(partition_log.log_dir):
+                continue
+            try:
+                deleted += partition_log.delete_old_segments()
+                partition_log.purge_deleted_segments()
+            except OSError as exc:
+                self.dir_failures.fail(partition_log.log_dir, "retention", exc)
         return deleted
 
     def checkpoint(self) -> None:
-        """Write both checkpoint files in every log dir."""
+        """Write both checkpoint files in every online log dir."""
         with self._lock:
             by_dir: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
             for tp, partition_log in self._logs.items():
                 by_dir[self._dir_of[tp]][tp] = partition_log
         for log_dir, logs in by_dir.items():
-            OffsetCheckpoint(log_dir / RECOVERY_POINT_FILE).write(
-                {tp: lg.recovery_point for tp, lg in logs.items()}
-            )
-            OffsetCheckpoint(log_dir / LOG_START_FILE).write(
-                {tp: lg.log_start_offset for tp, lg in logs.items()}
-            )
+            if self.dir_failures.is_offline(log_dir):
+                continue  # its logs may not match what a checkpoint would say; restart knows
+            try:
+                OffsetCheckpoint(log_dir / RECOVERY_POINT_FILE).write(
+                    {tp: lg.recovery_point for tp, lg in logs.items()}
+                )
+                OffsetCheckpoint(log_dir / LOG_START_FILE).write(
+                    {tp: lg.log_start_offset for tp, lg in logs.items()}
+                )
+            except OSError as exc:
+                self.dir_failures.fail(log_dir, "checkpoint", exc)
+
+    def probe_offline_dirs(self) -> list[Path]:
+        """Bring back every dir offline for lack of space that has room again (see the
+        module docstring); returns the dirs brought back."""
+        back = []
+        for log_dir, failure in self.dir_failures.offline_dirs().items():
+            if not failure.retryable:
+                continue
+            try:
+                stat = os.statvfs(log_dir)
+                if stat.f_bavail * stat.f_frsize < self.log_dir_probe_free_bytes:
+                    continue
+                probe = log_dir / PROBE_FILE
+                with open(probe, "wb") as f:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+                    os.fsync(f.fileno())
+                probe.unlink()
+                with self._lock:
+                    logs = [lg for tp, lg in self._logs.items() if self._dir_of[tp] == log_dir]
+                for partition_log in logs:
+                    partition_log.reopen()
+            except OSError as exc:
+                log.debug("log dir %s still offline: %s", log_dir, exc)
+                (log_dir / PROBE_FILE).unlink(missing_ok=True)
+                continue
+            if self.dir_failures.mark_online(log_dir):
+                back.append(log_dir)
+        return back
 
     def start_background(self) -> None:
         """Start the flusher, retention and checkpoint threads, and the log cleaner."""
@@ -265,6 +343,7 @@ class LogManager:
             ("flusher", self.flush_dirty_logs, self.flush_check_ms / 1000, self._flush_wanted),
             ("retention", self.cleanup_logs, self.retention_check_ms / 1000, None),
             ("checkpoint", self.checkpoint, self.checkpoint_ms / 1000, None),
+            ("dir-probe", self.probe_offline_dirs, self.log_dir_retry_ms / 1000, None),
         ]
         for name, job, interval, wake in jobs:
             thread = threading.Thread(
@@ -304,9 +383,15 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.values())
         for partition_log in logs:
-            partition_log.close()
+            with contextlib.suppress(StorageError):  # its dir went offline: closed anyway
+                partition_log.close()
         self.checkpoint()
         for log_dir in self.log_dirs:
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            marker.touch()
-            fsync_dir(log_dir)
+            if self.dir_failures.is_offline(log_dir):
+                log.warning("log dir %s is offline: no clean-shutdown marker", log_dir)
+                continue
+            try:
+                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                fsync_dir(log_dir)
+            except OSError as exc:
+                self.dir_failures.fail(log_dir, "writing the clean-shutdown marker", exc)

@@ -27,6 +27,7 @@ when they started. ``flush`` may run on another thread at any time (it only fsyn
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -69,6 +70,17 @@ def parse_base_offset(name: str) -> int:
     if len(stem) != 20 or not stem.isdigit():
         raise ValueError(f"expected a 20-digit base offset in {name!r}")
     return int(stem)
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """Write all of ``data`` at ``position``. A short write is followed by one for the rest,
+    which either finishes or raises the real error (``ENOSPC``, ``EIO``)."""
+    written = os.pwrite(fd, data, position)
+    while written < len(data):
+        n = os.pwrite(fd, memoryview(data)[written:], position + written)
+        if n <= 0:
+            raise OSError(errno.EIO, f"wrote {written} of {len(data)} bytes")
+        written += n
 
 
 class FileSlice(NamedTuple):
@@ -199,21 +211,33 @@ class LogSegment:
                 f"base offset {self.base_offset}"
             )
         start = self._size
-        written = os.pwrite(self._fd, data, start)
-        if written != len(data):
-            # A short write means a full disk or a dying one; undo so no torn batch stays.
-            os.ftruncate(self._fd, start)
-            raise OSError(f"{self.log_path}: wrote {written} of {len(data)} bytes")
-        for header in batches:
-            position = start + header.position
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp = header.max_timestamp
-                self.offset_of_max_timestamp = header.last_offset
-            if self._bytes_since_index > self.index_interval_bytes:
-                self.offset_index.append(header.last_offset, position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self._bytes_since_index = 0
-            self._bytes_since_index += header.size
+        before = (
+            self._next_offset, self.max_timestamp, self.offset_of_max_timestamp,
+            self._bytes_since_index, len(self.offset_index), len(self.time_index),
+        )  # fmt: skip
+        writing = self.log_path
+        try:
+            _write_all(self._fd, data, start)
+            for header in batches:
+                position = start + header.position
+                if header.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = header.max_timestamp
+                    self.offset_of_max_timestamp = header.last_offset
+                if self._bytes_since_index > self.index_interval_bytes:
+                    writing = self.offset_index.path
+                    self.offset_index.append(header.last_offset, position)
+                    writing = self.time_index.path
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                    self._bytes_since_index = 0
+                self._bytes_since_index += header.size
+        except OSError as exc:
+            # A full or failing disk: undo, so no byte of this append stays visible.
+            (
+                self._next_offset, self.max_timestamp, self.offset_of_max_timestamp,
+                self._bytes_since_index, offset_entries, time_entries,
+            ) = before  # fmt: skip
+            self._truncate_files(start, offset_entries, time_entries)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(writing)) from exc
         self._size = start + len(data)
         self._next_offset = last.next_offset
         return start
@@ -242,6 +266,28 @@ class LogSegment:
     def _truncate_at(self, position: int) -> None:
         os.ftruncate(self._fd, position)
         self._size = position
+
+    def _truncate_files(self, size: int, offset_entries: int, time_entries: int) -> bool:
+        """Set the sizes in memory back to ``size`` bytes of log and the given index entry
+        counts, then cut the files to match. Returns False if a file could not be cut (the
+        bytes past the end stay invisible; :meth:`cut_to_size` cuts them later)."""
+        self._size = size
+        try:
+            self.offset_index.truncate_to_entries(offset_entries)
+            self.time_index.truncate_to_entries(time_entries)
+            os.ftruncate(self._fd, size)
+        except OSError:
+            return False
+        return True
+
+    def cut_to_size(self) -> None:
+        """Cut ``.log`` and the indexes back to what the segment holds in memory: the bytes a
+        failed append wrote and could not remove at once. Raises ``OSError``."""
+        if os.fstat(self._fd).st_size != self._size:
+            os.ftruncate(self._fd, self._size)
+        self.offset_index.truncate_to_entries(len(self.offset_index))
+        self.time_index.truncate_to_entries(len(self.time_index))
+        self.txn_index.cut_to_size()
 
     def _recompute_max_timestamp(self) -> None:
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset

@@ -211,8 +211,12 @@ class ProducerStateManager:
         }
         path = self._path(offset)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(doc), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: leave no half-written file behind
+            raise
         for old in self.snapshot_offsets()[:-keep]:
             self._path(old).unlink(missing_ok=True)
 

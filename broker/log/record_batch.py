@@ -35,12 +35,12 @@ All functions here are pure and thread-safe: they read or write only the buffer 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from crc32c import crc32c
 
-from sluice.broker.log.errors import CorruptRecordError
+from sluice.broker.log.errors import CorruptRecordError, InvalidRecordError
 
 MAGIC_V2 = 2
 LOG_OVERHEAD = 12  # BaseOffset + Length
@@ -252,3 +252,38 @@ def stamp_log_append_time(buf: bytearray, h: BatchHeader, append_time: int) -> B
     crc = crc32c(memoryview(buf)[h.position + CRC_START : end])
     _CRC.pack_into(buf, h.position + 17, crc)
     return h._replace(attributes=attributes, max_timestamp=append_time, crc=crc)
+
+
+def assign_leader_offsets(
+    buf: bytearray, headers: list[BatchHeader], next_offset: int, leader_epoch: int, *,
+    allow_control: bool, clock: Callable[[], int] | None,
+) -> tuple[list[BatchHeader], int]:  # fmt: skip
+    """A leader's rewrite of validated batches in place: consecutive offsets from
+    ``next_offset``, ``leader_epoch``, and with ``clock`` (LogAppendTime) its time as each
+    batch's MaxTimestamp. Returns the new headers and the last time stamped (-1 for none).
+
+    Raises :class:`InvalidRecordError` for a control batch unless ``allow_control`` (a
+    coordinator's marker), :class:`CorruptRecordError` unless RecordCount ==
+    LastOffsetDelta + 1 > 0; ``buf`` may be partly rewritten then (the caller drops it)."""
+    append_time = -1
+    rewritten = []
+    for h in headers:
+        if h.attributes & CONTROL_BIT and not allow_control:
+            raise InvalidRecordError(
+                f"batch at position {h.position}: clients may not append control batches"
+            )
+        if h.record_count != h.last_offset_delta + 1 or h.record_count == 0:
+            raise CorruptRecordError(
+                f"batch at position {h.position}: expected RecordCount = "
+                f"LastOffsetDelta + 1 > 0, found RecordCount {h.record_count} and "
+                f"LastOffsetDelta {h.last_offset_delta}"
+            )
+        assign_offsets(buf, h.position, next_offset, leader_epoch)
+        # Positional construction: NamedTuple._replace is several times slower.
+        h = BatchHeader(h[0], next_offset, h[2], leader_epoch, *h[4:])
+        if clock is not None:
+            append_time = clock()
+            h = stamp_log_append_time(buf, h, append_time)
+        rewritten.append(h)
+        next_offset += h.last_offset_delta + 1
+    return rewritten, append_time

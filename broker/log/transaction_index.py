@@ -29,6 +29,8 @@ entries are mirrored in memory. Thread safety: none; the owning ``LogSegment`` i
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import struct
 from pathlib import Path
@@ -102,9 +104,16 @@ class TransactionIndex:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         position = len(self.entries) * ENTRY_SIZE
         data = _ENTRY.pack(VERSION, *txn)
-        if os.pwrite(self._fd, data, position) != len(data):
-            os.ftruncate(self._fd, position)
-            raise OSError(f"{self.path}: short write of a {ENTRY_SIZE}-byte entry")
+        try:
+            written = os.pwrite(self._fd, data, position)
+            if written != len(data):  # a short write: the rest raises the real error
+                written += os.pwrite(self._fd, data[written:], position + written)
+            if written != len(data):
+                raise OSError(errno.EIO, f"short write of a {ENTRY_SIZE}-byte entry")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, position)  # else cut_to_size cuts it later
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
         self.entries.append(txn)
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
@@ -130,6 +139,11 @@ class TransactionIndex:
         del self.entries[keep:]
         if self._fd >= 0:
             os.ftruncate(self._fd, keep * ENTRY_SIZE)
+
+    def cut_to_size(self) -> None:
+        """Cut the file to the entries held in memory (after a failed append)."""
+        if self._fd >= 0 and os.fstat(self._fd).st_size != self.size_bytes:
+            os.ftruncate(self._fd, self.size_bytes)
 
     def reset(self) -> None:
         """Drop every entry (the segment is about to be replayed)."""

@@ -9,6 +9,12 @@ together. ``acks=0`` gets no response at all. When an append brings a log to
 ``flush.messages`` (or ``flush.ms`` is due) the response waits for that fsync, which runs in
 the executor, not on the event loop — so with ``log.flush.interval.messages=1`` nothing
 acknowledged can be lost even to a power cut.
+
+Storage failures: a log whose append (or that fsync) fails on a full or failing disk undoes
+it, marks its log dir offline and raises ``LogDirFailureError``; the partition answers
+KAFKA_STORAGE_ERROR (retriable: the producer retries, and succeeds once the dir is back)
+while the connection and the request's other partitions carry on. The log dir failure channel
+logs the event once; refusals while the dir is offline log at DEBUG only.
 """
 
 from __future__ import annotations
@@ -19,11 +25,15 @@ from collections.abc import Coroutine
 from typing import Any
 
 from sluice.broker.cluster.topic_metadata import MetadataUnavailableError
-from sluice.broker.log.errors import InvalidRecordError, StorageError
+from sluice.broker.log.errors import (
+    InvalidRecordError,
+    LogDirFailureError,
+    LogDirOfflineError,
+    StorageError,
+)
 from sluice.broker.log.log import Log
 from sluice.broker.log.record_batch import peek_size
 from sluice.broker.protocol import Request
-from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.produce_codec import PartitionResult, encode_produce_response
 from sluice.broker.server.context import BrokerContext
@@ -48,7 +58,7 @@ def _check_one_batch(records: bytes | bytearray | memoryview | None) -> None:
 
 async def _append(
     ctx: BrokerContext, topic: str, partition: int, records: bytes | memoryview | None,
-    acks: int, timeout_ms: int, to_flush: set[Log],
+    acks: int, timeout_ms: int, to_flush: dict[Log, list[int]], slot: int,
 ) -> PartitionResult:  # fmt: skip
     """Append one partition's batch as its leader; wait as ``acks`` asks."""
     if acks not in VALID_ACKS:
@@ -61,7 +71,10 @@ async def _append(
             topic, partition, records or b"", acks=acks, timeout_ms=timeout_ms
         )
     except StorageError as exc:
-        log.info("produce to %s-%d refused: %s", topic, partition, exc)
+        # A storage failure was logged once, as an event, by the log dir failure channel.
+        quiet = isinstance(exc, (LogDirFailureError, LogDirOfflineError))
+        log.log(logging.DEBUG if quiet else logging.INFO,
+                "produce to %s-%d refused: %s", topic, partition, exc)  # fmt: skip
         return PartitionResult(partition, code_for(exc), error_message=str(exc))
     info = result.info
     if result.error != Errors.NONE or info is None:
@@ -70,7 +83,7 @@ async def _append(
         ctx.metrics.record_append(topic, info.size, info.record_count)
         ctx.purgatory.notify(TopicPartition(topic, partition))
     if leading is not None and leading.log.needs_flush():
-        to_flush.add(leading.log)
+        to_flush.setdefault(leading.log, []).append(slot)
     return PartitionResult(
         partition, Errors.NONE, info.first_offset, info.log_append_time, info.log_start_offset
     )
@@ -79,12 +92,12 @@ async def _append(
 async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
     body = request.body
     acks = body.acks
-    timeout_ms = ms(body.timeout)
-    to_flush: set[Log] = set()
+    timeout_ms = body.timeout_ms  # the decoder keeps the wire integer (no timedelta per request)
+    to_flush: dict[Log, list[int]] = {}  # log → the slots of ``results`` it answers
+    partitions = [(t.name, pd) for t in body.topic_data for pd in t.partition_data]
     appends: list[Coroutine[Any, Any, PartitionResult]] = [
-        _append(ctx, topic_data.name, pd.index, pd.records, acks, timeout_ms, to_flush)
-        for topic_data in body.topic_data
-        for pd in topic_data.partition_data
+        _append(ctx, topic, pd.index, pd.records, acks, timeout_ms, to_flush, slot)
+        for slot, (topic, pd) in enumerate(partitions)
     ]
     # Every append starts (and, unless it waits for the ISR, ends) in request order: tasks
     # run in the order gathered, each up to its first wait, which follows its append.
@@ -92,13 +105,30 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
     if acks == 0:
         return None
     if to_flush:
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, lg.flush) for lg in to_flush))
+        await _flush(to_flush, results)
     topics: list[tuple[str, list[PartitionResult]]] = []
     done = iter(results)
     for topic_data in body.topic_data:
         topics.append((topic_data.name, [next(done) for _ in topic_data.partition_data]))
     return encode_produce_response(request.correlation_id, request.api_version, topics)
+
+
+async def _flush(to_flush: dict[Log, list[int]], results: list[PartitionResult]) -> None:
+    """fsync the logs ``to_flush`` in the executor; a partition whose log failed to flush
+    answers KAFKA_STORAGE_ERROR instead of its offset (nothing unflushed is acknowledged)."""
+    loop = asyncio.get_running_loop()
+    logs = list(to_flush)
+    done = await asyncio.gather(
+        *(loop.run_in_executor(None, lg.flush) for lg in logs), return_exceptions=True
+    )
+    for lg, outcome in zip(logs, done, strict=True):
+        if isinstance(outcome, StorageError):
+            for slot in to_flush[lg]:
+                results[slot] = PartitionResult(
+                    results[slot].index, code_for(outcome), error_message=str(outcome)
+                )
+        elif isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> bytes:
