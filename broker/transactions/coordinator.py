@@ -10,20 +10,34 @@ Requests (each answers a Kafka error code, :class:`~sluice.broker.protocol.error
   for its markers (so every partition fences the zombie). KIP-360: a request that names its
   current producer id and epoch must match them, else PRODUCER_FENCED.
 * ``add_partitions``, ``add_offsets``: register the transaction's partitions / groups;
-  Empty or Complete* become Ongoing (the transaction's timeout starts).
-* ``txn_offset_commit``: offsets held pending until the commit (see
-  ``transaction_metadata``); on a standalone broker the group coordinator is this broker.
-* ``end_txn``: write Prepare*, the markers to every partition, apply (commit) or drop
-  (abort) the pending offsets, write Complete*. A retried EndTxn of the same outcome answers
-  NONE; the other outcome INVALID_TXN_STATE.
-* The background task (:meth:`run`) aborts, every
-  ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, the transactions open
-  longer than their ``transaction.timeout.ms``, with an epoch bump (the producer is fenced),
-  retries markers that failed, and loads the state partitions this broker came to lead
-  (:meth:`sync_partitions`) — finishing any Prepare* found (a coordinator that died between
-  Prepare* and Complete*), and aborting with a bump any Ongoing transaction that had
-  registered a group: its pending offsets were in the dead coordinator's memory, so
-  committing it would lose them — the producer is fenced instead.
+  Empty or Complete* become Ongoing (the transaction's timeout starts). A group brings its
+  ``__consumer_offsets`` partition into the transaction (Kafka's AddOffsetsToTxn): the
+  marker goes there too, and tells the group coordinator to commit or drop the offsets it
+  holds for the producer (``pending_txn_offsets``).
+* ``txn_offset_commit``: TxnOffsetCommit goes to the *group* coordinator. When that broker is
+  also the transaction's coordinator (a standalone broker always), the offsets are held here
+  and written with PrepareCommit (durable across a restart; see ``transaction_metadata``)
+  and committed by :meth:`_complete`; otherwise the group coordinator holds them
+  (``PendingTxnOffsets``) until the marker reaches the group's partition.
+* ``end_txn``: write Prepare*, the markers to every partition (``TransactionMarkerChannel``
+  in cluster mode: to each partition's leader, retried as leaders move), apply (commit) or
+  drop (abort) the pending offsets held here, write Complete*. A retried EndTxn of the same
+  outcome answers NONE; the other outcome INVALID_TXN_STATE. Markers still failing when the
+  channel gives up leave the transaction prepared: a retry task resends them with backoff,
+  and requests for the id meanwhile answer CONCURRENT_TRANSACTIONS.
+* Markers carry the **coordinator epoch**: the leader epoch of the id's state partition when
+  this broker loaded it (``TransactionStateManager``).
+* **Failover**: every second (:meth:`run`), and before answering NOT_COORDINATOR, the state
+  partitions this broker came to lead — or leads at a new leader epoch — are loaded
+  (:meth:`sync_partitions`), those it lost are forgotten. Each Prepare* found is finished (a
+  coordinator that died between Prepare* and Complete*: the same outcome, so the producer's
+  retried EndTxn is answered NONE); each Ongoing transaction that had registered a group is
+  aborted with a bump: offsets it may have held here were in the dead coordinator's memory,
+  so committing it could lose them — the producer is fenced instead. An Ongoing transaction
+  without groups stays open for its producer (or its timeout).
+* Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` the transactions open
+  longer than their ``transaction.timeout.ms`` are aborted with an epoch bump (the producer
+  is fenced), and prepared ones are retried.
 
 A fenced producer gets PRODUCER_FENCED; the handlers answer INVALID_PRODUCER_EPOCH to the
 request versions older than KIP-588's.
@@ -44,6 +58,7 @@ from typing import Protocol
 
 from sluice.broker.log.log import Log
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.transactions.marker_channel import TxnMarker
 from sluice.broker.transactions.transaction_config import TransactionConfig
 from sluice.broker.transactions.transaction_metadata import (
     MAX_EPOCH,
@@ -56,6 +71,11 @@ from sluice.broker.transactions.transaction_state_manager import (
 )
 
 log = logging.getLogger(__name__)
+
+#: How often the led state partitions are compared with the loaded ones (failover).
+SYNC_INTERVAL_S = 1.0
+#: Backoff of the retry task of a transaction whose markers failed: first, then the most.
+RETRY_BACKOFF_S = (0.5, 5.0)
 
 TopicPartitionKey = tuple[str, int]
 _S = TransactionState
@@ -71,9 +91,14 @@ class CoordinatorHost(Protocol):
         ...
 
     async def write_markers(
-        self, producer_id: int, producer_epoch: int, commit: bool,
-        partitions: Sequence[TopicPartitionKey],
-    ) -> dict[TopicPartitionKey, Errors]: ...  # fmt: skip
+        self, marker: TxnMarker, partitions: Sequence[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, Errors]:
+        """Deliver the marker to each partition's leader; each one's final answer."""
+        ...
+
+    def group_partition(self, group: str) -> TopicPartitionKey:
+        """The ``__consumer_offsets`` partition holding ``group``."""
+        ...
 
     async def commit_offsets(
         self, group: str, offsets: Sequence[tuple[str, int, int, int, str | None]]
@@ -84,8 +109,9 @@ class CoordinatorHost(Protocol):
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 
-    def led_state_partitions(self) -> dict[int, Log]:
-        """The ``__transaction_state`` partitions this broker leads, with their logs."""
+    def led_state_partitions(self) -> dict[int, tuple[Log, int]]:
+        """The ``__transaction_state`` partitions this broker leads, with their logs and
+        leader epochs."""
         ...
 
 
@@ -113,6 +139,7 @@ class TransactionCoordinator:
         self._pending: dict[str, dict[str, dict[TopicPartitionKey, tuple[int, int, str | None]]]]
         self._pending = {}
         self._task: asyncio.Task[None] | None = None
+        self._retries: dict[str, asyncio.Task[None]] = {}
         self._synced = asyncio.Lock()
 
     def _lock(self, txn_id: str) -> asyncio.Lock:
@@ -127,12 +154,17 @@ class TransactionCoordinator:
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def run(self) -> None:
+        interval = self.config.abort_timed_out_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        next_scan = loop.time() + interval
         while True:
-            await asyncio.sleep(self.config.abort_timed_out_interval_ms / 1000)
+            await asyncio.sleep(min(SYNC_INTERVAL_S, interval))
             try:
                 await self.sync_partitions()
-                await self.abort_timed_out()
-                await self.retry_prepared()
+                if loop.time() >= next_scan:
+                    next_scan = loop.time() + interval
+                    await self.abort_timed_out()
+                    await self.retry_prepared()
             except Exception:  # the next round retries; never let the task die
                 log.exception("transaction coordinator background round failed")
 
@@ -140,21 +172,37 @@ class TransactionCoordinator:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for task in self._retries.values():
+            task.cancel()
+        self._retries.clear()
 
     async def sync_partitions(self) -> None:
-        """Load the state partitions this broker newly leads (finishing their Prepare*
-        transactions); forget those it no longer leads."""
+        """Load the state partitions this broker newly leads, or leads at a new leader epoch
+        (finishing their Prepare* transactions); forget those it no longer leads."""
         async with self._synced:
             led = self.host.led_state_partitions()
-            for partition in sorted(set(self.state.loaded) - set(led)):
-                self.state.unload_partition(partition)
-            for partition in sorted(set(led) - self.state.loaded):
-                loaded = self.state.load_partition(partition, led[partition])
+            for partition, epoch in sorted(self.state.loaded.items()):
+                if partition not in led or led[partition][1] != epoch:
+                    self.state.unload_partition(partition)
+            for partition in sorted(set(led) - set(self.state.loaded)):
+                partition_log, epoch = led[partition]
+                loaded = self.state.load_partition(partition, partition_log, epoch)
                 if loaded:
-                    log.info("%d transactional ids in partition %d", len(loaded), partition)
+                    log.info(
+                        "%d transactional ids in partition %d (coordinator epoch %d)",
+                        len(loaded), partition, epoch,
+                    )  # fmt: skip
                 for meta in loaded:
                     async with self._lock(meta.transactional_id):
                         await self._recover(meta.transactional_id)
+
+    async def _coordinates(self, txn_id: str) -> bool:
+        """Whether this broker is the id's coordinator, loading newly led partitions first
+        (a client that found this broker through FindCoordinator may be ahead of the
+        background task)."""
+        if not self.state.coordinates(txn_id):
+            await self.sync_partitions()
+        return self.state.coordinates(txn_id)
 
     async def _recover(self, txn_id: str) -> None:
         meta = self.state.get(txn_id)
@@ -162,6 +210,7 @@ class TransactionCoordinator:
             return
         try:
             if meta.is_prepared:
+                log.info("transactional id %r: completing its %s", txn_id, meta.state.value)
                 await self._complete(meta)
             elif meta.state is _S.ONGOING and meta.groups:
                 await self._end(meta, commit=False, fence=True)
@@ -175,7 +224,7 @@ class TransactionCoordinator:
     ) -> tuple[Errors, int, int]:
         if not txn_id:
             return Errors.INVALID_REQUEST, -1, -1
-        if not self.state.coordinates(txn_id):
+        if not await self._coordinates(txn_id):
             return Errors.NOT_COORDINATOR, -1, -1
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             return Errors.INVALID_TRANSACTION_TIMEOUT, -1, -1
@@ -198,6 +247,8 @@ class TransactionCoordinator:
                 if meta.state is _S.ONGOING:
                     await self._end(meta, commit=False, fence=True)
                     meta = self._current(txn_id)
+                if meta.is_prepared:  # markers still on their way: the client retries
+                    return Errors.CONCURRENT_TRANSACTIONS, -1, -1
                 pid, epoch = meta.producer_id, meta.producer_epoch + 1
                 if epoch > MAX_EPOCH:
                     pid, epoch = await self.host.next_producer_id(), 0
@@ -223,7 +274,7 @@ class TransactionCoordinator:
         def all_(code: Errors) -> dict[TopicPartitionKey, Errors]:
             return dict.fromkeys(partitions, code)
 
-        if not self.state.coordinates(txn_id):
+        if not await self._coordinates(txn_id):
             return all_(Errors.NOT_COORDINATOR)
         async with self._lock(txn_id):
             meta = self.state.get(txn_id)
@@ -242,7 +293,7 @@ class TransactionCoordinator:
             return all_(error)
 
     async def add_offsets(self, txn_id: str, pid: int, epoch: int, group: str) -> Errors:
-        if not self.state.coordinates(txn_id):
+        if not await self._coordinates(txn_id):
             return Errors.NOT_COORDINATOR
         async with self._lock(txn_id):
             meta = self.state.get(txn_id)
@@ -250,9 +301,12 @@ class TransactionCoordinator:
             if error != Errors.NONE:
                 return error
             assert meta is not None
+            offsets_partition = self.host.group_partition(group)
             if group in meta.groups and meta.state is _S.ONGOING:
                 return Errors.NONE
-            return await self._begin(meta, groups=meta.groups | {group})
+            return await self._begin(
+                meta, groups=meta.groups | {group}, partitions=meta.partitions | {offsets_partition}
+            )
 
     def _check_open(self, meta: TransactionMetadata | None, pid: int, epoch: int) -> Errors:
         error = _check_producer(meta, pid, epoch)
@@ -275,26 +329,26 @@ class TransactionCoordinator:
         offsets: Sequence[tuple[str, int, int, int, str | None]],
     ) -> Errors:  # fmt: skip
         """Hold ``offsets`` (topic, partition, offset, leader epoch, metadata) until the
-        transaction ends. The transaction must be Ongoing with ``group`` added."""
-        if self.state.coordinates(txn_id):
-            meta = self.state.get(txn_id)
-            error = self._check_open(meta, pid, epoch)
-            if error != Errors.NONE:
-                return error
-            assert meta is not None
-            if meta.state is not _S.ONGOING or group not in meta.groups:
-                return Errors.INVALID_TXN_STATE
-        else:
-            # The transaction's coordinator is another broker (cluster mode): its state
-            # cannot be checked here, and the offsets would never be applied.
+        transaction ends, as the transaction's coordinator (which is also the group's; see
+        the module docstring). The transaction must be Ongoing with ``group`` added.
+        NOT_COORDINATOR if this broker does not coordinate the id: the caller then holds the
+        offsets as the group coordinator (``PendingTxnOffsets``)."""
+        if not self.state.coordinates(txn_id):
             return Errors.NOT_COORDINATOR
+        meta = self.state.get(txn_id)
+        error = self._check_open(meta, pid, epoch)
+        if error != Errors.NONE:
+            return error
+        assert meta is not None
+        if meta.state is not _S.ONGOING or group not in meta.groups:
+            return Errors.INVALID_TXN_STATE
         held = self._pending.setdefault(txn_id, {}).setdefault(group, {})
         for topic, partition, offset, leader_epoch, metadata in offsets:
             held[(topic, partition)] = (offset, leader_epoch, metadata)
         return Errors.NONE
 
     async def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool) -> Errors:
-        if not self.state.coordinates(txn_id):
+        if not await self._coordinates(txn_id):
             return Errors.NOT_COORDINATOR
         async with self._lock(txn_id):
             meta = self.state.get(txn_id)
@@ -333,11 +387,13 @@ class TransactionCoordinator:
         """From Prepare*: markers, offsets, Complete*. A partition whose marker failed keeps
         the transaction prepared; the background task retries it."""
         commit = meta.state is _S.PREPARE_COMMIT
-        results = await self.host.write_markers(
-            meta.producer_id, meta.producer_epoch, commit, sorted(meta.partitions)
-        )
+        marker = TxnMarker(
+            meta.producer_id, meta.producer_epoch, commit,
+            self.state.coordinator_epoch(meta.transactional_id),
+        )  # fmt: skip
+        results = await self.host.write_markers(marker, sorted(meta.partitions))
         failed = {
-            tp: code
+            tp: code.name
             for tp, code in results.items()
             if code not in (Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION)
         }
@@ -345,12 +401,17 @@ class TransactionCoordinator:
             log.warning(
                 "transactional id %r: markers not written yet: %s", meta.transactional_id, failed
             )
+            self._retry_later(meta.transactional_id)
             return
         if commit:
             for group, offsets in sorted(meta.pending_offsets.items()):
-                await self.host.commit_offsets(
-                    group, [(t, p, o, e, m) for (t, p), (o, e, m) in sorted(offsets.items())]
-                )
+                try:
+                    await self.host.commit_offsets(
+                        group, [(t, p, o, e, m) for (t, p), (o, e, m) in sorted(offsets.items())]
+                    )
+                except TransactionStateWriteError:
+                    self._retry_later(meta.transactional_id)
+                    raise
         done = _S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT
         await self.state.write(
             meta.staged(done, now_ms(), partitions=frozenset(), groups=frozenset(),
@@ -378,6 +439,32 @@ class TransactionCoordinator:
                     await self._end(current, commit=False, fence=True)
                     aborted.append(current.transactional_id)
         return aborted
+
+    def _retry_later(self, txn_id: str) -> None:
+        """Resend the markers of a prepared transaction with backoff until it completes or
+        this broker stops coordinating it (one task per id)."""
+        task = self._retries.get(txn_id)
+        if task is not None and not task.done():
+            return
+
+        async def retry() -> None:
+            backoff, most = RETRY_BACKOFF_S
+            while True:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, most)
+                async with self._lock(txn_id):
+                    meta = self.state.get(txn_id)
+                    if meta is None or not meta.is_prepared:
+                        return
+                    try:
+                        # Failing again schedules nothing: this task is still running.
+                        await self._complete(meta)
+                    except TransactionStateWriteError as exc:
+                        log.warning("transactional id %r: completion postponed: %s", txn_id, exc)
+                    except Exception:  # the next round retries
+                        log.exception("transactional id %r: marker retry failed", txn_id)
+
+        self._retries[txn_id] = asyncio.get_running_loop().create_task(retry())
 
     async def retry_prepared(self) -> None:
         """Finish the transactions whose markers could not all be written."""

@@ -7,6 +7,10 @@ replace the in-memory metadata (:meth:`put`). When this broker becomes a partiti
 it replays the partition (:meth:`load_partition`), the last record per id winning; when it
 stops leading it, the partition's ids are forgotten (:meth:`unload_partition`).
 
+The **coordinator epoch** of an id is the leader epoch of its partition at the time this
+broker loaded it (Kafka's ``coordinatorEpoch``): every leadership change bumps it, so the
+markers of a later coordinator carry a higher one than those of an earlier (a zombie).
+
 Thread safety: used on the broker's event loop only.
 """
 
@@ -38,7 +42,8 @@ class TransactionStateManager:
     def __init__(self, num_partitions: int, append: Appender) -> None:
         self.num_partitions = num_partitions
         self._append = append
-        self.loaded: set[int] = set()
+        #: partition → the coordinator epoch it was loaded at
+        self.loaded: dict[int, int] = {}
         self._txns: dict[str, TransactionMetadata] = {}
 
     def partition_for(self, transactional_id: str) -> int:
@@ -48,6 +53,10 @@ class TransactionStateManager:
         """Whether this broker is the id's coordinator (it leads and has loaded its
         partition)."""
         return self.partition_for(transactional_id) in self.loaded
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """The leader epoch of the id's partition as loaded here (-1: not loaded)."""
+        return self.loaded.get(self.partition_for(transactional_id), -1)
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:
         return self._txns.get(transactional_id)
@@ -79,9 +88,12 @@ class TransactionStateManager:
                             yield record.key, record.value
                 offset = header.next_offset
 
-    def load_partition(self, partition: int, partition_log: Log) -> list[TransactionMetadata]:
-        """Replay one partition; returns its ids' metadata. A record that does not decode is
-        logged and skipped (the next one for the id supersedes it)."""
+    def load_partition(
+        self, partition: int, partition_log: Log, coordinator_epoch: int = 0
+    ) -> list[TransactionMetadata]:
+        """Replay one partition, led here at ``coordinator_epoch``; returns its ids'
+        metadata. A record that does not decode is logged and skipped (the next one for the id
+        supersedes it)."""
         found: dict[str, TransactionMetadata | None] = {}
         for key, value in self._records(partition_log):
             try:
@@ -90,13 +102,13 @@ class TransactionStateManager:
                 log.warning("%s-%d: skipping a record: %s", txn_log.TOPIC, partition, exc)
                 continue
             found[txn_id] = meta
-        self.loaded.add(partition)
+        self.loaded[partition] = coordinator_epoch
         loaded = [m for m in found.values() if m is not None]
         for meta in loaded:
             self._txns[meta.transactional_id] = meta
         return loaded
 
     def unload_partition(self, partition: int) -> None:
-        self.loaded.discard(partition)
+        self.loaded.pop(partition, None)
         for txn_id in [t for t in self._txns if self.partition_for(t) == partition]:
             del self._txns[txn_id]

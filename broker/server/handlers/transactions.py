@@ -10,10 +10,15 @@ before a ``read_committed`` reader waits on them. Building it creates ``__transa
 (compacted; ``transaction.state.log.num.partitions``, replication min(3, live brokers)) as
 the first FindCoordinator creates the offsets topic.
 
-Markers are written by this broker to the partitions it leads (standalone: all of them);
-in cluster mode a partition led elsewhere answers NOT_LEADER_OR_FOLLOWER and the
-transaction stays prepared (sending WriteTxnMarkers to other leaders is not done). A broker
-that receives WriteTxnMarkers appends the markers to the partitions it leads.
+Markers go through the coordinator's ``TransactionMarkerChannel``: written here to the
+partitions this broker leads (standalone: all of them), sent as WriteTxnMarkers to the
+leaders of the others. Either way :func:`write_marker` does the leader's part: append the
+marker, then wait until the ISR has it (acks=all: a marker the ISR lost in a failover would
+leave the partition's transaction open forever). A marker for a ``__consumer_offsets``
+partition appends nothing (the offset store reads every record there as an offset): it makes
+this broker, the group coordinator, commit or drop the producer's pending transactional
+offsets (``PendingTxnOffsets``; TxnOffsetCommit holds them there when the transaction's
+coordinator is another broker).
 
 A fenced producer gets PRODUCER_FENCED from the request versions of KIP-588 on, and
 INVALID_PRODUCER_EPOCH from older ones (Kafka's rule).
@@ -29,17 +34,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from sluice.broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
+from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from sluice.broker.log.errors import InvalidProducerEpochError, StorageError
 from sluice.broker.log.log import Log
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.replication.partition import Partition
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for, coordinator_code_for
 from sluice.broker.server.handlers import offsets, produce
 from sluice.broker.server.responses import respond
 from sluice.broker.transactions.coordinator import TopicPartitionKey, TransactionCoordinator
+from sluice.broker.transactions.marker_channel import TransactionMarkerChannel, TxnMarker
+from sluice.broker.transactions.pending_txn_offsets import OffsetEntry, PendingTxnOffsets
 from sluice.broker.transactions.transaction_config import TransactionConfig
 from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
 from sluice.broker.transactions.transaction_log import partition_for
@@ -47,6 +56,8 @@ from sluice.broker.transactions.transaction_state_manager import TransactionStat
 from sluice.common.topic_partition import TopicPartition
 
 STATE_WRITE_TIMEOUT_MS = 5_000
+#: How long a leader waits for its ISR to have a marker (Kafka: the request timeout).
+MARKER_WRITE_TIMEOUT_MS = 10_000
 TRANSACTION_KEY_TYPE = 1
 
 # -- the coordinator of each broker --------------------------------------------------------
@@ -59,6 +70,7 @@ class BrokerHost:
     def __init__(self, ctx: BrokerContext, num_partitions: int) -> None:
         self.ctx = ctx
         self.num_partitions = num_partitions
+        self.channel = TransactionMarkerChannel(BrokerRoutes(ctx))
 
     async def next_producer_id(self) -> int:
         return await self.ctx.off_loop(self.ctx.cluster.next_producer_id)
@@ -75,13 +87,12 @@ class BrokerHost:
             )
 
     async def write_markers(
-        self, producer_id: int, producer_epoch: int, commit: bool,
-        partitions: Sequence[TopicPartitionKey],
-    ) -> dict[TopicPartitionKey, Errors]:  # fmt: skip
-        return {
-            (topic, p): write_marker(self.ctx, topic, p, producer_id, producer_epoch, commit)
-            for topic, p in partitions
-        }
+        self, marker: TxnMarker, partitions: Sequence[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, Errors]:
+        return await self.channel.write(marker, partitions)
+
+    def group_partition(self, group: str) -> TopicPartitionKey:
+        return OFFSETS_TOPIC, self.ctx.offsets.partition_for(group)
 
     async def commit_offsets(
         self, group: str, offsets: Sequence[tuple[str, int, int, int, str | None]]
@@ -98,28 +109,68 @@ class BrokerHost:
         info = self.ctx.cluster.get(topic)
         return info is not None and 0 <= partition < info.partitions
 
-    def led_state_partitions(self) -> dict[int, Log]:
+    def led_state_partitions(self) -> dict[int, tuple[Log, int]]:
         led = {}
         for partition in range(self.num_partitions):
             leading = self.ctx.replicas.leader_partition(TXN_TOPIC, partition)
             if leading is not None:
-                led[partition] = leading.log
+                led[partition] = (leading.log, leading.leader_epoch)
         return led
 
 
-def write_marker(
-    ctx: BrokerContext, topic: str, partition: int, producer_id: int, producer_epoch: int,
-    commit: bool, coordinator_epoch: int = 0,
+class BrokerRoutes:
+    """:class:`~sluice.broker.transactions.marker_channel.MarkerRoutes` over a broker's
+    context: leaders from its cluster view, local writes through :func:`write_marker`."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def broker_id(self) -> int:
+        return self.ctx.config.broker_id
+
+    def leader(self, topic: str, partition: int) -> int | Errors:
+        info = self.ctx.cluster.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if self.ctx.replicas.leader_partition(topic, partition) is not None:
+            return self.broker_id
+        state = self.ctx.cluster.partition_state(topic, partition)
+        if state is None or state.leader < 0:
+            return Errors.LEADER_NOT_AVAILABLE
+        return state.leader
+
+    def address(self, broker_id: int) -> tuple[str, int] | None:
+        found = self.ctx.cluster.brokers().get(broker_id)
+        return None if found is None else (found.host, found.port)
+
+    async def write_local(
+        self, marker: TxnMarker, partitions: Sequence[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, Errors]:
+        codes = await asyncio.gather(
+            *(write_marker(self.ctx, topic, p, marker) for topic, p in partitions)
+        )
+        return dict(zip(partitions, codes, strict=True))
+
+
+async def write_marker(
+    ctx: BrokerContext, topic: str, partition: int, marker: TxnMarker,
+    timeout_ms: int = MARKER_WRITE_TIMEOUT_MS,
 ) -> Errors:  # fmt: skip
-    """Append one marker as the partition's leader; wake the fetches waiting on it (the last
-    stable offset may have moved)."""
+    """The leader's part of one marker: append it, wake the fetches waiting on it (the last
+    stable offset may have moved), and answer once the ISR has it — NONE, or
+    NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile, REQUEST_TIMED_OUT if the ISR did
+    not catch up within ``timeout_ms`` (the coordinator resends either way). A
+    ``__consumer_offsets`` partition gets no marker: see the module docstring."""
     leading, error = ctx.replicas.leader_or_error(topic, partition)
     if leading is None:
         return error
+    if topic == OFFSETS_TOPIC:
+        return await _complete_txn_offsets(ctx, partition, marker)
     try:
-        leading.log.append_marker(
-            producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
-            leader_epoch=leading.leader_epoch,
+        info = leading.log.append_marker(
+            marker.producer_id, marker.producer_epoch, commit=marker.commit,
+            coordinator_epoch=marker.coordinator_epoch, leader_epoch=leading.leader_epoch,
         )  # fmt: skip
     except InvalidProducerEpochError:
         # The partition already saw a newer epoch of this producer: a later transaction's
@@ -129,6 +180,61 @@ def write_marker(
         return code_for(exc)
     leading.maybe_advance_hw()
     ctx.purgatory.notify(TopicPartition(topic, partition))
+    return await _replicated(ctx, leading, info.last_offset + 1, timeout_ms)
+
+
+async def _replicated(ctx: BrokerContext, leading: Partition, end: int, timeout_ms: int) -> Errors:
+    """Wait until the partition's high watermark reaches ``end`` while this broker still
+    leads it at the same epoch. (Polled: the replica manager's acks=all waiters serve
+    ``append`` only, and a marker is appended by the log's own path.)"""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    topic, partition = leading.tp.topic, leading.tp.partition
+    epoch = leading.leader_epoch
+    while not leading.committed(end):
+        if (
+            ctx.replicas.leader_partition(topic, partition) is not leading
+            or leading.leader_epoch != epoch
+        ):
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if loop.time() >= deadline:
+            return Errors.REQUEST_TIMED_OUT
+        await asyncio.sleep(0.01)
+    return Errors.NONE
+
+
+_pending_offsets: weakref.WeakKeyDictionary[Any, PendingTxnOffsets] = weakref.WeakKeyDictionary()
+
+
+def pending_txn_offsets(ctx: BrokerContext) -> PendingTxnOffsets:
+    """The transactional offsets this broker holds as a group coordinator."""
+    held = _pending_offsets.get(ctx)
+    if held is None:
+        held = _pending_offsets[ctx] = PendingTxnOffsets()
+    return held
+
+
+async def _complete_txn_offsets(ctx: BrokerContext, partition: int, marker: TxnMarker) -> Errors:
+    """A marker reached ``__consumer_offsets-<partition>``, led here: commit (durably) or
+    drop the producer's pending offsets of the partition's groups."""
+    held = pending_txn_offsets(ctx)
+    taken = held.complete(
+        marker.producer_id, marker.producer_epoch, marker.commit,
+        lambda group: ctx.offsets.partition_for(group) == partition,
+    )  # fmt: skip
+    now = int(time.time() * 1000)
+    groups = sorted(taken.items())
+    for i, (group, entries) in enumerate(groups):
+        try:
+            await ctx.offsets.commit(
+                group, [(t, p, CommittedOffset(o, e, m, now)) for t, p, o, e, m in entries]
+            )
+        except OffsetCommitFailedError as exc:
+            # Held again for the resent marker (the groups committed so far stay committed:
+            # committing them again would change nothing).
+            unapplied: dict[str, list[OffsetEntry]] = dict(groups[i:])
+            held.restore(marker.producer_id, marker.producer_epoch, unapplied)
+            return exc.error_code if exc.error_code.retriable else Errors.NOT_COORDINATOR
     return Errors.NONE
 
 
@@ -299,6 +405,12 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
         code = coordinator.txn_offset_commit(
             body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, accepted
         )
+        if code == Errors.NOT_COORDINATOR:
+            # The transaction's coordinator is another broker: hold the offsets here, as the
+            # group's coordinator, until the marker for the group's partition.
+            code = pending_txn_offsets(ctx).hold(
+                body.producer_id, body.producer_epoch, body.group_id, accepted
+            )
         if code == Errors.PRODUCER_FENCED:
             code = Errors.INVALID_PRODUCER_EPOCH
         for topic in topics:
@@ -309,17 +421,18 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
 
 
 async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> bytes:
+    """Every partition of every marker written concurrently (each waits for its ISR)."""
     markers = []
-    for marker in request.body.markers:
-        topics = []
-        for t in marker.topics:
-            partitions = [
-                {"partition_index": p,
-                 "error_code": write_marker(ctx, t.name, p, marker.producer_id,
-                                            marker.producer_epoch, marker.transaction_result,
-                                            marker.coordinator_epoch)}
-                for p in t.partition_indexes
-            ]  # fmt: skip
-            topics.append({"name": t.name, "partitions": partitions})
-        markers.append({"producer_id": marker.producer_id, "topics": topics})
+    for m in request.body.markers:
+        marker = TxnMarker(m.producer_id, m.producer_epoch, m.transaction_result,
+                           m.coordinator_epoch)  # fmt: skip
+        wanted = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        codes = await asyncio.gather(*(write_marker(ctx, t, p, marker) for t, p in wanted))
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), code in zip(wanted, codes, strict=True):
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "error_code": code}
+            )
+        topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        markers.append({"producer_id": m.producer_id, "topics": topics})
     return respond(request, {"markers": markers})

@@ -14,15 +14,19 @@ from sluice.broker.log.log import Log
 from sluice.broker.log.log_config import LogConfig
 from sluice.broker.log.records import encode_batch
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.transactions import coordinator as coordinator_module
 from sluice.broker.transactions.coordinator import TopicPartitionKey, TransactionCoordinator
+from sluice.broker.transactions.marker_channel import TxnMarker
 from sluice.broker.transactions.transaction_config import TransactionConfig
 from sluice.broker.transactions.transaction_metadata import TransactionState
 
 DATA = ("orders", 0)
+OFFSETS = ("__consumer_offsets", 0)
 
 
 class FakeHost:
-    """One state partition and one data partition, as logs in ``directory``."""
+    """One state partition and one data partition, as logs in ``directory``; the markers for
+    ``__consumer_offsets`` are recorded in ``group_markers``."""
 
     def __init__(self, directory: Path) -> None:
         self.state_log = Log(directory / "__transaction_state-0", LogConfig())
@@ -30,6 +34,10 @@ class FakeHost:
         self.next_pid = 1000
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.fail_markers = False
+        self.leader_epoch = 0
+        self.leading = True
+        self.markers: list[TxnMarker] = []
+        self.group_markers: list[tuple[TopicPartitionKey, TxnMarker]] = []
 
     async def next_producer_id(self) -> int:
         self.next_pid += 1
@@ -39,15 +47,24 @@ class FakeHost:
         self.state_log.append(batch)
 
     async def write_markers(
-        self, producer_id: int, producer_epoch: int, commit: bool,
-        partitions: Sequence[TopicPartitionKey],
-    ) -> dict[TopicPartitionKey, Errors]:  # fmt: skip
+        self, marker: TxnMarker, partitions: Sequence[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, Errors]:
         if self.fail_markers:
             return dict.fromkeys(partitions, Errors.NOT_LEADER_OR_FOLLOWER)
+        self.markers.append(marker)
         for tp in partitions:
+            if tp == OFFSETS:
+                self.group_markers.append((tp, marker))
+                continue
             assert tp == DATA
-            self.data.append_marker(producer_id, producer_epoch, commit=commit)
+            self.data.append_marker(
+                marker.producer_id, marker.producer_epoch, commit=marker.commit,
+                coordinator_epoch=marker.coordinator_epoch,
+            )  # fmt: skip
         return dict.fromkeys(partitions, Errors.NONE)
+
+    def group_partition(self, group: str) -> TopicPartitionKey:
+        return OFFSETS
 
     async def commit_offsets(self, group, offsets) -> None:
         for topic, partition, offset, _, _ in offsets:
@@ -56,8 +73,8 @@ class FakeHost:
     def partition_exists(self, topic: str, partition: int) -> bool:
         return (topic, partition) == DATA
 
-    def led_state_partitions(self) -> dict[int, Log]:
-        return {0: self.state_log}
+    def led_state_partitions(self) -> dict[int, tuple[Log, int]]:
+        return {0: (self.state_log, self.leader_epoch)} if self.leading else {}
 
 
 def run(coro):
@@ -184,8 +201,10 @@ def test_an_open_transaction_with_offsets_is_aborted_on_recovery(host):
 def test_requests_are_checked(host):
     async def scenario():
         c = coordinator(host, max_timeout_ms=10_000)
+        host.leading = False
         assert (await c.init_producer_id("tx", 1_000))[0] == Errors.NOT_COORDINATOR
-        await c.sync_partitions()
+        host.leading = True  # a request loads a partition led since the last sync
+
         assert (await c.init_producer_id("tx", 20_000))[0] == Errors.INVALID_TRANSACTION_TIMEOUT
         _, pid, epoch = await c.init_producer_id("tx", 1_000)
         result = await c.add_partitions("tx", pid, epoch, [DATA, ("nope", 0)])
@@ -194,5 +213,55 @@ def test_requests_are_checked(host):
         assert await c.end_txn("tx", pid, epoch, True) == Errors.INVALID_TXN_STATE
         assert await c.end_txn("tx", pid + 1, epoch, True) == Errors.INVALID_PRODUCER_ID_MAPPING
         assert c.txn_offset_commit("tx", "g", pid, epoch, []) == Errors.INVALID_TXN_STATE
+
+    run(scenario())
+
+
+def test_offsets_bring_the_group_partition_and_markers_carry_the_coordinator_epoch(host):
+    async def scenario():
+        host.leader_epoch = 4
+        c = coordinator(host)
+        _, pid, epoch = await c.init_producer_id("tx", 60_000)
+        await c.add_partitions("tx", pid, epoch, [DATA])
+        assert await c.add_offsets("tx", pid, epoch, "g") == Errors.NONE
+        assert c.state.get("tx").partitions == {DATA, OFFSETS}
+        assert await c.end_txn("tx", pid, epoch, True) == Errors.NONE
+        assert host.group_markers == [(OFFSETS, TxnMarker(pid, epoch, True, 4))]
+        # A new leader epoch of the state partition (failover and back): reloaded, and the
+        # next markers carry the new epoch.
+        host.leader_epoch = 6
+        await c.sync_partitions()
+        assert c.state.coordinator_epoch("tx") == 6
+        await c.add_partitions("tx", pid, epoch, [DATA])
+        assert await c.end_txn("tx", pid, epoch, False) == Errors.NONE
+        assert host.markers[-1] == TxnMarker(pid, epoch, False, 6)
+        host.leading = False  # leadership moved away: forgotten
+        await c.sync_partitions()
+        assert c.state.get("tx") is None
+        assert await c.end_txn("tx", pid, epoch, True) == Errors.NOT_COORDINATOR
+
+    run(scenario())
+
+
+def test_failed_markers_are_retried_and_block_a_reinit_meanwhile(host, monkeypatch):
+    monkeypatch.setattr(coordinator_module, "RETRY_BACKOFF_S", (0.01, 0.02))
+
+    async def scenario():
+        c = coordinator(host)
+        _, pid, epoch = await c.init_producer_id("tx", 60_000)
+        await c.add_partitions("tx", pid, epoch, [DATA])
+        produce(host, pid, epoch)
+        host.fail_markers = True
+        assert await c.end_txn("tx", pid, epoch, True) == Errors.NONE  # PrepareCommit is durable
+        assert c.state.get("tx").state is TransactionState.PREPARE_COMMIT
+        assert (await c.init_producer_id("tx", 60_000))[0] == Errors.CONCURRENT_TRANSACTIONS
+        host.fail_markers = False
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if c.state.get("tx").state is TransactionState.COMPLETE_COMMIT:
+                break
+        assert c.state.get("tx").state is TransactionState.COMPLETE_COMMIT
+        assert host.data.last_stable_offset == host.data.log_end_offset
+        c.close()
 
     run(scenario())

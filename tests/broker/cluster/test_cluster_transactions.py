@@ -1,0 +1,210 @@
+"""Transactions on three real brokers (confluent-kafka's transactional producer): markers sent
+to partitions led by other brokers (WriteTxnMarkers), ``send_offsets_to_transaction`` with the
+group coordinator and the transaction coordinator on different brokers, and the coordinator
+killed (-9) mid-commit — the transaction then completes or aborts as a whole on the new
+coordinator, and ``read_committed`` readers are never left stuck."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from sluice.broker.groups.offset_store import partition_for as group_partition
+from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
+from sluice.broker.transactions.transaction_log import partition_for as txn_partition
+from tests.broker.cluster.cluster_fixture import QUIET, BrokerCluster
+from tests.broker.server.clients import unique
+
+pytestmark = pytest.mark.broker
+
+PARTITIONS = 3
+STATE_PARTITIONS = 50  # transaction.state.log.num.partitions's default
+OFFSETS_PARTITIONS = 3  # the cluster's offsets.topic.num.partitions
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
+    with BrokerCluster(tmp_path, zk_connect) as c:
+        yield c
+
+
+def txn_producer(bootstrap: str, txn_id: str, **config: Any) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+         **QUIET, **config}
+    )  # fmt: skip
+    producer.init_transactions(60)
+    return producer
+
+
+def spread_topic(cluster: BrokerCluster) -> str:
+    """A topic of three partitions whose leaders are three different brokers."""
+    topic = unique("txn")
+    cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    leaders = {cluster.wait_leader(topic, p).leader for p in range(PARTITIONS)}
+    assert leaders == {0, 1, 2}, f"expected the partitions led by 3 brokers, found {leaders}"
+    return topic
+
+
+def produce_all(producer: Producer, topic: str, tag: str) -> list[bytes]:
+    values = [f"{tag}-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(3)]
+    for v in values:
+        producer.produce(topic, value=v, partition=int(v.split(b"-")[1]))
+    producer.flush(30)
+    return values
+
+
+def read_all(
+    bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 45.0
+) -> list[bytes]:
+    """Values of every partition from the start, polled until ``expected`` arrived and one
+    more second passed quietly (or ``timeout``)."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
+         "isolation.level": isolation, "enable.auto.commit": False, **QUIET}
+    )  # fmt: skip
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+                quiet_until = None
+            if len(got) >= expected:
+                quiet_until = quiet_until or time.monotonic() + 1.0
+                if time.monotonic() >= quiet_until:
+                    break
+    finally:
+        c.close()
+    return got
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **QUIET})
+    try:
+        (tp,) = c.committed([TopicPartition(topic, 0)], timeout=20)
+        return int(tp.offset)
+    finally:
+        c.close()
+
+
+def coordinator_of(cluster: BrokerCluster, txn_id: str) -> int:
+    return int(cluster.wait_leader(TXN_TOPIC, txn_partition(txn_id, STATE_PARTITIONS)).leader)
+
+
+def test_commit_and_abort_reach_every_leader(cluster: BrokerCluster) -> None:
+    topic = spread_topic(cluster)
+    producer = txn_producer(cluster.bootstrap, unique("tx"))
+    expected: list[bytes] = []
+    everything: list[bytes] = []
+    for tag, commit in (("a", True), ("b", False), ("c", True)):
+        producer.begin_transaction()
+        values = produce_all(producer, topic, tag)
+        everything += values
+        if commit:
+            producer.commit_transaction(60)
+            expected += values
+        else:
+            producer.abort_transaction(60)
+    assert sorted(read_all(cluster.bootstrap, topic, "read_committed", len(expected))) == sorted(
+        expected
+    )
+    uncommitted = read_all(cluster.bootstrap, topic, "read_uncommitted", len(everything))
+    assert sorted(uncommitted) == sorted(everything)
+
+
+def test_offsets_sent_to_a_transaction_in_a_cluster(cluster: BrokerCluster) -> None:
+    topic = spread_topic(cluster)
+    source = unique("src")
+    cluster.create_topic(source, 1, 3)
+    txn_id = unique("tx")
+    committed(cluster.bootstrap, unique("warmup"), source)  # creates __consumer_offsets
+    producer = txn_producer(cluster.bootstrap, txn_id)  # creates __transaction_state
+    txn_coordinator = coordinator_of(cluster, txn_id)
+    # A group whose coordinator is another broker than the transaction's.
+    for _ in range(100):
+        group = unique("group")
+        offsets_partition = group_partition(group, OFFSETS_PARTITIONS)
+        if cluster.wait_leader("__consumer_offsets", offsets_partition).leader != txn_coordinator:
+            break
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, **QUIET})
+    metadata = consumer.consumer_group_metadata()
+    try:
+        kept: list[bytes] = []
+        for offset, commit in ((7, False), (11, True), (13, False)):
+            producer.begin_transaction()
+            values = produce_all(producer, topic, f"o{offset}")
+            producer.send_offsets_to_transaction([TopicPartition(source, 0, offset)], metadata, 60)
+            if offset == 11:
+                assert committed(cluster.bootstrap, group, source) < 0  # pending: invisible
+            if commit:
+                producer.commit_transaction(60)
+                kept += values
+            else:
+                producer.abort_transaction(60)
+            now = committed(cluster.bootstrap, group, source)
+            assert now == 11 if offset >= 11 else now < 0, (offset, now)
+    finally:
+        consumer.close()
+    got = read_all(cluster.bootstrap, topic, "read_committed", len(kept))
+    assert sorted(got) == sorted(kept)
+
+
+@pytest.mark.slow
+def test_coordinator_killed_mid_commit(cluster: BrokerCluster) -> None:
+    topic = spread_topic(cluster)
+    txn_id = unique("tx")
+    producer = txn_producer(cluster.bootstrap, txn_id, **{"transaction.timeout.ms": 60_000})
+    producer.begin_transaction()
+    before = produce_all(producer, topic, "before")
+    producer.commit_transaction(60)
+
+    producer.begin_transaction()
+    doomed = produce_all(producer, topic, "mid")
+    coordinator = coordinator_of(cluster, txn_id)
+    # Stall the commit between PrepareCommit and CompleteCommit: the leader of one of the
+    # transaction's partitions dies first, so its marker cannot be written for a while...
+    other = next(b for b in sorted(cluster.running()) if b != coordinator)
+    cluster.kill(other)
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            producer.commit_transaction(90)
+            outcome.append(None)
+        except KafkaException as exc:
+            outcome.append(exc)
+
+    committer = threading.Thread(target=commit)
+    committer.start()
+    time.sleep(1.0)  # PrepareCommit written, the marker to the dead leader being retried
+    # ... and then the coordinator dies too; the other broker comes back.
+    cluster.kill(coordinator)
+    cluster.restart(other)
+    committer.join(120)
+    assert not committer.is_alive()
+
+    # Readers must get past the transaction: a message written after it is visible to a
+    # read_committed reader on every partition (the last stable offset moved on).
+    after = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, **QUIET})
+    tail = [f"after-{p}".encode() for p in range(PARTITIONS)]
+    for p, v in enumerate(tail):
+        after.produce(topic, value=v, partition=p)
+    assert after.flush(60) == 0
+    got = read_all(cluster.bootstrap, topic, "read_committed", len(before) + len(tail), 90)
+    assert set(tail) <= set(got), f"read_committed readers stuck: {sorted(set(tail) - set(got))}"
+    seen = [v for v in got if v in set(doomed)]
+    # All or nothing, and all if the producer was told the commit succeeded.
+    assert sorted(seen) in ([], sorted(doomed)), f"a partial transaction: {seen}"
+    if outcome == [None]:
+        assert sorted(seen) == sorted(doomed)
+    assert [v for v in got if v in set(before)] and set(before) <= set(got)
