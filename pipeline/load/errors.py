@@ -5,8 +5,8 @@ is a ``LoadError`` (nothing published, no offset moved: exit 1), and the subclas
 failure modes a caller may want to tell apart:
 
 * ``StrandedFilesError`` — the verify phase found planned ranges that Spark's tasks read and
-  wrote but whose files (or split metrics) are not where the driver publishes: the executors
-  write to a path the driver cannot see.
+  wrote but whose files (named in their task results) are not where the driver publishes: the
+  executors write to a path the driver cannot see.
 * ``FilesystemUnavailableError`` — the driver or the executors cannot open the table's
   filesystem with what the load uses there (pyarrow; on ``hdfs://`` that needs libhdfs),
   found before any record is read.

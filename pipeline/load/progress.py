@@ -6,7 +6,7 @@ tasks of their stages, completed of total. The load's read+write job has one tas
 so "tasks done" is "splits done"; rows are estimated from the plan (the splits are cut to
 near-equal offset counts by ``sluice.pipeline.source.ranges.split_ranges``), as
 ``offsets planned × splits done / splits total`` — the exact count is known only when the
-job's accumulators arrive with its result.
+tasks' results arrive with the job's.
 
 Output: on a TTY (``live=True``) one line rewritten in place on stderr every second; otherwise
 a progress line through ``say`` every ``interval`` seconds (so logs and CI show it too). The

@@ -54,8 +54,9 @@ REPORT_VERSION = 1
 
 @dataclass(slots=True)
 class PartitionReport:
-    """One partition's range in this run and what reading it produced (filled in as the
-    readers' metrics arrive). In JSON the range's fields and the counts sit side by side."""
+    """One partition's range in this run and what reading it produced (filled in from the
+    split tasks' results; ``seconds`` is their fetch and write time). In JSON the range's
+    fields and the counts sit side by side."""
 
     range: OffsetRange
     rows: int = 0

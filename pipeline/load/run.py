@@ -10,19 +10,21 @@ on Spark. One run:
    ``failOnDataLoss=true`` (default) the run fails naming topic, partition and offsets; with
    ``false`` they are clamped and the loss goes into the manifest and the report. This is the
    run's only resolution of offsets: the ranges planned here are the ranges read and recorded.
-2. **read+write** — ``spark.read.format("sluice")`` over exactly those ranges, handed to the
-   source as its ``readPlan`` option (``sluice.pipeline.source.read_plan``: the ranges, the
-   split options, the parsed Avro options and the reader schema; the source neither lists
-   partitions nor resolves offsets again), a ``date`` column (UTC ``yyyy-MM-dd`` of the record
-   timestamp), Parquet partitioned by ``topic``/``date`` into the
-   run's staging directory (``sluice.pipeline.table.commit``).
+2. **read+write** — the paper's own design, Camus-style: Spark schedules the planned
+   ranges, cut into splits by ``minPartitions`` / ``maxRecordsPerPartition``, as an RDD of one
+   split per task; each task fetches its split with the source's split reader and writes its
+   Parquet files itself with pyarrow, into the run's staging directory
+   (``sluice.pipeline.table.commit``) in the table's ``topic=<t>/date=<yyyy-mm-dd>`` layout
+   (``date``: the UTC date of the record timestamp), and returns its range, rows, bytes, lost
+   offsets, errors and files to the driver through Spark's task results
+   (``sluice.pipeline.load.split_writer``). No record crosses into the JVM.
+   ``spark.read.format("sluice")`` stays for interactive reads; the load does not use it.
 3. **verify** — every planned range with offsets must be accounted for where the driver
-   publishes (``sluice.pipeline.load.verify``): the rows Spark's write tasks counted (an
-   accumulator of ``DataFrame.observe``, delivered through Spark), the split metrics (each
-   split writes its rows/bytes/seconds to ``_metrics/`` in the staging directory; deleted
-   before publishing) and the files the driver itself lists and reads must agree. A range read
-   but not found — executors writing to a disk the driver cannot see — fails the run naming
-   it (``StrandedFilesError``): nothing published, no offset moved.
+   publishes (``sluice.pipeline.load.verify``): the task results (delivered through Spark) must
+   tile the plan, and the files they name must be there, with their sizes and rows, on the
+   driver's own listing of the table's filesystem. A range read but not found — executors
+   writing to a disk the driver cannot see — fails the run naming it
+   (``StrandedFilesError``): nothing published, no offset moved.
 4. **commit** — write ``_manifest.json`` (every range with rows and bytes, the resume offsets,
    per-date counts, files, data loss, schema ids, error counts) and publish with one
    no-replace rename, through the JVM's Hadoop ``FileContext`` for every scheme
@@ -37,10 +39,11 @@ splits done of total, rows/s and an ETA; the final figures go into the report.
 
 Typed loads (``valueFormat=avro``)
 ==================================
-The values are decoded into typed columns (``sluice.pipeline.source.data_source``, "Typed Avro
-values"). The Avro options are parsed once, with the configuration (``LoadConfig.avro``); the
-reader schema is resolved once, in the plan phase, and travels to the source in the read plan,
-so a version registered while the job runs changes nothing. Undecodable
+The values are decoded into typed columns by each split's task (the source's
+``AvroBatchDecoder``; ``sluice.pipeline.source.data_source``, "Typed Avro values"). The Avro
+options are parsed once, with the configuration (``LoadConfig.avro``); the reader schema is
+resolved once, in the plan phase, and travels to the tasks with them, so a version registered
+while the job runs changes nothing. Undecodable
 records go, with ``onDecodeError=errorTable`` (the default here), to the run's **error
 table**: Parquet files under ``load=<N>/_errors/`` (columns ``avro_columns.ERROR_ARROW_SCHEMA``:
 topic, partition, offset, timestamp, key, the raw value, schema_id, error, reason). They sit in
@@ -76,15 +79,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from pyspark.sql import Observation
-from pyspark.sql import functions as F
-
 from sluice.common.options import boolean, names, positive_int, text
 from sluice.pipeline.load.errors import LoadConfigError, LoadError
 from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
-from sluice.pipeline.load.verify import METRICS_DIR, account, read_metrics, scan_staged
+from sluice.pipeline.load.split_writer import SplitOutcome, SplitWriter
+from sluice.pipeline.load.verify import account, scan_staged
 from sluice.pipeline.source.avro_columns import (
     OutputLayout,
     ReaderSchema,
@@ -92,7 +93,6 @@ from sluice.pipeline.source.avro_columns import (
     output_schema,
     resolve_reader_schema,
 )
-from sluice.pipeline.source.data_source import register
 from sluice.pipeline.source.metadata import KafkaMetadata
 from sluice.pipeline.source.options import (
     EARLIEST,
@@ -102,7 +102,6 @@ from sluice.pipeline.source.options import (
     complete_offsets,
 )
 from sluice.pipeline.source.ranges import OffsetRange, Resolution, resolve_ranges, split_ranges
-from sluice.pipeline.source.read_plan import READ_PLAN_OPTION, ReadPlan
 from sluice.pipeline.source.split_reader import consumer_config
 from sluice.pipeline.table.commit import TableWriter
 from sluice.pipeline.table.filesystem import (
@@ -364,55 +363,36 @@ def _read_and_write(
     avro: tuple[ReaderSchema, OutputLayout] | None,
     watch: Callable[[str, int], LoadProgress],
     report: LoadReport,
-) -> dict[tuple[str, int], int]:
-    """Read the planned ranges with the ``sluice`` source and write them as Parquet at ``uri``;
-    return the rows per topic-partition that Spark's write tasks counted.
+) -> list[SplitOutcome]:
+    """Fetch the planned ranges and write them as Parquet at ``uri``, one Spark task per split
+    (``sluice.pipeline.load.split_writer``); return the tasks' results.
 
-    The source gets the plan itself (``readPlan``): the ranges, the split options and, for a
-    typed load, the options with the run's error table and the reader schema resolved in the
-    plan phase — it lists no partitions and asks no registry on the driver. The count is an
-    ``Observation`` of the written DataFrame: accumulators merged once per successful task and
-    delivered to the driver with the job, whatever filesystem the tasks wrote to. The job runs
-    in its own job group, which ``watch(group, splits)`` follows for the progress line."""
-    register(spark)
+    The splits are the planned ranges cut by ``minPartitions`` / ``maxRecordsPerPartition``;
+    Spark schedules them as an RDD of one split per partition, retries failed tasks (each
+    rewrites its own files) and delivers every task's ``SplitOutcome`` to the driver with the
+    job's result, whatever filesystem the tasks wrote to. For a typed load the tasks get the
+    options with the run's error table and the reader schema resolved in the plan phase — no
+    registry request on the driver. The job runs in its own job group, which
+    ``watch(group, splits)`` follows for the progress line."""
     typed = None
     timestamp = "timestamp"
     if avro is not None:
         assert config.avro is not None
-        typed = replace(config.avro, error_path=posixpath.join(uri, ERRORS_DIR))
+        options = replace(config.avro, error_path=posixpath.join(uri, ERRORS_DIR))
+        typed = (options, avro[0], avro[1])
         timestamp = avro[1].column("timestamp")
-    plan = ReadPlan(
-        ranges=tuple(reads),
-        fail_on_data_loss=config.fail_on_data_loss,
-        min_partitions=config.min_partitions,
-        max_records_per_partition=config.max_records_per_partition,
-        avro=typed,
-        reader_schema=None if avro is None else avro[0],
-        include_headers=True,  # the table keeps the headers (the typed layout has them too)
-    )
-    options = {
-        **config.kafka_options(),
-        "metricsPath": posixpath.join(uri, METRICS_DIR),
-        READ_PLAN_OPTION: plan.encode(),
-    }
-    df = spark.read.format("sluice").options(**options).load()
-    # The UTC date whatever the session time zone: whole days since the epoch, as a DATE.
-    utc_date = F.expr(
-        "CAST(date_add(DATE'1970-01-01', "
-        f"CAST(floor(unix_micros(`{timestamp}`) / 86400000000) AS INT)) AS STRING)"
-    )
-    observation = Observation("sluice-load-rows")
-    # One count per planned range (one range per topic-partition); `topic` and `partition` are
-    # always the Kafka columns (_resolve_avro refuses value fields taking them).
-    counts = [
-        F.count_if((F.col("topic") == r.topic) & (F.col("partition") == r.partition)).alias(f"r{i}")
-        for i, r in enumerate(reads)
-    ]
-    out = df.withColumn("date", utc_date).observe(observation, *counts)
     splits = split_ranges(
         list(reads),
         min_partitions=config.min_partitions,
         max_records_per_partition=config.max_records_per_partition,
+    )
+    task = SplitWriter(
+        staging_uri=uri,
+        consumer=consumer_config(config.kafka_options()),
+        fail_on_data_loss=config.fail_on_data_loss,
+        include_headers=True,  # the table keeps the headers (the typed layout has them too)
+        avro=typed,
+        timestamp=timestamp,
     )
     group = f"sluice-load-{report.run_id}"
     context = spark.sparkContext
@@ -420,14 +400,15 @@ def _read_and_write(
     progress = watch(group, len(splits)).start()
     finished = False
     try:
-        out.write.mode("append").partitionBy("topic", "date").parquet(uri)
+        outcomes: list[SplitOutcome] = (
+            context.parallelize(splits, len(splits)).mapPartitions(task).collect()
+        )
         finished = True
     finally:
         figures = progress.stop(finished=finished)
         context.setLocalProperty("spark.jobGroup.id", None)
-    observed = observation.get
     report.progress = figures.to_json()
-    return {(r.topic, r.partition): int(observed[f"r{i}"]) for i, r in enumerate(reads)}
+    return outcomes
 
 
 def run_load(
@@ -524,15 +505,16 @@ def _run(
     report.sequence = staged.sequence
     say(f"staging load={staged.sequence} at {staged.uri}")
     try:
-        observed: dict[tuple[str, int], int] = {}
+        outcomes: list[SplitOutcome] = []
         with _phase(report, "read+write", say):
             if reads:
                 _crash_during_read(spark)
-                observed = _read_and_write(spark, config, reads, staged.uri, avro, watch, report)
+                outcomes = _read_and_write(spark, config, reads, staged.uri, avro, watch, report)
         with _phase(report, "verify", say):
-            metrics = read_metrics(staged)
-            scan = scan_staged(staged)
-            account(report, reads, observed, metrics, scan, staged.uri)
+            scan = scan_staged(staged, {path for o in outcomes for path, _, _ in o.files})
+            for relative in scan.removed:
+                say(f"removed {relative}: no task result names it (a failed attempt's)")
+            account(report, reads, outcomes, scan, staged.uri)
         if report.progress is not None:  # the exact rate, now that the rows are counted
             seconds = report.phases.get("read+write", 0.0)
             done = report.total_rows + report.total_errors

@@ -31,9 +31,9 @@ on a cluster it sets nothing and says which Python the executors will run. That 
 Filesystems
 ===========
 The driver lists, reads and publishes the table with ``pyarrow.fs`` and the JVM's Hadoop
-``FileContext`` (the rename); the executors write the data with Spark's own writer (the JVM's
-Hadoop filesystem — nothing to install) and the split metrics and the error table with
-``pyarrow.fs``. On ``hdfs://`` pyarrow needs **libhdfs** on the driver and on every executor:
+``FileContext`` (the rename); the executors write the data files and the error table with
+pyarrow through ``pyarrow.fs`` (``sluice.pipeline.load.split_writer``). On ``hdfs://`` pyarrow
+needs **libhdfs** on the driver and on every executor:
 ``libhdfs.so`` from a Hadoop distribution (``$HADOOP_HOME/lib/native``, or
 ``ARROW_LIBHDFS_DIR``), ``JAVA_HOME``, and the Hadoop jars on ``CLASSPATH``
 (``CLASSPATH=$(hadoop classpath --glob)``; on executors through ``spark.executorEnv.*``).
@@ -177,7 +177,7 @@ def check_filesystem(spark: Any, uri: str, say: Callable[[str], None]) -> None:
     failed = sorted({f"{host}: {why}" for host, why in answers if why is not None})
     if failed:
         raise FilesystemUnavailableError(
-            f"executors cannot open {uri} with pyarrow (they write the split metrics and the "
-            f"error table there): {'; '.join(failed)}; {_LIBHDFS_HINT}"
+            f"executors cannot open {uri} with pyarrow (they write the data files and the error "
+            f"table there): {'; '.join(failed)}; {_LIBHDFS_HINT}"
         )
     say(f"{uri}: the driver and {tasks} executor tasks can open it")

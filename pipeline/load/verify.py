@@ -1,39 +1,35 @@
 """The verify phase of a load: every planned range accounted for, where the driver publishes.
 
-Three witnesses of what a run read and wrote, and the rule that they agree for every planned
+Two witnesses of what a run read and wrote, and the rule that they agree for every planned
 range with offsets to read (``[start, end)``, ``end > start``) before anything is published:
 
-1. **Spark's own count** (``observed``): rows per topic-partition counted by the write job's
-   tasks with ``DataFrame.observe`` — Spark accumulators, merged once per successful task and
-   delivered to the driver with the job's result. This is the only witness that travels
-   through Spark itself: it exists even when every file the executors wrote went somewhere
-   the driver cannot see.
-2. **The split metrics** (``metrics``): each finished split writes
-   ``{topic, partition, start, end, rows, bytes, lost, seconds, errors, schema_ids}`` as JSON
-   into the run's ``_metrics/`` (``sluice.pipeline.source.split_reader.write_split_metrics``).
-   Their ``[start, end)`` must tile the planned range; ``rows - errors`` must equal Spark's
-   count.
-3. **The staged files** (``StagedScan``), listed and read by the driver itself on the
+1. **The task results** (``SplitOutcome``, ``sluice.pipeline.load.split_writer``): each split's
+   task returns its range, the records it fetched, wrote and sent to the error table, bytes,
+   lost offsets, schema ids and every file it wrote (path, bytes, rows) — through Spark's task
+   results (``collect()``), so they reach the driver even when every file the executors wrote
+   went somewhere the driver cannot see. Their ``[start, end)`` must tile the planned range.
+2. **The staged files** (``StagedScan``), listed and read by the driver itself on the
    filesystem it publishes from: the data files' rows per (topic, partition, date), from
    Parquet footers (the ``partition`` column's statistics; the column itself only where a row
-   group holds several partitions), and the error table's rows per partition.
+   group holds several partitions), and the error table's rows per partition. Before counting,
+   the scan deletes what no result names: temporary leftovers of killed attempts
+   (``.part-…tmp``) and files of failed attempts that the successful one did not write again.
 
-A range whose Spark count exceeds the rows the driver finds, or whose split metrics the driver
-cannot find, is **stranded**: ``StrandedFilesError`` names every such range and the likely
-cause (a ``file://`` warehouse that is not one shared filesystem for the driver and every
-worker). Any other disagreement is a ``LoadError``. Without this rule a worker that cannot see
-the driver's disk made a run publish "0 rows" and move its offsets past the data.
+A range whose tasks wrote more rows than the driver finds, a file a result names that the driver
+cannot see (or sees with another size), or a range its results do not tile, is **stranded**:
+``StrandedFilesError`` names every such range and the likely cause (a ``file://`` warehouse that
+is not one shared filesystem for the driver and every worker). Any other disagreement is a
+``LoadError``. Without this rule a worker that cannot see the driver's disk made a run publish
+"0 rows" and move its offsets past the data.
 
 Functions only; each call is for one thread.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import unquote
 
 import pyarrow.compute as pc
@@ -41,30 +37,15 @@ import pyarrow.parquet as pq
 
 from sluice.pipeline.load.errors import LoadError, StrandedFilesError
 from sluice.pipeline.load.report import LoadReport
+from sluice.pipeline.load.split_writer import TEMPORARY_SUFFIX, SplitOutcome, rows_by_partition
 from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.table.commit import StagedRun
 from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, RowCount, is_error_file
 
-__all__ = ["METRICS_DIR", "StagedScan", "account", "read_metrics", "scan_staged"]
-
-METRICS_DIR = "_metrics"
-"""The split metrics' directory inside the run's staging directory (deleted before publish)."""
+__all__ = ["StagedScan", "account", "scan_staged"]
 
 TopicPartitionKey = tuple[str, int]
-
-
-def read_metrics(staged: StagedRun) -> list[dict[str, Any]]:
-    """The split metrics the driver can see in the run's ``_metrics/``; deletes the folder."""
-    fs = staged.table.fs
-    root = posixpath.join(staged.path, METRICS_DIR)
-    metrics = [
-        json.loads(fs.read_bytes(posixpath.join(root, name)))
-        for name, _ in fs.walk_files(root)
-        if name.endswith(".json")
-    ]
-    fs.delete_dir(root)
-    return metrics
 
 
 @dataclass
@@ -75,6 +56,7 @@ class StagedScan:
     files: list[DataFile] = field(default_factory=list)
     row_counts: list[RowCount] = field(default_factory=list)
     error_counts: list[ErrorCount] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # leftovers deleted (relative paths)
 
     def landed(self) -> dict[TopicPartitionKey, int]:
         """Data rows per topic-partition."""
@@ -116,15 +98,28 @@ def _partition_rows(parquet: pq.ParquetFile) -> dict[int, int]:
     return counts
 
 
-def scan_staged(staged: StagedRun) -> StagedScan:
+def _is_temporary(relative: str) -> bool:
+    base = posixpath.basename(relative)
+    return base.startswith(".part-") and base.endswith(TEMPORARY_SUFFIX)
+
+
+def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> StagedScan:
     """List and read (footers, one small column) every Parquet file of the staged run on the
-    driver's view of the table's filesystem. Raises ``LoadError`` for a data file under a
-    ``_``/``.`` directory or out of the ``topic=/date=`` layout."""
+    driver's view of the table's filesystem. With ``named`` (the files the task results name),
+    first delete temporary leftovers and Parquet files not named (module doc). Raises
+    ``LoadError`` for a data file under a ``_``/``.`` directory or out of the
+    ``topic=/date=`` layout."""
     fs = staged.table.fs
     scan = StagedScan()
     dates: dict[tuple[str, int, str], int] = {}
     errors: dict[TopicPartitionKey, int] = {}
     for relative, size in fs.walk_files(staged.path):
+        if named is not None and (
+            _is_temporary(relative) or (relative.endswith(".parquet") and relative not in named)
+        ):
+            fs.fs.delete_file(posixpath.join(staged.path, relative))
+            scan.removed.append(relative)
+            continue
         if not relative.endswith(".parquet"):
             continue
         is_error = is_error_file(relative)
@@ -171,15 +166,19 @@ def scan_staged(staged: StagedRun) -> StagedScan:
 
 def _stranded(
     reads: Sequence[OffsetRange],
-    observed: Mapping[TopicPartitionKey, int],
-    metrics: Sequence[Mapping[str, Any]],
-    landed: Mapping[TopicPartitionKey, int],
+    outcomes: Sequence[SplitOutcome],
+    scan: StagedScan,
 ) -> list[str]:
-    """One line per planned range that Spark read but the driver cannot account for."""
+    """One line per planned range that Spark's tasks read but the driver cannot account for."""
+    observed = rows_by_partition(outcomes)
+    landed = scan.landed()
+    seen = {f.path: f.size for f in scan.files}
     covered: dict[TopicPartitionKey, int] = {}
-    for m in metrics:
-        key = (str(m["topic"]), int(m["partition"]))
-        covered[key] = covered.get(key, 0) + int(m["end"]) - int(m["start"])
+    unseen: dict[TopicPartitionKey, list[str]] = {}
+    for o in outcomes:
+        key = (o.split.topic, o.split.partition)
+        covered[key] = covered.get(key, 0) + o.split.count
+        unseen.setdefault(key, []).extend(p for p, size, _ in o.files if seen.get(p) != size)
     lines = []
     for r in reads:
         key = (r.topic, r.partition)
@@ -187,8 +186,14 @@ def _stranded(
         problems = []
         if wrote > found:
             problems.append(f"Spark's tasks wrote {wrote} rows, the driver finds {found}")
+        if unseen.get(key):
+            missing = sorted(unseen[key])
+            problems.append(
+                f"{len(missing)} files its tasks wrote are not there with their sizes "
+                f"({missing[0]}{', ...' if len(missing) > 1 else ''})"
+            )
         if metered != r.count:
-            problems.append(f"split metrics cover {metered} of its {r.count} offsets")
+            problems.append(f"task results cover {metered} of its {r.count} offsets")
         if problems:
             lines.append(f"{r.topic}-{r.partition} [{r.start}, {r.end}): " + "; ".join(problems))
     return lines
@@ -197,16 +202,14 @@ def _stranded(
 def account(
     report: LoadReport,
     reads: Sequence[OffsetRange],
-    observed: Mapping[TopicPartitionKey, int],
-    metrics: Sequence[Mapping[str, Any]],
+    outcomes: Sequence[SplitOutcome],
     scan: StagedScan,
     staged_uri: str,
 ) -> None:
-    """Fill the report's per-partition numbers from the metrics; raise unless every planned
-    range is accounted for (module doc): ``StrandedFilesError`` for ranges read but not
-    where the driver publishes, ``LoadError`` for any other disagreement."""
-    landed = scan.landed()
-    stranded = _stranded(reads, observed, metrics, landed)
+    """Fill the report's per-partition numbers from the task results; raise unless every
+    planned range is accounted for (module doc): ``StrandedFilesError`` for ranges read but
+    not where the driver publishes, ``LoadError`` for any other disagreement."""
+    stranded = _stranded(reads, outcomes, scan)
     if stranded:
         raise StrandedFilesError(
             f"{len(stranded)} of {len(reads)} planned ranges are not accounted for in "
@@ -216,17 +219,20 @@ def account(
             "the same path (use hdfs://, or mount shared storage everywhere). Nothing was "
             "published and no offset moved; the rerun reads these ranges again"
         )
+    landed = scan.landed()
+    observed = rows_by_partition(outcomes)
     by_tp = {(p.range.topic, p.range.partition): p for p in report.partitions}
     schema_ids: dict[str, set[int]] = {}
-    for m in metrics:
+    for o in outcomes:
+        m = o.metrics()
         part = by_tp[m["topic"], m["partition"]]
         part.bytes += int(m["bytes"])
         part.seconds += float(m["seconds"])
         part.lost += int(m["lost"])
-        errors = int(m.get("errors", 0))
+        errors = int(m["errors"])
         part.rows += int(m["rows"]) - errors
         part.errors += errors
-        if m.get("schema_ids"):
+        if m["schema_ids"]:
             schema_ids.setdefault(m["topic"], set()).update(int(i) for i in m["schema_ids"])
     in_error_table = {(e.topic, e.partition): e.rows for e in scan.error_counts}
     for r in reads:

@@ -77,10 +77,11 @@ def test_exactly_once_with_an_executor_killed_mid_load(
     log = tmp_path / "load.log"
     load = start_load(cluster, config, log)
     try:
-        metrics = warehouse / "_staging" / "events"
+        staging = warehouse / "_staging" / "events"
 
         def some_splits_done() -> int | None:
-            done = len(list(metrics.glob("*/_metrics/*.json")))
+            # A split's file gets its final name only once the split is written.
+            done = len(list(staging.glob("*/topic=*/date=*/part-*.parquet")))
             return done if done > 0 else None
 
         done_at_kill = wait_until(some_splits_done, LOAD_TIMEOUT, "a first split to finish")

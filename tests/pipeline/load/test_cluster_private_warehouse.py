@@ -4,7 +4,7 @@ shares the disk then loads everything exactly once.
 
 The worker runs in its own mount namespace with an empty tmpfs over the warehouse path
 (``WorkerSpec(private_paths=...)``, needs root as locally and in CI): its executors write
-Spark's files, the split metrics and everything else into a warehouse only they see. Before the
+their Parquet files and everything else into a warehouse only they see. Before the
 verify phase accounted for the plan, this load exited 0 with "published 0 rows" and a manifest
 past the data (issue 15). One cluster serves the module; the load runs as its own process.
 """

@@ -1,0 +1,117 @@
+"""Tests for sluice.pipeline.load.split_writer: one split's task, its files and its result.
+
+The split reader is replaced by a model (``conftest.fake_reader``) that yields the batches a
+split would (the reader has its own tests against a real broker; the load's tests run the two
+together): what is checked here is the writer's side — the table layout, the UTC date of every
+row, the columns, row groups, a retried task replacing its own files, and the result the driver
+verifies.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sluice.pipeline.load import split_writer
+from sluice.pipeline.load.split_writer import (
+    TEMPORARY_SUFFIX,
+    SplitOutcome,
+    SplitWriter,
+    file_name,
+    rows_by_partition,
+)
+from sluice.pipeline.source.ranges import OffsetRange
+from tests.pipeline.load.conftest import model_batch
+
+DAY_US = 86_400_000_000
+
+
+def test_one_file_per_date_in_the_table_layout(
+    fake_reader: dict[OffsetRange, list[int]], tmp_path: Path
+) -> None:
+    split = OffsetRange("page_views", 3, 100, 150)
+    # Rows across three UTC dates, interleaved; -1 ms ("no timestamp") is 1969-12-31 as in Spark.
+    fake_reader[split] = [
+        [-1000, 10 * DAY_US + 5, 11 * DAY_US - 1][i % 3] for i in range(split.count)
+    ]
+    writer = SplitWriter(f"file://{tmp_path}", {}, row_group_rows=16)
+
+    outcome = writer.write(split)
+
+    assert (outcome.rows, outcome.errors, outcome.written) == (50, 0, 50)
+    paths = sorted(p for p, _, _ in outcome.files)
+    name = file_name(split)
+    assert name == "part-page_views-3-100-150.parquet"
+    assert paths == [
+        f"topic=page_views/date=1969-12-31/{name}",
+        f"topic=page_views/date=1970-01-11/{name}",
+    ]
+    for path, size, rows in outcome.files:
+        assert (tmp_path / path).stat().st_size == size
+        parquet = pq.ParquetFile(tmp_path / path)
+        assert parquet.metadata.num_rows == rows
+        assert "topic" not in parquet.schema_arrow.names  # the path holds it, as in Spark
+        assert all(
+            parquet.metadata.row_group(g).num_rows <= 16 + 6
+            for g in range(parquet.metadata.num_row_groups)
+        )
+    assert not list(tmp_path.rglob(f"*{TEMPORARY_SUFFIX}"))
+    read = duckdb.sql(
+        'SELECT topic, partition, "offset", CAST(date AS VARCHAR) FROM read_parquet('
+        f"'{tmp_path}/topic=*/date=*/*.parquet', hive_partitioning = true) ORDER BY 3"
+    ).fetchall()
+    expected_dates = ["1969-12-31", "1970-01-11", "1970-01-11"]
+    assert read == [("page_views", 3, o, expected_dates[(o - 100) % 3]) for o in range(100, 150)]
+
+
+def test_a_retried_task_replaces_its_own_files(
+    fake_reader: dict[OffsetRange, list[int]], tmp_path: Path
+) -> None:
+    split = OffsetRange("t", 0, 0, 20)
+    fake_reader[split] = [5 * DAY_US] * 20
+    writer = SplitWriter(f"file://{tmp_path}", {})
+    first = writer.write(split)
+    again = writer.write(split)
+    assert [p for p, _, _ in first.files] == [p for p, _, _ in again.files]
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()] == [
+        first.files[0][0]
+    ]
+    assert pq.read_table(tmp_path / first.files[0][0]).num_rows == 20
+
+
+def test_a_failing_split_leaves_no_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    split = OffsetRange("t", 0, 0, 20)
+
+    def read_split(_split: OffsetRange, _config: Any, **_kwargs: Any) -> Iterator[pa.RecordBatch]:
+        yield model_batch(split, range(0, 7), [0] * 7)
+        raise RuntimeError("broker went away")
+
+    monkeypatch.setattr(split_writer, "read_split", read_split)
+    with pytest.raises(RuntimeError, match="broker went away"):
+        SplitWriter(f"file://{tmp_path}", {}, row_group_rows=4).write(split)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_the_task_and_its_results_travel_through_spark(
+    fake_reader: dict[OffsetRange, list[int]], tmp_path: Path
+) -> None:
+    splits = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 0, 10, 25), OffsetRange("t", 1, 0, 3)]
+    for s in splits:
+        fake_reader[s] = [0] * s.count
+    writer = SplitWriter(f"file://{tmp_path}", {"bootstrap.servers": "b:9092"})
+    assert pickle.loads(pickle.dumps(writer)) == writer
+    outcomes = [pickle.loads(pickle.dumps(o)) for o in writer(iter(splits))]
+    assert all(isinstance(o, SplitOutcome) for o in outcomes)
+    assert rows_by_partition(outcomes) == {("t", 0): 25, ("t", 1): 3}
+    assert outcomes[1].metrics() == {
+        "topic": "t", "partition": 0, "start": 10, "end": 25, "rows": 15,
+        "bytes": outcomes[1].bytes, "lost": 0, "seconds": round(outcomes[1].seconds, 6),
+        "errors": 0, "schema_ids": [],
+    }  # fmt: skip
