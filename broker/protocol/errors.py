@@ -333,6 +333,28 @@ class Errors(enum.IntEnum):
         ErrorCode.producer_fenced,
         "There is a newer producer with the same transactional id which fences the current one.",
     )
+    # SASL and SCRAM credentials (issue 19), Kafka's messages.
+    UNSUPPORTED_SASL_MECHANISM = (
+        ErrorCode.unsupported_sasl_mechanism,
+        "The broker does not support the requested SASL mechanism.",
+    )
+    ILLEGAL_SASL_STATE = (
+        ErrorCode.illegal_sasl_state,
+        "Request is not valid given the current SASL state.",
+    )
+    SASL_AUTHENTICATION_FAILED = ErrorCode.sasl_authentication_failed, "SASL Authentication failed."
+    RESOURCE_NOT_FOUND = (
+        ErrorCode.resource_not_found,
+        "A request illegally referred to a resource that does not exist.",
+    )
+    DUPLICATE_RESOURCE = (
+        ErrorCode.duplicate_resource,
+        "A request illegally referred to the same resource twice.",
+    )
+    UNACCEPTABLE_CREDENTIAL = (
+        ErrorCode.unacceptable_credential,
+        "Requested credential would not meet criteria for acceptability.",
+    )
 
 
 def for_code(code: int) -> Errors:

@@ -12,12 +12,14 @@ Modules, each named after what it holds:
 - ``scram``             the SCRAM exchange: server and client state machines (RFC 5802/7677)
 - ``acl``               ACL bindings and filters with Kafka's codes; ``/kafka-acl`` payloads
 - ``authorizer``        Kafka's ACL decision, its cache, and the ``AclStore`` interface
-- ``tls``               ``ssl.SSLContext`` from ``ssl.*`` keys; a peer certificate's principal
+- ``tls``               a listener's ``ssl.*`` keys; a peer certificate's principal (contexts:
+                        ``sluice.common.tls``)
+- ``scram_store``       SCRAM credentials of a standalone broker, in a file beside its metadata
 
 Where each piece sits in a connection's life (the wiring, in ``broker/server``):
 
-1. accept; on an ``SSL``/``SASL_SSL`` listener wrap with ``tls.server_context`` and, once the
-   handshake is done, the principal is ``tls.peer_principal`` (``User:ANONYMOUS`` without a
+1. accept; on an ``SSL``/``SASL_SSL`` listener wrap with ``tls.listener_server_context`` and,
+   once the handshake is done, the principal is ``tls.peer_principal`` (``User:ANONYMOUS`` without a
    client certificate);
 2. on ``SASL_*`` listeners only ApiVersions and SaslHandshake are served until SaslAuthenticate
    succeeds: ``plain.PlainAuthenticator.authenticate`` (one message) or a

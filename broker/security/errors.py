@@ -26,7 +26,8 @@ Two families, as in ``broker/protocol/errors.py`` (after h11):
                                  credential
    ============================  ==============================  ==========================
 
-2. **The configuration or stored data is wrong** (everything else). Raised while a broker
+2. **The configuration or stored data is wrong** (everything else; the TLS keys' errors are
+   ``sluice.common.tls.TlsError``'s, shared with the registry). Raised while a broker
    starts or a credential / ACL is read from its store; the messages name the key or znode
    and what was expected, never a password, a key or a stored credential.
 
@@ -55,8 +56,6 @@ __all__ = [
     "AclZnodeError",
     "AclUpdateConflictError",
     "AuthorizerConfigError",
-    "TlsConfigError",
-    "KeystoreError",
 ]
 
 
@@ -131,11 +130,3 @@ class AclUpdateConflictError(SecurityError):
 
 class AuthorizerConfigError(SecurityError):
     """``authorizer.class.name``, ``super.users`` or ``allow.everyone.if.no.acl.found`` bad."""
-
-
-class TlsConfigError(SecurityError):
-    """The ``ssl.*`` keys do not describe a usable TLS setup (missing, unknown, contradictory)."""
-
-
-class KeystoreError(SecurityError):
-    """A keystore or truststore could not be read (missing file, not PEM, wrong key password)."""

@@ -26,6 +26,25 @@ cluster view gives; then serve. Shutdown (SIGTERM or SIGINT): stop accepting, cl
 connections, stop the replicas, leave the cluster (leadership moves away first), flush and
 close every log, write the checkpoints and the clean-shutdown marker.
 
+Listeners (``listeners``): one server socket each, with its security protocol. ``SSL`` and
+``SASL_SSL`` listeners wrap their connections in TLS (``sluice.broker.security.tls``; the
+handshake is done before the first request is read, and a client certificate's subject is
+the principal); ``SASL_PLAINTEXT`` and ``SASL_SSL`` connections get a
+:class:`~sluice.broker.server.handlers.security.SaslSession` and serve nothing but
+ApiVersions, SaslHandshake and SaslAuthenticate until it has authenticated — any other
+request closes the connection, as in Kafka — with frames capped at
+``sasl.server.max.receive.size`` meanwhile. SCRAM credentials live in ``scram_credentials``:
+ZooKeeper's ``/config/users`` in cluster mode, ``sluice-users.json`` in the first log dir
+standalone.
+
+Fetch responses go out zero-copy (``sendfile`` from the segment file) on plaintext
+connections. TLS cannot take ``sendfile`` (the bytes must be encrypted in user space), so on a
+TLS connection the file slice is read with ``pread`` in ``TLS_READ_CHUNK`` pieces and written
+through the TLS transport — asyncio's own fallback would hop to a thread for every 16 KiB.
+
+A listener that cannot be bound stops the start with a :class:`ListenerBindError` naming the
+key (``listeners``, ``metrics.listener``) and the address.
+
 Everything here runs on the broker's asyncio loop except the log manager's background threads,
 the fsyncs and the ZooKeeper calls, which run in the loop's default executor.
 """
@@ -34,10 +53,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import resource
+import secrets
 import signal
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -50,13 +72,14 @@ from sluice.broker.cluster.cluster_metadata import ClusterMetadata
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.local_metadata import LocalMetadataStore
 from sluice.broker.cluster.single_broker import SingleBrokerCluster
+from sluice.broker.cluster.topic_config import log_settings
 from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
     MetadataUnavailableError,
     TopicInfo,
 )
-from sluice.broker.config import BrokerConfig
+from sluice.broker.config import BrokerConfig, ConfigError, Listener
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import OffsetCommitFailedError, OffsetStore
@@ -77,10 +100,24 @@ from sluice.broker.protocol import (
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.security.errors import CredentialFormatError
+from sluice.broker.security.scram_store import FileScramStore, ScramStore, ZkScramStore
+from sluice.broker.security.tls import ANONYMOUS, listener_server_context, peer_principal
 from sluice.broker.server.context import CURRENT_PEER, Handler, Response
 from sluice.broker.server.handlers import HANDLERS
+from sluice.broker.server.handlers.security import (
+    CURRENT_PRINCIPAL,
+    SASL_API_KEYS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    ListenerAuth,
+    SaslSession,
+    handle_sasl_without_sasl,
+)
+from sluice.broker.server.handlers.transactions import attach_coordinator, detach_coordinator
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
+from sluice.broker.transactions.transaction_log import TOPIC as TRANSACTION_STATE_TOPIC
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -98,7 +135,18 @@ FDS_PER_PARTITION = 3
 FD_HEADROOM = 64
 
 _API_NAMES = {int(key): key.name.lower() for key in ApiKey}
+_API_NAMES.update({SASL_HANDSHAKE: "sasl_handshake", SASL_AUTHENTICATE: "sasl_authenticate"})
 _PRODUCE_KEY = int(ApiKey.PRODUCE).to_bytes(2, "big")
+# What a fetch over TLS reads of a segment per pread (sendfile cannot cross TLS).
+TLS_READ_CHUNK = 1 << 20
+
+
+class ListenerBindError(OSError):
+    """A listener's address cannot be bound; names the config key and the address."""
+
+
+class _CloseConnection(Exception):
+    """The connection must close after what was answered (a failed SASL exchange)."""
 
 
 class FdFile:
@@ -170,6 +218,7 @@ class Broker:
             flush_check_ms=config.flush_scheduler_interval_ms,
             retention_check_ms=config.retention_check_interval_ms,
             checkpoint_ms=config.checkpoint_interval_ms,
+            log_dir_retry_ms=config.log_dir_failure_retry_ms,
         )
         self.purgatory = FetchPurgatory()
         self.metrics = BrokerMetrics(self.log_manager.logs)
@@ -183,6 +232,9 @@ class Broker:
             on_high_watermark=self.purgatory.notify,
             on_role_change=self._on_role_change,
         )
+        # Kafka's replica-manager and controller gauges (under-replicated partitions, ISR
+        # shrinks/expands, offline partitions) read at scrape time.
+        self.metrics.track(self.replicas, self.cluster, config.broker_id)
         # The offsets topic's own partition count where it exists (standalone: known now),
         # else the configured one.
         existing = self.cluster.get(OFFSETS_TOPIC)
@@ -195,8 +247,39 @@ class Broker:
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
         )
-        self.handlers: dict[int, Handler] = HANDLERS
-        self._server: asyncio.Server | None = None
+        # Security, per listener: a TLS context, the SASL mechanisms and PLAIN users. A bad
+        # key raises a ValueError (TlsError, ConfigError) naming it.
+        self._tls: dict[str, ssl.SSLContext] = {}
+        self._sasl: dict[str, ListenerAuth] = {}
+        for listener in config.listeners:
+            if listener.uses_tls:
+                self._tls[listener.name] = listener_server_context(
+                    config.security_properties, listener.name
+                )
+            if listener.uses_sasl:
+                self._sasl[listener.name] = ListenerAuth.build(config, listener)
+        try:
+            self.scram_credentials: ScramStore = (
+                FileScramStore(config.log_dirs[0]) if self.zk is None else ZkScramStore(self.zk)
+            )
+        except CredentialFormatError as exc:  # a damaged users file: one line, not a traceback
+            raise ConfigError(str(exc)) from None
+        # One secret per broker: an unknown SCRAM user always gets the same fake salt.
+        self._fake_salt_key = secrets.token_bytes(32)
+        if self._sasl and config.connections_max_reauth_ms > 0:
+            log.warning(
+                "connections.max.reauth.ms=%d: re-authentication (KIP-368) is not supported; "
+                "SASL sessions get session_lifetime_ms=0 and last as long as the connection",
+                config.connections_max_reauth_ms,
+            )
+        # The SASL APIs are the connection's (see _authenticate); listed here so that
+        # ApiVersions advertises them, and answered ILLEGAL_SASL_STATE on other listeners.
+        self.handlers: dict[int, Handler] = {
+            **HANDLERS,
+            SASL_HANDSHAKE: handle_sasl_without_sasl,
+            SASL_AUTHENTICATE: handle_sasl_without_sasl,
+        }
+        self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
         self._joined = False
@@ -208,7 +291,7 @@ class Broker:
         before joining get the broker defaults (the view is still empty); the replica manager
         applies the topic's overrides when it takes the partition on."""
         info = self.cluster.get(topic)
-        return self.config.log.with_overrides(info.config) if info else self.config.log
+        return log_settings(self.config.log, info.config) if info else self.config.log
 
     def create_topic(
         self,
@@ -234,7 +317,7 @@ class Broker:
                 f"found {partitions}"
             )
         try:
-            self.config.log.with_overrides(config)
+            log_settings(self.config.log, config)  # every Kafka topic key; the log's applied
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from None
         _check_file_descriptors(partitions)
@@ -306,7 +389,11 @@ class Broker:
             # A single broker has its offsets topic from the start (a cluster creates it on
             # the first FindCoordinator, with the brokers then alive).
             self.cluster.create_topic(
-                OFFSETS_TOPIC, self.offsets.num_partitions, 1, {}, internal=True
+                OFFSETS_TOPIC,
+                self.offsets.num_partitions,
+                1,
+                {"cleanup.policy": "compact"},
+                internal=True,
             )
         self.log_manager.start_background()
         log.info(
@@ -329,39 +416,64 @@ class Broker:
                 loop.add_signal_handler(sig, self.stop)
         await loop.run_in_executor(None, self.startup)
         try:
-            listener = self.config.listener
-            self._server = await asyncio.start_server(
-                self._on_connection,
-                listener.host,
-                listener.port,
-                limit=1 << 20,
-                reuse_address=True,
-                # Bound (so the port is known for the registration) but not yet listening:
-                # requests wait until the broker has joined (as Kafka starts processing
-                # requests only after registering), so no client sees a broker with an empty
-                # view of the cluster or without its replicas.
-                start_serving=False,
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
+            for listener in self.config.listeners:
+                server = await self._bind(listener)
+                self._servers.append(server)
+                if listener.name == self.config.listener.name:
+                    self.port = server.sockets[0].getsockname()[1]
             await self._join()
-            await self._server.start_serving()
+            # Where transactions were ever used, the coordinator loads its state partitions now,
+            # so transactions a crash left prepared are finished without waiting for a
+            # transactional client (like Kafka, __transaction_state itself is created on the
+            # first transactional request, not at every start).
+            if self.cluster.get(TRANSACTION_STATE_TOPIC) is not None:
+                await attach_coordinator(self)
+            for server in self._servers:
+                await server.start_serving()
             if self.config.metrics_port is not None:
-                start_http_server(
-                    self.config.metrics_port,
-                    self.config.metrics_host or "127.0.0.1",
-                    registry=self.metrics.registry,
-                )
+                host = self.config.metrics_host or "127.0.0.1"
+                try:
+                    start_http_server(
+                        self.config.metrics_port, host, registry=self.metrics.registry
+                    )
+                except OSError as exc:
+                    raise ListenerBindError(
+                        exc.errno,
+                        f"metrics.listener=http://{host}:{self.config.metrics_port}: cannot "
+                        f"bind {host}:{self.config.metrics_port}: {_reason(exc)}",
+                    ) from None
             log.info(
-                "broker %d listening on %s:%d (%s, log dirs %s)",
+                "broker %d listening on %s (%s, log dirs %s)",
                 self.config.broker_id,
-                listener.host,
-                self.port,
+                ", ".join(str(listener) for listener in self.config.listeners),
                 "standalone" if self.zk is None else f"cluster {self.config.zookeeper_connect}",
                 ",".join(self.config.log_dirs),
             )
             await self._stopped.wait()
         finally:
             await self._shutdown()
+
+    async def _bind(self, listener: Listener) -> asyncio.Server:
+        """Bound (so the port is known for the registration) but not yet listening: requests
+        wait until the broker has joined (as Kafka starts processing requests only after
+        registering), so no client sees a broker with an empty view of the cluster or
+        without its replicas."""
+        try:
+            return await asyncio.start_server(
+                functools.partial(self._on_connection, listener),
+                listener.host,
+                listener.port,
+                limit=1 << 20,
+                reuse_address=True,
+                ssl=self._tls.get(listener.name),
+                start_serving=False,
+            )
+        except OSError as exc:
+            raise ListenerBindError(
+                exc.errno,
+                f"listeners={listener}: cannot bind {listener.host}:{listener.port}: "
+                f"{_reason(exc)}",
+            ) from None
 
     async def _join(self) -> None:
         """Register in the cluster (in cluster mode: in ZooKeeper, starting the controller
@@ -376,16 +488,17 @@ class Broker:
 
     async def _shutdown(self) -> None:
         log.info("broker %d shutting down", self.config.broker_id)
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.wait(self._connections, timeout=5)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         self.groups.close()
         loop = asyncio.get_running_loop()
+        detach_coordinator(self)
         await self.replicas.stop()
         if self._joined:
             # Deregister first: the controller moves leadership away before the logs close.
@@ -399,14 +512,28 @@ class Broker:
     # -- connections -----------------------------------------------------------------------
 
     async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         CURRENT_PEER.set(f"/{peer[0]}" if isinstance(peer, tuple) else "")
-        decoder = FrameDecoder(self.config.socket_request_max_bytes)
+        tls = writer.get_extra_info("ssl_object")
+        CURRENT_PRINCIPAL.set(peer_principal(tls) if tls is not None else ANONYMOUS)
+        if tls is not None:
+            log.debug("TLS connection from %s as %s", peer, CURRENT_PRINCIPAL.get())
+        auth = self._sasl.get(listener.name)
+        session = (
+            SaslSession(auth, self.scram_credentials, self._fake_salt_key, str(peer))
+            if auth is not None
+            else None
+        )
+        max_bytes = self.config.socket_request_max_bytes
+        decoder = FrameDecoder(
+            max_bytes if session is None else self.config.sasl_server_max_receive_size
+        )
+        pending: list[bytes] = []
         try:
             while True:
                 data = await reader.read(1 << 18)
@@ -417,9 +544,23 @@ class Broker:
                 # Responses to pipelined requests go out in one write per chunk read (one
                 # send syscall instead of one per response, which profiling showed costly
                 # for a batch-of-1 producer); anything that may wait flushes them first.
-                pending: list[bytes] = []
                 while (frame := decoder.next_frame()) is not NEED_DATA:
                     assert isinstance(frame, bytes | bytearray | memoryview)
+                    if session is not None and (
+                        not session.authenticated
+                        or int.from_bytes(frame[:2], "big") in SASL_API_KEYS
+                    ):
+                        pending.append(await self._authenticate(session, frame, listener))
+                        if session.close_after_response:
+                            raise _CloseConnection
+                        if session.authenticated:
+                            decoder.max_frame_bytes = max_bytes
+                            CURRENT_PRINCIPAL.set(session.principal or ANONYMOUS)
+                            log.debug(
+                                "connection from %s authenticated as %s (%s)",
+                                peer, session.principal, session.mechanism,
+                            )  # fmt: skip
+                        continue
                     if pending and (frame[:2] != _PRODUCE_KEY or self._produce_may_wait):
                         await self._flush(writer, pending)
                     response = await self.handle_frame(frame)
@@ -431,6 +572,10 @@ class Broker:
                 await self._flush(writer, pending)
                 if not data:
                     break
+        except _CloseConnection:
+            with contextlib.suppress(ConnectionError):
+                await self._flush(writer, pending)
+                await writer.drain()
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -440,8 +585,37 @@ class Broker:
         finally:
             self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError, ssl.SSLError):
                 await writer.wait_closed()
+
+    async def _authenticate(
+        self, session: SaslSession, frame: bytes | bytearray | memoryview, listener: Listener
+    ) -> bytes:
+        """One frame of a SASL connection before (or a SASL request after) authentication:
+        the answer to send. Raises ``_CloseConnection`` (a legacy token refused) or
+        ``RemoteProtocolError`` (a request not allowed yet), which close the connection."""
+        if session.legacy_tokens and not session.authenticated:
+            # After SaslHandshake v0 the tokens come as bare frames, and go back so.
+            answer = await self.off_loop(session.legacy_token, bytes(frame))
+            if answer is None:
+                raise _CloseConnection
+            return len(answer).to_bytes(4, "big") + answer
+        api_key = int.from_bytes(frame[:2], "big")
+        if api_key == ApiKey.API_VERSIONS and not session.authenticated:
+            response = await self.handle_frame(frame)
+            assert isinstance(response, bytes)
+            return response
+        if api_key not in SASL_API_KEYS:
+            name = _API_NAMES.get(api_key, f"api key {api_key}")
+            raise RemoteProtocolError(
+                f"expected SaslHandshake or SaslAuthenticate before {name} on the "
+                f"{listener.security_protocol} listener {listener.name}"
+            )
+        request = decode_request(frame)
+        if api_key == SASL_HANDSHAKE:
+            return session.handshake(request)
+        # SCRAM looks the user up in ZooKeeper in cluster mode: off the event loop.
+        return await self.off_loop(session.authenticate, request)
 
     async def handle_frame(self, frame: bytes | bytearray | memoryview) -> Response:
         """Decode one request, run its handler, return the encoded response (None: none)."""
@@ -480,9 +654,21 @@ class Broker:
                 await writer.drain()
             return
         loop = asyncio.get_running_loop()
+        tls = writer.get_extra_info("ssl_object") is not None
         for chunk in response.chunks:
             if isinstance(chunk, bytes | bytearray | memoryview):
                 writer.write(chunk)
+            elif tls:
+                # No sendfile through TLS: pread the slice and let the transport encrypt it.
+                assert isinstance(chunk, FileSlice)
+                position, end = chunk.position, chunk.position + chunk.size
+                while position < end:
+                    data = os.pread(chunk.fd, min(TLS_READ_CHUNK, end - position), position)
+                    if not data:  # truncated under us: the frame size is wrong now
+                        raise ConnectionResetError("segment truncated during a TLS fetch")
+                    writer.write(data)
+                    position += len(data)
+                    await writer.drain()
             else:
                 # Zero copy: the record bytes go from the segment file to the socket.
                 assert isinstance(chunk, FileSlice)
@@ -494,6 +680,11 @@ class Broker:
                     chunk.size,
                 )
         await writer.drain()
+
+
+def _reason(exc: OSError) -> str:
+    """``Address already in use``: the errno's text, without asyncio's wrapping."""
+    return os.strerror(exc.errno) if exc.errno else str(exc)
 
 
 def _check_file_descriptors(partitions: int) -> None:

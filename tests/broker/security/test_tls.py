@@ -22,13 +22,13 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from sluice.broker.security.errors import KeystoreError, TlsConfigError  # noqa: E402
-from sluice.broker.security.tls import (  # noqa: E402
-    ANONYMOUS,
+from sluice.broker.security.tls import ANONYMOUS, peer_principal  # noqa: E402
+from sluice.common.tls import (  # noqa: E402
+    KeystoreError,
+    TlsConfigError,
     certificate_subject,
     client_context,
     normalize_pem,
-    peer_principal,
     server_context,
 )
 
@@ -298,7 +298,7 @@ def test_versions_and_cipher_suites(pki: Pki, handshake: Runner) -> None:
     [
         ({"ssl.keystore.type": "JKS"}, "convert it to PEM"),
         ({"ssl.keystore.type": "PKCS12"}, "convert it to PEM"),
-        ({"ssl.keystore.type": ""}, "JKS is not supported"),  # Kafka's default type
+        ({"ssl.keystore.type": ""}, r"found JKS \(unset, Kafka's default\)"),  # Kafka's default
         ({"ssl.keystore.type": "BKS"}, "expected PEM"),
         ({"ssl.truststore.type": "JKS", "ssl.client.auth": "required"}, "convert it to PEM"),
         ({"ssl.keystore.password": "x"}, "ssl.key.password"),
@@ -317,7 +317,9 @@ def test_bad_server_settings(pki: Pki, extra: dict[str, str], message: str) -> N
 
 
 def test_missing_keystore_and_files(pki: Pki) -> None:
-    with pytest.raises(TlsConfigError, match="needs ssl.keystore.location"):
+    with pytest.raises(
+        TlsConfigError, match="needs ssl.keystore.type=PEM and ssl.keystore.location"
+    ):
         server_context({})
     with pytest.raises(TlsConfigError, match="together"):
         server_context({"ssl.keystore.type": "PEM", "ssl.keystore.key": "x"})

@@ -1,0 +1,388 @@
+"""SASL authentication of a connection (SaslHandshake, SaslAuthenticate) and the SCRAM
+credential administration of KIP-554 (DescribeUserScramCredentials,
+AlterUserScramCredentials).
+
+Authentication is the connection's business, not a handler's: the broker's connection loop
+(``sluice.broker.server.broker``) keeps one :class:`SaslSession` per connection of a
+``SASL_PLAINTEXT`` / ``SASL_SSL`` listener and hands it the two SASL requests; until the
+session is authenticated it lets through only ApiVersions, SaslHandshake and
+SaslAuthenticate and closes the connection on any other request, as Kafka's
+``SaslServerAuthenticator`` does. The exchange, as Kafka runs it:
+
+1. SaslHandshake names a mechanism. One not enabled on the listener is answered
+   UNSUPPORTED_SASL_MECHANISM with the enabled list, then the connection closes. v0 means
+   the SASL tokens follow as bare size-prefixed frames (Kafka 0.10's framing,
+   :meth:`SaslSession.legacy_token`); v1 wraps them in SaslAuthenticate.
+2. SaslAuthenticate carries the tokens: PLAIN's one message, checked against the listener's
+   ``user_<name>`` JAAS options (``PlainAuthenticator``), or SCRAM's two, answered by a
+   ``ScramServer`` over the broker's ``ScramStore``. A ``SaslError`` is answered with its
+   code (SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE) and its message — written for the
+   client: it never says whether the user exists — and the connection closes.
+3. Success makes the principal ``User:<name>``. ``session_lifetime_ms`` is 0: Sluice does not
+   re-authenticate (KIP-368); a ``connections.max.reauth.ms`` > 0 is warned about at start.
+
+Tokens are never logged; a failure is logged with the listener, the peer, the mechanism and
+the error class only.
+
+The admin handlers read and write the broker's ``ScramStore`` (ZooKeeper's
+``/config/users`` or the standalone file): iterations 4096–16384, mechanisms
+SCRAM-SHA-256/512, a user named twice in one request is DUPLICATE_RESOURCE, describing or
+deleting what does not exist RESOURCE_NOT_FOUND, as Kafka answers. Nothing is authorized yet
+(Kafka asks for ALTER / DESCRIBE on the cluster).
+
+One session per connection, used from that connection's task; the handlers run on the
+broker's event loop, their store calls through ``ctx.off_loop``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest
+
+from sluice.broker.config import BrokerConfig, ConfigError, Listener, sasl_mechanisms
+from sluice.broker.protocol import Request
+from sluice.broker.security.errors import SaslError, SaslStateError, SecurityError
+from sluice.broker.security.jaas import jaas_config_for_listener
+from sluice.broker.security.plain import PlainAuthenticator
+from sluice.broker.security.scram import ScramServer
+from sluice.broker.security.scram_credential import (
+    MAX_ALTER_ITERATIONS,
+    MIN_ITERATIONS,
+    ScramCredential,
+    ScramMechanism,
+)
+from sluice.broker.security.scram_store import ScramStore
+from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.responses import respond
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CURRENT_PRINCIPAL",
+    "SASL_HANDSHAKE",
+    "SASL_AUTHENTICATE",
+    "SASL_API_KEYS",
+    "ListenerAuth",
+    "SaslSession",
+    "handle_sasl_without_sasl",
+    "handle_describe_user_scram_credentials",
+    "handle_alter_user_scram_credentials",
+]
+
+# Until sluice.broker.protocol.errors.Errors lists them (issue 19): Kafka's codes, from kio.
+_NONE: Final = ErrorCode.none
+_UNSUPPORTED_MECHANISM: Final = ErrorCode.unsupported_sasl_mechanism
+_ILLEGAL_STATE: Final = ErrorCode.illegal_sasl_state
+_RESOURCE_NOT_FOUND: Final = ErrorCode.resource_not_found
+_DUPLICATE_RESOURCE: Final = ErrorCode.duplicate_resource
+_UNACCEPTABLE_CREDENTIAL: Final = ErrorCode.unacceptable_credential
+
+# The API keys, from Kafka's message definitions (kio), until ApiKey lists them.
+SASL_HANDSHAKE: Final = int(SaslHandshakeRequest.__api_key__)
+SASL_AUTHENTICATE: Final = int(SaslAuthenticateRequest.__api_key__)
+SASL_API_KEYS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+#: The principal of the connection a handler is serving: ``User:ANONYMOUS``, a TLS client
+#: certificate's ``User:<subject>``, or ``User:<name>`` after SASL (what an authorizer checks).
+CURRENT_PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "CURRENT_PRINCIPAL", default="User:ANONYMOUS"
+)
+
+
+@dataclass(frozen=True)
+class ListenerAuth:
+    """A SASL listener's mechanisms and PLAIN users, read once at start."""
+
+    listener: Listener
+    mechanisms: tuple[str, ...]
+    plain: PlainAuthenticator | None
+
+    @classmethod
+    def build(cls, config: BrokerConfig, listener: Listener) -> ListenerAuth:
+        """Raises ``ConfigError`` for a JAAS line Kafka would refuse, or PLAIN without one."""
+        props = config.security_properties
+        mechanisms = sasl_mechanisms(props, listener.name)
+        plain = None
+        if "PLAIN" in mechanisms:
+            try:
+                source = jaas_config_for_listener(props, listener.name, "PLAIN")
+            except SecurityError as exc:
+                raise ConfigError(str(exc)) from None
+            if source is None or not source.entry.plain_users:
+                raise ConfigError(
+                    f'listener {listener} enables PLAIN: expected user_<name>="<password>" '
+                    f"options in listener.name.{listener.name.lower()}.plain.sasl.jaas.config "
+                    "(or sasl.jaas.config), found none"
+                )
+            plain = PlainAuthenticator(source.entry.plain_users)
+        return cls(listener, mechanisms, plain)
+
+
+class SaslState(enum.Enum):
+    HANDSHAKE = "expecting SaslHandshake"
+    AUTHENTICATE = "expecting SaslAuthenticate"
+    AUTHENTICATED = "authenticated"
+    FAILED = "failed"
+
+
+class SaslSession:
+    """One connection's SASL exchange. See the module docstring."""
+
+    def __init__(
+        self,
+        auth: ListenerAuth,
+        store: ScramStore,
+        fake_salt_key: bytes,
+        peer: str,
+    ) -> None:
+        self.auth = auth
+        self._store = store
+        self._fake_salt_key = fake_salt_key
+        self._peer = peer
+        self.state = SaslState.HANDSHAKE
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        #: SaslHandshake v0: the tokens follow as bare frames
+        self.legacy_tokens = False
+        #: the last answer was a failure: send it, then close the connection
+        self.close_after_response = False
+        self._scram: ScramServer | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state is SaslState.AUTHENTICATED
+
+    def handshake(self, request: Request) -> bytes:
+        """Answer a SaslHandshake."""
+        mechanism = str(request.body.mechanism)
+        enabled = list(self.auth.mechanisms)
+        if self.state is not SaslState.HANDSHAKE:
+            self._fail()
+            return respond(request, {"error_code": _ILLEGAL_STATE, "mechanisms": enabled})
+        if mechanism not in enabled:
+            log.info(
+                "closing %s on %s: SASL mechanism %r is not enabled",
+                self._peer, self.auth.listener.name, mechanism[:64],
+            )  # fmt: skip
+            self._fail()
+            return respond(request, {"error_code": _UNSUPPORTED_MECHANISM, "mechanisms": enabled})
+        self.mechanism = mechanism
+        scram = ScramMechanism.by_name(mechanism)
+        if scram is not None:
+            self._scram = ScramServer(scram, self._lookup, fake_salt_key=self._fake_salt_key)
+        self.legacy_tokens = request.api_version == 0
+        self.state = SaslState.AUTHENTICATE
+        return respond(request, {"error_code": _NONE, "mechanisms": enabled})
+
+    def authenticate(self, request: Request) -> bytes:
+        """Answer a SaslAuthenticate (may block on the credential store: call it off the
+        event loop in cluster mode)."""
+        try:
+            answer = self._token(bytes(request.body.auth_bytes))
+        except SaslError as exc:
+            return respond(
+                request,
+                {"error_code": exc.code, "error_message": str(exc), "auth_bytes": b""},
+            )
+        return respond(
+            request,
+            {
+                "error_code": _NONE,
+                "error_message": None,
+                "auth_bytes": answer,
+                "session_lifetime_ms": 0,
+            },
+        )
+
+    def legacy_token(self, token: bytes) -> bytes | None:
+        """After a SaslHandshake v0: the answer to a bare token (sent size-prefixed), or
+        ``None`` when it fails (Kafka then closes without a word)."""
+        try:
+            return self._token(token)
+        except SaslError:
+            return None
+
+    def _token(self, token: bytes) -> bytes:
+        if self.state is not SaslState.AUTHENTICATE:
+            self._fail()
+            raise SaslStateError(f"Unexpected SaslAuthenticate: the exchange is {self.state.value}")
+        try:
+            if self._scram is not None:
+                answer = self._scram.receive(token)
+                if self._scram.complete:
+                    self._succeed(self._scram.username)
+                return answer
+            assert self.auth.plain is not None  # PLAIN is the only other mechanism enabled
+            self._succeed(self.auth.plain.authenticate(token))
+            return b""
+        except SaslError as exc:
+            log.info(
+                "closing %s on %s: %s authentication failed (%s)",
+                self._peer, self.auth.listener.name, self.mechanism, type(exc).__name__,
+            )  # fmt: skip
+            self._fail()
+            raise
+
+    def _lookup(self, user: str) -> ScramCredential | None:
+        scram = self._scram
+        assert scram is not None
+        return self._store.credential(user, scram.mechanism)
+
+    def _succeed(self, user: str) -> None:
+        self.state = SaslState.AUTHENTICATED
+        self.principal = f"User:{user}"
+        self._scram = None
+
+    def _fail(self) -> None:
+        self.state = SaslState.FAILED
+        self.close_after_response = True
+        self._scram = None
+
+
+async def handle_sasl_without_sasl(ctx: BrokerContext, request: Request) -> bytes:
+    """SaslHandshake / SaslAuthenticate on a listener without SASL: ILLEGAL_SASL_STATE, as
+    Kafka answers them there (the connection stays open)."""
+    if request.api_key == SASL_HANDSHAKE:
+        return respond(request, {"error_code": _ILLEGAL_STATE, "mechanisms": []})
+    message = "SaslAuthenticate on a listener without SASL"
+    return respond(
+        request, {"error_code": _ILLEGAL_STATE, "error_message": message, "auth_bytes": b""}
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# KIP-554: Describe / AlterUserScramCredentials
+# --------------------------------------------------------------------------------------------
+
+
+def _store(ctx: BrokerContext) -> ScramStore:
+    # BrokerContext does not declare the store yet (sluice.broker.server.context is not this
+    # module's); the broker has it as ``scram_credentials``.
+    store = getattr(ctx, "scram_credentials", None)
+    if not isinstance(store, ScramStore):
+        raise TypeError(f"expected the broker's ScramStore, found {type(store).__name__}")
+    return store
+
+
+async def handle_describe_user_scram_credentials(ctx: BrokerContext, request: Request) -> bytes:
+    store = _store(ctx)
+    wanted = request.body.users
+    results = []
+    if wanted is None:
+        users = await ctx.off_loop(store.users)
+        names = sorted(name for name, config in users.items() if config.credentials())
+    else:
+        names = [str(user.name) for user in wanted]
+    for name in dict.fromkeys(names):
+        if names.count(name) > 1:
+            message = f"Cannot describe SCRAM credentials for the same user twice: {name}"
+            results.append(_user_error(name, _DUPLICATE_RESOURCE, message))
+            continue
+        config = await ctx.off_loop(store.user, name)
+        credentials = config.credentials() if config is not None else {}
+        if not credentials:
+            message = f"Attempt to describe a user credential that does not exist: {name}"
+            results.append(_user_error(name, _RESOURCE_NOT_FOUND, message))
+            continue
+        results.append(_described(name, credentials))
+    return respond(
+        request,
+        {"error_code": _NONE, "error_message": None, "results": results, "throttle_time": 0},
+    )
+
+
+def _described(name: str, credentials: dict[ScramMechanism, ScramCredential]) -> dict[str, Any]:
+    infos = [
+        {"mechanism": mechanism.kafka_type, "iterations": credential.iterations}
+        for mechanism, credential in sorted(credentials.items(), key=lambda i: i[0].kafka_type)
+    ]
+    return {"user": name, "error_code": _NONE, "error_message": None, "credential_infos": infos}
+
+
+def _user_error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"user": name, "error_code": code, "error_message": message, "credential_infos": []}
+
+
+async def handle_alter_user_scram_credentials(ctx: BrokerContext, request: Request) -> bytes:
+    store = _store(ctx)
+    body = request.body
+    users = [str(d.name) for d in body.deletions] + [str(u.name) for u in body.upsertions]
+    seen: dict[str, tuple[ErrorCode, str | None]] = {}
+    pairs = [(str(d.name), int(d.mechanism)) for d in body.deletions] + [
+        (str(u.name), int(u.mechanism)) for u in body.upsertions
+    ]
+    for name, mechanism_code in pairs:
+        if pairs.count((name, mechanism_code)) > 1:
+            seen[name] = (_DUPLICATE_RESOURCE, "A user credential cannot be altered twice in "
+                          "the same request")  # fmt: skip
+    changes: list[tuple[str, ScramMechanism, Callable[[], ScramCredential | None]]] = []
+    for deletion in body.deletions:
+        name = str(deletion.name)
+        mechanism = _mechanism(name, int(deletion.mechanism), seen)
+        if mechanism is not None:
+            changes.append((name, mechanism, lambda: None))
+    for upsertion in body.upsertions:
+        name = str(upsertion.name)
+        mechanism = _mechanism(name, int(upsertion.mechanism), seen)
+        if mechanism is None:
+            continue
+        iterations = int(upsertion.iterations)
+        if iterations < MIN_ITERATIONS:
+            seen[name] = (_UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+        elif iterations > MAX_ALTER_ITERATIONS:
+            seen[name] = (_UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+        elif not bytes(upsertion.salt) or not bytes(upsertion.salted_password):
+            seen[name] = (_UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+        else:
+            changes.append((name, mechanism, _credential_of(mechanism, upsertion)))
+    for name, mechanism, make in changes:
+        if name in seen:
+            continue  # a user with any bad alteration gets none of them applied
+        credential = make()
+        existed = await ctx.off_loop(store.set_credential, name, mechanism, credential)
+        if credential is None and not existed:
+            seen[name] = (_RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does "
+                          "not exist")  # fmt: skip
+    results = [
+        {"user": name, "error_code": seen.get(name, (_NONE, None))[0],
+         "error_message": seen.get(name, (_NONE, None))[1]}
+        for name in dict.fromkeys(users)
+    ]  # fmt: skip
+    return respond(request, {"results": results, "throttle_time": 0})
+
+
+def _mechanism(
+    name: str, code: int, errors: dict[str, tuple[ErrorCode, str | None]]
+) -> ScramMechanism | None:
+    if not name:
+        errors[name] = (_UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        return None
+    mechanism = ScramMechanism.by_kafka_type(code)
+    if mechanism is None:
+        errors[name] = (_UNSUPPORTED_MECHANISM, "Unknown SCRAM mechanism")
+    return mechanism
+
+
+def _credential_of(mechanism: ScramMechanism, upsertion: Any) -> Callable[[], ScramCredential]:
+    """The stored form of KIP-554's (salt, salted password, iterations): the client salted
+    the password; the broker derives the keys and never sees the password."""
+    salted = bytes(upsertion.salted_password)
+
+    def make() -> ScramCredential:
+        return ScramCredential(
+            mechanism=mechanism,
+            salt=bytes(upsertion.salt),
+            stored_key=mechanism.hash(mechanism.hmac(salted, b"Client Key")),
+            server_key=mechanism.hmac(salted, b"Server Key"),
+            iterations=int(upsertion.iterations),
+        )
+
+    return make
