@@ -87,13 +87,21 @@ A start or end given by timestamp is looked up first (ListOffsets by timestamp,
 ``KafkaMetadata.offsets_for_times``) and becomes offsets (``ranges.timestamp_offsets``).
 The streaming reader's offsets are Spark's offsets JSON as dicts, ``{"topic": {"0": 42}}``:
 ``initialOffset`` resolves the starting options,
-``latestOffset`` takes the high watermarks (capped by the read limit and, under
+``latestOffset`` takes the log ends (capped by the read limit and, under
 ``Trigger.AvailableNow``, by the target recorded in ``prepareForTriggerAvailableNow``), and
 partitions that appear between batches are read from their earliest offset. With
 ``minOffsetsPerTrigger``, ``latestOffset`` returns the start again (no new batch) while fewer
 offsets wait and ``maxTriggerDelay`` has not passed since the last batch — Spark's
 ``KafkaMicroBatchStream.delayBatch``; the first batch is never delayed, a read limit of
 ``ReadAllAvailable`` and ``Trigger.AvailableNow`` (which must end) are never delayed either.
+
+Isolation: ``kafka.isolation.level`` defaults to ``read_committed`` (Spark's default is the
+Java client's ``read_uncommitted``; why Sluice differs is in ``sluice.pipeline.source.isolation``).
+The driver's consumer lists offsets with the same level as the executors read with, so the log
+ends above — "latest", ``latestOffset``, a ``readPlan``'s — are last stable offsets: ranges stop
+before any open transaction, and a split yields the committed records of its range (fewer than
+its offsets when it holds aborted records or transaction markers; the split reader bounds it by
+offset, not by count).
 
 Consumer group ids are Spark's (``kafka_params.group_ids``): ``kafka.group.id`` if given,
 else ``<groupIdPrefix>-<uuid>-driver`` for the driver's lookups and ``...-executor`` for the
@@ -129,6 +137,7 @@ from sluice.pipeline.source.avro_columns import (
     resolve_reader_schema,
     write_error_file,
 )
+from sluice.pipeline.source.isolation import ISOLATION_LEVEL_KEY
 from sluice.pipeline.source.kafka_params import group_ids, kafka_params
 from sluice.pipeline.source.metadata import KafkaMetadata
 from sluice.pipeline.source.option_names import check_option_names
@@ -266,6 +275,7 @@ class _Common:
         max_records_per_partition: int | None,
         avro: AvroRead | None | _Unresolved,
         include_headers: bool | None = None,
+        isolation_level: str | None = None,
         streaming: bool = False,
     ) -> None:
         opts = CaseInsensitiveOptions(options)
@@ -274,6 +284,8 @@ class _Common:
             read = replace(read, include_headers=include_headers)
         self.read_options: ReadOptions = read
         params = {f"kafka.{k}": v for k, v in kafka_params(opts).items()}
+        if isolation_level is not None:  # a readPlan's: its ranges were bounded with it
+            params[f"kafka.{ISOLATION_LEVEL_KEY}"] = isolation_level
         ids = group_ids(opts, read.group_id_prefix, streaming=streaming)
         self.config = consumer_config({**params, "kafka.group.id": ids.executor})
         self.driver_config = consumer_config({**params, "kafka.group.id": ids.driver})
@@ -421,6 +433,7 @@ class SluiceBatchReader(_Common, DataSourceReader):
             max_records_per_partition=largest,
             avro=avro,
             include_headers=None if self.read_plan is None else self.read_plan.include_headers,
+            isolation_level=None if self.read_plan is None else self.read_plan.isolation_level,
         )
 
     def plan(self) -> Resolution:
@@ -585,7 +598,7 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
         return False
 
     def latestOffset(self, start: Offsets | None = None, limit: Any = None) -> Offsets:
-        """The end of the next micro-batch: high watermarks, capped by the read limit, or the
+        """The end of the next micro-batch: log ends, capped by the read limit, or the
         start again while ``minOffsetsPerTrigger`` holds the batch back.
 
         Called with ``(start, limit)`` by pyspark >= 4.2; older versions call it without

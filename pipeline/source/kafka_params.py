@@ -25,7 +25,10 @@ their Spark jobs' options over, so ``kafka_params`` answers each key in one of f
 3. **Java-only, no equivalent**: ``JavaOnlyKafkaOptionError`` saying what to use instead
    (a JKS truststore: convert it to PEM and set ``kafka.ssl.ca.location``; JCA providers,
    login callback classes, Java metrics reporters, ``max.poll.records``, ...).
-4. **Anything else** goes to librdkafka as it is (which refuses a key it does not know).
+4. **Anything else** goes to librdkafka as it is (which refuses a key it does not know) —
+   ``isolation.level`` after a check (``sluice.pipeline.source.isolation``: ``read_committed``
+   or ``read_uncommitted``, any case; Sluice's default is ``read_committed``, Spark's
+   ``read_uncommitted``).
 
 No message quotes a value: JAAS lines, passwords and PEM keys are secrets. Keys are matched
 lower-cased (Spark lower-cases a data source's option keys). Also here: the consumer group ids
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 
 from sluice.broker.security.errors import JaasConfigError
 from sluice.broker.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+from sluice.pipeline.source.isolation import ISOLATION_LEVEL_KEY, parse_isolation_level
 
 __all__ = [
     "GroupIds",
@@ -254,8 +258,8 @@ def _keystore(params: dict[str, str], raw: Mapping[str, str]) -> None:
 def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
     """The librdkafka settings of a read's ``kafka.*`` options (prefix cut); see the module doc.
 
-    Raises ``SparkRefusedKafkaOptionError``, ``JavaOnlyKafkaOptionError`` or
-    ``JaasTranslationError``.
+    Raises ``SparkRefusedKafkaOptionError``, ``JavaOnlyKafkaOptionError``,
+    ``JaasTranslationError`` or ``InvalidIsolationLevelError``.
     """
     raw = {
         k.lower()[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")
@@ -270,6 +274,8 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
             raise _java_only(key, _JAVA_ONLY[key])
         if key in _RENAMED:
             params[_RENAMED[key]] = value
+        elif key == ISOLATION_LEVEL_KEY:
+            params[key] = parse_isolation_level(value)
         elif key == "ssl.endpoint.identification.algorithm":
             params[key] = value.strip().lower() or "none"
         elif key == "partition.assignment.strategy":

@@ -3,10 +3,22 @@
 ``KafkaMetadata`` wraps one confluent-kafka ``Consumer`` (never subscribed, never committing)
 for the two questions offset planning asks: ``partitions_per_topic()`` (a Metadata request;
 internal ``__``-topics are left out, as Kafka's pattern subscription does) and ``bounds()``
-(ListOffsets earliest/latest per partition: ``LogBounds(log_start, high watermark)``);
+(ListOffsets earliest/latest per partition: ``LogBounds(log_start, log_end)``);
 ``assigned_bounds(strategy)`` asks both for the partitions a consumer strategy assigns;
 ``offsets_for_times()`` (ListOffsets by timestamp) gives each partition's first offset whose
 record timestamp is at least the one asked for, ``None`` when no record is that late.
+
+The log end is where a reader with the config's ``isolation.level``
+(``sluice.pipeline.source.isolation``; absent: ``read_committed``) can read to, as Spark's
+``KafkaOffsetReaderAdmin`` lists offsets with its consumers' level: under ``read_committed``
+the **last stable offset** (LSO: the first offset of the oldest open transaction; the high
+watermark when none is open), so "latest" ranges end before any open transaction and the split
+reader never waits on one; under ``read_uncommitted`` the high watermark. ListOffsets carries
+the isolation level of the client that sends it (librdkafka writes its handle's
+``isolation.level`` into every ListOffsets request, v2+), so the consumer is created with the
+level set explicitly, never librdkafka's default. (Not an ``AdminClient.list_offsets(...,
+isolation_level=...)``: a read's config holds consumer settings, and an admin client — a
+producer handle in librdkafka — warns about every one of them.)
 
 Every lookup is tried up to ``attempts`` times, ``retry_interval_s`` apart (Spark's
 ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``, ``KafkaOffsetReaderAdmin.
@@ -26,6 +38,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.isolation import ISOLATION_LEVEL_KEY, isolation_level
 from sluice.pipeline.source.options import ConsumerStrategy
 from sluice.pipeline.source.ranges import LogBounds
 
@@ -41,7 +54,11 @@ class MetadataError(RuntimeError):
 
 
 class KafkaMetadata:
-    """Partition counts and log bounds from the cluster at ``config['bootstrap.servers']``."""
+    """Partition counts and log bounds from the cluster at ``config['bootstrap.servers']``.
+
+    ``isolation_level`` is the config's (``read_committed`` unless it says otherwise): the log
+    ends ``bounds()`` reports are LSOs under ``read_committed``, high watermarks otherwise.
+    """
 
     def __init__(
         self,
@@ -56,7 +73,8 @@ class KafkaMetadata:
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.retry_interval_s = retry_interval_s
-        self._consumer = Consumer(dict(config))
+        self.isolation_level = isolation_level(config)
+        self._consumer = Consumer({**config, ISOLATION_LEVEL_KEY: self.isolation_level})
 
     def _retried(self, what: str, lookup: Callable[[], _T]) -> _T:
         for attempt in range(1, self.attempts + 1):
@@ -85,7 +103,8 @@ class KafkaMetadata:
         }
 
     def bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LogBounds]:
-        """``LogBounds`` of each partition (one ListOffsets round trip per partition)."""
+        """``LogBounds`` of each partition (one ListOffsets round trip per partition): log start
+        and, under ``read_committed``, the LSO as log end (else the high watermark)."""
         wanted = list(partitions)
         return self._retried("a log bounds request", lambda: self._bounds(wanted))
 
@@ -124,6 +143,7 @@ class KafkaMetadata:
         result: dict[TopicPartition, LogBounds] = {}
         for tp in partitions:
             try:
+                # cached=False: ListOffsets now, with the consumer's isolation level.
                 low, high = self._consumer.get_watermark_offsets(
                     KafkaTopicPartition(tp.topic, tp.partition),
                     timeout=self.timeout_s,

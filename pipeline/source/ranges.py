@@ -152,7 +152,9 @@ class OffsetRange:
 
 @dataclass(frozen=True, slots=True)
 class LogBounds:
-    """A partition's log start offset (first offset retention kept) and log end offset."""
+    """A partition's log start offset (first offset retention kept) and log end offset: where
+    a reader of the planning ``isolation.level`` can read to — the last stable offset under
+    ``read_committed`` (``sluice.pipeline.source.metadata``), the high watermark otherwise."""
 
     log_start: int
     log_end: int

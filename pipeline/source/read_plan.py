@@ -18,9 +18,14 @@ The plan replaces the options it decides: beside ``readPlan`` a read takes ``kaf
 options of ``ReadOptions`` (``metricsPath``, ...), and none of ``PLANNED_OPTIONS``
 (``InvalidReadPlanError`` names the one found). The plan says whether the read has the
 ``headers`` column (``include_headers``): the nightly load keeps them for lineage, so its plans
-say ``true`` in so many words, whatever Spark's default (``false``) for a plain read. Batch
-reads only. The split reader still checks every range against the log when it fetches it,
-so a log that lost offsets between planning and reading is data loss as ever.
+say ``true`` in so many words, whatever Spark's default (``false``) for a plain read. The plan
+also says which isolation level its ranges were bounded with (``isolation_level``, default
+``read_committed``: "latest" ends are last stable offsets, ``sluice.pipeline.source.isolation``)
+and the source reads them with that level: a ``kafka.isolation.level`` beside the plan must
+agree (``InvalidReadPlanError`` otherwise), since a range that ends at a high watermark read
+with ``read_committed`` waits on any transaction still open in it. Batch reads only. The
+split reader still checks every range against the log when it fetches it, so a log that lost
+offsets between planning and reading is data loss as ever.
 
 JSON, version 1::
 
@@ -28,6 +33,8 @@ JSON, version 1::
      "ranges": [{"topic": "t", "partition": 0, "start": 10, "end": 20}, ...],
      "fail_on_data_loss": true, "min_partitions": 4, "max_records_per_partition": null,
      "include_headers": true,        # absent (an older plan): true, what the load read then
+     "isolation_level": "read_committed",  # or "read_uncommitted"; absent (an older plan):
+                                           # read_uncommitted, what the source read then
      "avro": null}                   # or {"options": {...AvroOptions.to_json()...},
                                      #     "reader": {"text": "<schema>", "schema_id": 7,
                                      #                "subject": "t-value", "version": 2}}
@@ -44,6 +51,14 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from sluice.pipeline.source.avro_columns import ReaderSchema
+from sluice.pipeline.source.isolation import (
+    DEFAULT_ISOLATION_LEVEL,
+    ISOLATION_LEVEL_KEY,
+    ISOLATION_LEVELS,
+    READ_UNCOMMITTED,
+    InvalidIsolationLevelError,
+    parse_isolation_level,
+)
 from sluice.pipeline.source.options import AvroOptions, CaseInsensitiveOptions
 from sluice.pipeline.source.ranges import OffsetRange
 
@@ -105,6 +120,9 @@ class ReadPlan:
     # The load's plans keep headers (lineage); its default keeps them for a caller that
     # predates the option. Encoded explicitly in every plan.
     include_headers: bool = True
+    # The level the ranges were bounded with and are read with: the load plans with its
+    # consumers' default, read_committed (LSO ends), so a plan made without it says that.
+    isolation_level: str = DEFAULT_ISOLATION_LEVEL
 
     def __post_init__(self) -> None:
         for r in self.ranges:
@@ -124,6 +142,8 @@ class ReadPlan:
             self.avro.require_error_path()
         if not isinstance(self.include_headers, bool):
             _fail("include_headers", "true or false", self.include_headers)
+        if self.isolation_level not in ISOLATION_LEVELS:
+            _fail("isolation_level", " or ".join(ISOLATION_LEVELS), repr(self.isolation_level))
 
     # -- the option ------------------------------------------------------------------------
 
@@ -147,6 +167,7 @@ class ReadPlan:
             "min_partitions": self.min_partitions,
             "max_records_per_partition": self.max_records_per_partition,
             "include_headers": self.include_headers,
+            "isolation_level": self.isolation_level,
             "avro": avro,
         }
 
@@ -177,6 +198,7 @@ class ReadPlan:
                 avro=None if avro is None else AvroOptions.from_json(avro["options"]),
                 reader_schema=None if avro is None else ReaderSchema(**avro["reader"]),
                 include_headers=doc.get("include_headers", True),
+                isolation_level=doc.get("isolation_level", READ_UNCOMMITTED),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidReadPlanError):
@@ -191,7 +213,8 @@ class ReadPlan:
     def from_options(cls, options: Mapping[str, str]) -> ReadPlan | None:
         """The plan of a read's options (any key case); ``None`` when there is none.
 
-        Raises ``InvalidReadPlanError`` when an option of ``PLANNED_OPTIONS`` is given too.
+        Raises ``InvalidReadPlanError`` when an option of ``PLANNED_OPTIONS`` is given too, or a
+        ``kafka.isolation.level`` other than the plan's.
         """
         opts = CaseInsensitiveOptions(options)
         if READ_PLAN_OPTION not in opts:
@@ -202,7 +225,20 @@ class ReadPlan:
                 f"{READ_PLAN_OPTION}: expected no option the plan decides beside it, found "
                 f"{', '.join(clashing)}"
             )
-        return cls.decode(opts[READ_PLAN_OPTION])
+        plan = cls.decode(opts[READ_PLAN_OPTION])
+        given = opts.get("kafka." + ISOLATION_LEVEL_KEY)
+        if given is not None:
+            try:
+                level = parse_isolation_level(given)
+            except InvalidIsolationLevelError as exc:
+                raise InvalidReadPlanError(str(exc)) from None
+            if level != plan.isolation_level:
+                raise InvalidReadPlanError(
+                    f"option 'kafka.{ISOLATION_LEVEL_KEY}': expected the plan's "
+                    f"{plan.isolation_level} (its ranges were bounded with it) or none, found "
+                    f"{level}"
+                )
+        return plan
 
 
 def _fail(field: str, expected: object, found: object) -> NoReturn:

@@ -13,20 +13,34 @@ How the range is bounded
 ========================
 The consumer delivers records in offset order from ``start`` (librdkafka drops the records of a
 fetched batch below the fetch offset, decompresses gzip/snappy/lz4/zstd batches and swallows
-transaction control records). The loop keeps ``position`` = one past the last offset seen and
-stops as soon as one of these holds:
+transaction control records). The range is done when the reader's *position* — the next offset
+it would read — reaches ``end``, never when it has counted ``end - start`` records: offsets
+without a record are normal. Transaction markers (control batches) are never delivered, and
+with ``isolation.level=read_committed`` (Sluice's default, ``sluice.pipeline.source.isolation``)
+neither are the records of aborted transactions, so a range may yield fewer records than
+``end - start`` and its last offsets may be markers (a range planned at the last stable offset
+usually ends on a commit marker). The loop keeps ``position`` = one past the last offset seen
+and stops as soon as one of these holds:
 
 * a record at offset ``>= end`` arrives — it (and the rest of its fetched batch) is dropped;
-* a partition-EOF event (``enable.partition.eof``) reports the high watermark ``>= end`` —
-  the offsets between the last record and ``end`` were gaps (control records, compaction);
+* a partition-EOF event (``enable.partition.eof``) reports the end this consumer reads to —
+  the high watermark, or the last stable offset (LSO) under ``read_committed`` — at or past
+  ``end``: the offsets between the last record and ``end`` had no record for this reader
+  (markers, aborted records, compaction);
 * ``position >= end`` after a record — the common case, the last offset is ``end - 1``.
 
-An EOF *below* ``end`` means the log lost offsets the driver saw (truncation, or the topic was
-recreated); an out-of-range error at ``start`` means retention deleted them after the driver
-planned the split. Both are data loss: with ``failOnDataLoss`` the task raises ``DataLossError``
+An EOF *below* ``end`` under ``read_committed`` whose partition's high watermark (from the same
+fetch responses) is at or past ``end`` is an open transaction holding ``[LSO, end)`` — a range
+planned with ``read_uncommitted`` or by hand: the reader waits for the transaction to end (a
+commit or abort marker moves the LSO and a new EOF or records follow; the broker aborts an
+abandoned transaction after ``transaction.timeout.ms``). Only an end below ``end`` that the
+high watermark confirms is data loss: the log lost offsets the driver saw (truncation, or the
+topic was recreated); an out-of-range error at ``start`` means retention deleted them after the
+driver planned the split. With ``failOnDataLoss`` the task raises ``DataLossError``
 naming topic, partition and offsets; without it the reader skips to what the log still has
 (``SplitResult.lost`` counts the skipped offsets). No progress for ``poll_timeout_s`` raises
-``SplitTimeoutError``: a split never hangs a job.
+``SplitTimeoutError`` (naming the LSO when an open transaction is what it waited on): a split
+never hangs a job.
 
 Cost per record
 ===============
@@ -58,6 +72,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from sluice.pipeline.source.isolation import (
+    DEFAULT_ISOLATION_LEVEL,
+    ISOLATION_LEVEL_KEY,
+    READ_COMMITTED,
+    isolation_level,
+)
 from sluice.pipeline.source.ranges import OffsetRange
 
 __all__ = [
@@ -145,13 +165,18 @@ class SplitResult:
 def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
     """The confluent-kafka consumer settings of a read: every ``kafka.*`` option, prefix cut.
 
-    As in Spark, the source owns offset handling: auto commit is off, ``auto.offset.reset`` is
-    ``error`` (an out-of-range fetch must surface as data loss, not silently jump), and the
-    ``isolation.level`` default is Kafka's ``read_uncommitted`` (librdkafka's default differs).
+    As in Spark, the source owns offset handling: auto commit is off and ``auto.offset.reset``
+    is ``error`` (an out-of-range fetch must surface as data loss, not silently jump).
+    ``isolation.level`` is always set, lower-case: ``kafka.isolation.level`` if given, else
+    ``read_committed`` — Sluice's default where Spark's is ``read_uncommitted``; the reasons
+    are in ``sluice.pipeline.source.isolation``. The driver's metadata consumer and the
+    executors' split readers get it from here, so ranges end where the split reader can read
+    to (the last stable offset under ``read_committed``). Raises ``ValueError`` without
+    ``kafka.bootstrap.servers`` and ``InvalidIsolationLevelError`` for an unknown level.
     """
     config: dict[str, Any] = {
         "group.id": f"sluice-source-{uuid.uuid4().hex[:12]}",
-        "isolation.level": "read_uncommitted",
+        ISOLATION_LEVEL_KEY: DEFAULT_ISOLATION_LEVEL,
         "client.id": "sluice-source",
         "log.connection.close": False,
     }
@@ -161,6 +186,7 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
             config[key[len("kafka.") :]] = value
     if "bootstrap.servers" not in config:
         raise ValueError("option 'kafka.bootstrap.servers': expected host:port[,...], found none")
+    config[ISOLATION_LEVEL_KEY] = isolation_level(config)
     config.update(
         {"enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True}
     )
@@ -249,6 +275,7 @@ def read_split(
     began = time.monotonic()
     builder = _BatchBuilder(split.topic, split.partition, include_headers)
     consumer = Consumer(dict(config))
+    committed = isolation_level(config) == READ_COMMITTED
     where = f"{split.topic}-{split.partition}"
 
     def lost(found: str, skip_to: int) -> int:
@@ -273,6 +300,7 @@ def read_split(
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         position = split.start
+        stable_end: int | None = None  # an LSO below the range end (read_committed), if seen
         last_progress = time.monotonic()
         while position < split.end:
             # consume() returns early only once it has num_messages (records or events), so ask
@@ -281,12 +309,19 @@ def read_split(
             messages = consumer.consume(num_messages=wanted, timeout=0.5)
             if not messages:
                 if time.monotonic() - last_progress > poll_timeout_s:
+                    waiting = (
+                        ""
+                        if stable_end is None
+                        else f"; read_committed reads up to the last stable offset {stable_end}, "
+                        "and a transaction open since then holds the rest of the range"
+                    )
                     raise SplitTimeoutError(
                         f"{where}: no record for {poll_timeout_s:.0f}s at offset {position}, "
-                        f"expected offsets up to {split.end}"
+                        f"expected offsets up to {split.end}{waiting}"
                     )
                 continue
             last_progress = time.monotonic()
+            stable_end = None
             # The common case, with no Python frame per record: only records, all in range
             # (librdkafka delivers a partition's records in offset order).
             if not any([m.error() for m in messages]):
@@ -302,15 +337,31 @@ def read_split(
                 if error is not None:
                     code = error.code()
                     if code == KafkaError._PARTITION_EOF:
+                        # The end this consumer reads to: the high watermark, or the LSO under
+                        # read_committed.
                         high = message.offset() or 0  # set on EOF events
                         if high >= split.end:
-                            position = split.end  # the rest of the range was gaps
+                            position = split.end
+                        elif committed:
+                            log_end = _high_watermark(consumer, split)
+                            if log_end < split.end:
+                                # The log ends before the range: offsets the driver saw are
+                                # gone (Spark reports data loss here). librdkafka queues the
+                                # EOF behind the records below it: [position, high) were
+                                # markers or aborted records, not lost.
+                                position = max(position, high)
+                                position = lost(f"the log ending at {log_end}", split.end)
+                            else:
+                                # An open transaction holds [LSO, end): its marker moves the
+                                # LSO and brings records or a new EOF (the broker aborts an
+                                # abandoned one after transaction.timeout.ms).
+                                stable_end = high
                         elif high <= position:
                             # Everything the log has is read, and it ends before the range:
                             # offsets the driver saw are gone (Spark reports data loss here).
                             position = lost(f"the log ending at {high}", split.end)
-                        # position < high < end: records before the log end are still on
-                        # their way; a new EOF comes once they are read.
+                        # read_uncommitted, position < high < end: records before the log end
+                        # are still on their way; a new EOF comes once they are read.
                     elif code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                         low, high = consumer.get_watermark_offsets(
                             TopicPartition(split.topic, split.partition), timeout=10, cached=False
@@ -343,6 +394,20 @@ def read_split(
     finally:
         consumer.close()
         result.seconds = time.monotonic() - began
+
+
+def _high_watermark(consumer: Consumer, split: OffsetRange) -> int:
+    """The partition's high watermark from the consumer's last fetch responses.
+
+    librdkafka keeps it beside the LSO (``rktp_hi_offset``); the cached answer is the high
+    watermark whatever the isolation level, whereas asking the broker again (``cached=False``:
+    ListOffsets with the consumer's isolation level) would answer the LSO under
+    ``read_committed``. -1001 (unknown) before any fetch response.
+    """
+    _, high = consumer.get_watermark_offsets(
+        TopicPartition(split.topic, split.partition), cached=True
+    )
+    return int(high)
 
 
 def write_split_metrics(uri: str, split: OffsetRange, result: SplitResult) -> None:

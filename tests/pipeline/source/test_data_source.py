@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sluice.pipeline.source.data_source import SluiceBatchReader, register
+from sluice.pipeline.source.data_source import SluiceBatchReader, SluiceStreamReader, register
 from sluice.pipeline.source.ranges import OffsetRange, OffsetsOutOfBoundsError
 from sluice.pipeline.source.read_plan import ReadPlan
 from sluice.pipeline.source.split_reader import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
@@ -24,6 +24,7 @@ from tests.pipeline.broker_fixture import (
     produce,
     simple_records,
 )
+from tests.pipeline.source.transactional import write_mixed_log
 
 pytestmark = pytest.mark.broker
 
@@ -213,3 +214,50 @@ def test_a_read_plan_is_read_as_planned(spark: Any, kafka_broker: Any, topic_nam
     options = {**base, "readPlan": gone.encode(), "kafkaConsumer.pollTimeoutMs": "20000"}
     with pytest.raises(Exception, match=rf"{topic_name}-0: expected offsets \[50, 60\)"):
         _read(spark, **options).collect()
+
+
+def _offsets_and_values(df: Any) -> list[tuple[int, str]]:
+    return sorted((r["offset"], bytes(r["value"]).decode()) for r in df.collect())
+
+
+def test_reads_committed_data_up_to_the_lso_by_default(
+    spark: Any, kafka_broker: Any, topic_name: str
+) -> None:
+    """Committed, aborted, plain and open-transaction records: a default read ("latest" end)
+    plans ``[0, LSO)`` and returns exactly the committed records before the open transaction;
+    ``kafka.isolation.level=read_uncommitted`` plans ``[0, high watermark)`` and returns every
+    data record; a streaming read's latest offset is the LSO too."""
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name)
+    try:
+        base = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic_name}
+        ranges = SluiceBatchReader(base).plan().ranges
+        assert ranges == [OffsetRange(topic_name, 0, 0, log.lso)]
+        assert _offsets_and_values(_read(spark, **base)) == log.visible_committed()
+        assert "c4" in log.committed and log.offsets["c4"] > log.lso  # committed, not stable
+        stream = SluiceStreamReader({**base, "startingOffsets": "earliest"})
+        assert stream.initialOffset() == {topic_name: {"0": 0}}
+        assert stream.latestOffset() == {topic_name: {"0": log.lso}}
+        uncommitted = {**base, "kafka.isolation.level": "read_uncommitted"}
+        assert SluiceBatchReader(uncommitted).plan().ranges == [
+            OffsetRange(topic_name, 0, 0, log.high_watermark)
+        ]
+        assert _offsets_and_values(_read(spark, **uncommitted)) == log.everything()
+    finally:
+        log.close()
+
+
+def test_a_read_plan_is_read_with_its_isolation_level(
+    spark: Any, kafka_broker: Any, topic_name: str
+) -> None:
+    """The load's plans say read_committed (the default) and its executors skip aborted
+    records; a plan that says read_uncommitted is read so; a contradicting
+    ``kafka.isolation.level`` beside a plan is refused."""
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name, leave_open=False)
+    whole = (OffsetRange(topic_name, 0, 0, log.high_watermark),)
+    base = {"kafka.bootstrap.servers": kafka_broker.bootstrap}
+    committed = _read(spark, **base, readPlan=ReadPlan(whole).encode())
+    assert _offsets_and_values(committed) == log.visible_committed()
+    plan = ReadPlan(whole, isolation_level="read_uncommitted")
+    assert _offsets_and_values(_read(spark, **base, readPlan=plan.encode())) == log.everything()
+    with pytest.raises(Exception, match="expected the plan's read_uncommitted"):
+        _read(spark, **base, readPlan=plan.encode(), **{"kafka.isolation.level": "read_committed"})

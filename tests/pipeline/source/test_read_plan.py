@@ -85,3 +85,35 @@ def test_include_headers_is_in_every_plan() -> None:
     for key in ("includeHeaders", "startingTimestamp", "endingOffsetsByTimestamp"):
         with pytest.raises(InvalidReadPlanError, match="expected no option the plan decides"):
             ReadPlan.from_options({READ_PLAN_OPTION: plan.encode(), key: "1"})
+
+
+def test_the_plan_says_its_isolation_level_and_the_read_must_agree() -> None:
+    """A plan's ranges were bounded with one isolation level (read_committed by default: the
+    load plans with it) and are read with it; ``kafka.isolation.level`` beside it must agree."""
+    plan = ReadPlan(RANGES)
+    assert plan.isolation_level == "read_committed"
+    assert json.loads(plan.encode())["isolation_level"] == "read_committed"
+    uncommitted = ReadPlan(RANGES, isolation_level="read_uncommitted")
+    assert ReadPlan.decode(uncommitted.encode()) == uncommitted
+    # A plan written before the field existed was bounded by high watermarks and read so.
+    doc = json.loads(plan.encode())
+    del doc["isolation_level"]
+    assert ReadPlan.decode(json.dumps(doc)).isolation_level == "read_uncommitted"
+    with pytest.raises(
+        InvalidReadPlanError,
+        match="isolation_level: expected read_committed or read_uncommitted, found 'dirty'",
+    ):
+        ReadPlan(RANGES, isolation_level="dirty")
+    for key, value in (("kafka.isolation.level", "READ_COMMITTED"), ("KAFKA.ISOLATION.LEVEL",
+                                                                    "read_committed")):  # fmt: skip
+        assert ReadPlan.from_options({READ_PLAN_OPTION: plan.encode(), key: value}) == plan
+    with pytest.raises(
+        InvalidReadPlanError,
+        match="option 'kafka.isolation.level': expected the plan's read_committed .* found "
+        "read_uncommitted",
+    ):
+        ReadPlan.from_options(
+            {READ_PLAN_OPTION: plan.encode(), "kafka.isolation.level": "read_uncommitted"}
+        )
+    with pytest.raises(InvalidReadPlanError, match="expected read_committed or read_uncommitted"):
+        ReadPlan.from_options({READ_PLAN_OPTION: plan.encode(), "kafka.isolation.level": "x"})

@@ -3,6 +3,8 @@ against a real broker."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -13,10 +15,12 @@ from sluice.pipeline.source.split_reader import (
     ARROW_SCHEMA_NO_HEADERS,
     DataLossError,
     SplitResult,
+    SplitTimeoutError,
     consumer_config,
     read_split,
 )
 from tests.pipeline.broker_fixture import create_topic, produce, simple_records
+from tests.pipeline.source.transactional import MixedLog, write_mixed_log
 
 pytestmark = pytest.mark.broker
 
@@ -136,3 +140,131 @@ def test_reader_without_headers_and_in_big_batches(kafka_broker: Any, topic_name
     assert all(b.schema.equals(ARROW_SCHEMA_NO_HEADERS) for b in batches)
     offsets = [o for b in batches for o in b.column("offset").to_pylist()]
     assert offsets == list(range(10, 24_990))
+
+
+# -- transactions: read_committed (the default) and read_uncommitted ----------------------------
+
+
+def _read_values(
+    log: MixedLog, start: int, end: int, config: dict[str, Any], **kwargs: Any
+) -> tuple[list[tuple[int, str]], SplitResult]:
+    result = SplitResult()
+    batches = read_split(OffsetRange(log.topic, 0, start, end), config, result=result, **kwargs)
+    got = [
+        (offset, value.decode())
+        for b in batches
+        for offset, value in zip(
+            b.column("offset").to_pylist(), b.column("value").to_pylist(), strict=True
+        )
+    ]
+    return got, result
+
+
+def test_read_committed_yields_exactly_the_committed_records(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    """Committed, aborted, plain and open-transaction records in one partition: the default
+    reader of ``[0, LSO)`` gets the committed and plain ones and nothing else, with no data
+    loss counted for the aborted records and markers it skipped; ``read_uncommitted`` of
+    ``[0, high watermark)`` gets every data record."""
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name)
+    try:
+        config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+        got, result = _read_values(log, 0, log.lso, config, batch_rows=2, poll_timeout_s=20)
+        assert got == log.visible_committed()
+        assert [v for _, v in got] == ["c0", "c1", "c2", "p0", "c3"]
+        assert result.rows == 5 < log.lso and result.lost == 0
+        uncommitted = consumer_config(
+            {"kafka.bootstrap.servers": kafka_broker.bootstrap,
+             "kafka.isolation.level": "read_uncommitted"}
+        )  # fmt: skip
+        got, result = _read_values(log, 0, log.high_watermark, uncommitted, poll_timeout_s=20)
+        assert got == log.everything()
+        assert sorted(v for _, v in got) == ["a0", "a1", "c0", "c1", "c2", "c3", "c4", "o0", "p0"]
+        assert result.lost == 0
+    finally:
+        log.close()
+
+
+def test_ranges_ending_on_markers_or_aborted_records_end_by_offset(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    """A range is done when the next offset reaches its end, not after ``end - start`` records:
+    ranges whose last offsets (or all of them) are aborted records or transaction markers end
+    at once, with what is committed in them."""
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name, leave_open=False)
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    aborted = sorted(log.offsets[v] for v in log.aborted)
+    abort_marker = aborted[-1] + 1
+    commit_marker = log.offsets["c2"] + 1
+    cases = [
+        (0, commit_marker + 1),  # ends on the first commit marker
+        (0, abort_marker + 1),  # ends on aborted records and their marker
+        (aborted[0], abort_marker + 1),  # nothing but aborted records and a marker
+        (commit_marker, commit_marker + 1),  # a marker alone
+        (0, log.lso),  # up to the LSO: the last offset is c3's commit marker
+        (aborted[1], log.lso),
+    ]
+    for start, end in cases:
+        began = time.monotonic()
+        got, result = _read_values(log, start, end, config, poll_timeout_s=20)
+        assert got == log.below(log.committed, end, start), (start, end)
+        assert result.lost == 0, (start, end)
+        assert time.monotonic() - began < 10, f"[{start}, {end}) waited for records"
+
+
+def test_read_committed_waits_for_an_open_transaction_inside_the_range(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    """A range past the LSO (planned by high watermark) is not data loss under read_committed:
+    the reader waits for the open transaction, and reads its records once it commits."""
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name)
+    try:
+        config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+        committer = threading.Timer(2.0, log.commit_open)
+        committer.start()
+        try:
+            got, result = _read_values(log, 0, log.high_watermark, config, poll_timeout_s=30)
+        finally:
+            committer.join()
+        assert log.open_values == []  # committed by the timer
+        assert got == log.below(log.committed, log.high_watermark)
+        assert [v for _, v in got] == ["c0", "c1", "c2", "p0", "c3", "o0", "c4"]
+        assert result.lost == 0
+    finally:
+        log.close()
+
+
+def test_a_transaction_that_stays_open_times_out_the_split_saying_why(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name)
+    try:
+        config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+        with pytest.raises(
+            SplitTimeoutError,
+            match=rf"expected offsets up to {log.high_watermark}; read_committed reads up to "
+            rf"the last stable offset {log.lso}, and a transaction open since then holds",
+        ):
+            _read_values(log, 0, log.high_watermark, config, poll_timeout_s=3)
+    finally:
+        log.close()
+
+
+def test_read_committed_still_detects_offsets_that_are_gone(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    """A range past the log end is data loss under read_committed too, and the aborted records
+    and markers skipped on the way are not counted as lost."""
+    log = write_mixed_log(kafka_broker.bootstrap, topic_name, leave_open=False)
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    end = log.high_watermark + 20
+    with pytest.raises(
+        DataLossError,
+        match=rf"{topic_name}-0: expected offsets \[{log.high_watermark}, {end}\) in the log, "
+        rf"found the log ending at {log.high_watermark}",
+    ):
+        _read_values(log, 0, end, config, poll_timeout_s=20)
+    got, result = _read_values(log, 0, end, config, fail_on_data_loss=False, poll_timeout_s=20)
+    assert got == log.visible_committed()
+    assert result.lost == 20
