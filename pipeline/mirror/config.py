@@ -28,6 +28,10 @@ use.defaults.from                    target         a config at its source defau
 batch.max.messages                   5000           records per consume → produce → commit cycle
 batch.max.wait.ms                    500            how long one consume waits for records
 commit.timeout.ms                    60000          retriable commit errors retried this long
+exactly.once.enabled                 false          transactional mode: each batch and its
+                                                    source offsets in one target transaction
+exactly.once.source.support          disabled       MirrorMaker 2's name for the key above
+                                                    (KIP-618): enabled, disabled or preparing
 metrics.listener                     (unset: off)   http://host:port for Prometheus
 ===================================  =============  =============================================
 
@@ -45,6 +49,20 @@ explicit offsets itself), producers ``acks=all`` and ``enable.idempotence=true``
 ``auto.offset.reset=earliest`` (a topic the mirror has never seen is copied from its start),
 ``partition.assignment.strategy=roundrobin``; producer default: ``partitioner=murmur2_random``
 (Java Kafka's key hash, used when source and target partition counts differ).
+
+**Exactly-once** (``sluice.pipeline.mirror.offset_store`` has the protocol):
+``exactly.once.enabled=true`` — or MirrorMaker 2's ``exactly.once.source.support=enabled``, its
+alias (MirrorMaker 2 sets it per target cluster, ``<target>.exactly.once.source.support``; this
+mirror has one target, so the key stands alone) — makes each loop's target producer
+transactional with ``transactional.id=<group.id>-<alias>`` (MirrorMaker 2's
+``<group>-<connector>-<task>`` shape; stable across restarts, so a restarted mirror fences its
+zombie), and stores the source offsets in the target topic ``mm2-offsets.<alias>.internal``
+inside each batch's transaction. ``preparing`` is MirrorMaker 2's first step of a rolling
+upgrade (workers ready to fence, tasks not yet transactional): here it means disabled, as
+nothing has to be prepared. Giving both keys is an error unless they agree. In this mode
+``transactional.id`` is the mirror's own (``producer.transactional.id`` is refused) and
+``producer.transaction.timeout.ms`` passes through (librdkafka's default, 60 s, bounds how long
+a killed mirror's open transaction holds read_committed readers back if it is never restarted).
 
 Every malformed key raises :class:`MirrorConfigError` naming the key, what was expected and
 what was found (numbers and lists through ``sluice.common.options``). librdkafka keys are checked
@@ -108,6 +126,8 @@ _TOP_LEVEL = frozenset(
         "batch.max.messages",
         "batch.max.wait.ms",
         "commit.timeout.ms",
+        "exactly.once.enabled",
+        "exactly.once.source.support",
         "metrics.listener",
         "target.alias",
         "target.bootstrap.servers",
@@ -170,6 +190,33 @@ def _refresh_interval_ms(props: Mapping[str, str]) -> int:
     return integer(props, ms_key, 10_000, minimum=1, error=MirrorConfigError)
 
 
+# MirrorMaker 2's exactly.once.source.support values (KIP-618) → whether the mirror is
+# transactional. ``preparing`` is the rolling-upgrade step before ``enabled``: not yet.
+_EXACTLY_ONCE_SUPPORT = {"enabled": True, "disabled": False, "preparing": False}
+
+
+def _exactly_once(props: Mapping[str, str]) -> bool:
+    """``exactly.once.enabled`` (Sluice's) or its alias ``exactly.once.source.support`` (MM2's);
+    both may be given only when they agree."""
+    key, alias = "exactly.once.enabled", "exactly.once.source.support"
+    enabled = boolean(props, key, False, error=MirrorConfigError)
+    support = text(props, alias)
+    if support is None:
+        return enabled
+    lowered = support.lower()
+    if lowered not in _EXACTLY_ONCE_SUPPORT:
+        raise MirrorConfigError(
+            f"{alias}: expected one of {', '.join(_EXACTLY_ONCE_SUPPORT)}, found {support!r}"
+        )
+    aliased = _EXACTLY_ONCE_SUPPORT[lowered]
+    if text(props, key) is not None and enabled != aliased:
+        raise MirrorConfigError(
+            f"{alias}: expected a value agreeing with {key}={props[key]!r} (its alias), "
+            f"found {support!r}"
+        )
+    return aliased
+
+
 def _defaults_from(props: Mapping[str, str]) -> str:
     value = (text(props, "use.defaults.from") or "target").lower()
     if value not in DEFAULTS_FROM:
@@ -210,6 +257,7 @@ class MirrorConfig:
     batch_max_messages: int = 5000
     batch_max_wait_ms: int = 500
     commit_timeout_ms: int = 60_000
+    exactly_once: bool = False
     target_replication_factor: int = -1
     metrics_host: str | None = None
     metrics_port: int | None = None
@@ -345,6 +393,7 @@ class MirrorConfig:
             commit_timeout_ms=integer(
                 props, "commit.timeout.ms", 60_000, minimum=1, error=MirrorConfigError
             ),
+            exactly_once=_exactly_once(props),
             target_replication_factor=replication,
             metrics_host=metrics_host,
             metrics_port=metrics_port,
@@ -388,6 +437,12 @@ class MirrorConfig:
                         allowed,
                         "the target must acknowledge every record from all in-sync replicas",
                     )
+            if self.exactly_once and "transactional.id" in settings:
+                raise MirrorConfigError(
+                    f"{prefix}transactional.id: expected it unset with exactly.once.enabled "
+                    f"(the mirror derives it: {self.group_id}-<alias>), found "
+                    f"{settings['transactional.id']!r}"
+                )
 
     # -- questions the mirror asks -----------------------------------------------------------
 
@@ -424,14 +479,41 @@ class MirrorConfig:
         }
 
     def producer_config(self, source: SourceCluster) -> dict[str, Any]:
-        """The target producer of ``source``'s mirror loop."""
-        return {
+        """The target producer of ``source``'s mirror loop (transactional with
+        ``exactly_once``)."""
+        config: dict[str, Any] = {
             "client.id": f"sluice-mirror-{source.alias}-to-{self.target_alias}",
             **_PRODUCER_DEFAULTS,
             **self.target_client,
             **self.producer,
             "acks": "all",
             "enable.idempotence": True,
+            "bootstrap.servers": self.target_bootstrap_servers,
+        }
+        if self.exactly_once:
+            config["transactional.id"] = self.transactional_id(source)
+        return config
+
+    def transactional_id(self, source: SourceCluster) -> str:
+        """The ``transactional.id`` of ``source``'s loop in exactly-once mode: one per group and
+        source cluster, the same after a restart (so the restarted loop fences the old one)."""
+        return f"{self.group_id}-{source.alias}"
+
+    def offsets_topic(self, source: SourceCluster) -> str:
+        """The target topic holding ``source``'s mirrored positions in exactly-once mode
+        (MirrorMaker 2's dedicated mode names its offsets topic so)."""
+        return f"mm2-offsets.{source.alias}.internal"
+
+    def offsets_reader_config(self) -> dict[str, Any]:
+        """The target consumer that reads the offsets topic: committed records only, and an
+        end-of-partition event at the last stable offset."""
+        return {
+            **self.target_client,
+            "group.id": f"{self.group_id}-offsets-reader",  # assign() only: never joins
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
             "bootstrap.servers": self.target_bootstrap_servers,
         }
 

@@ -18,6 +18,8 @@ __all__ = [
     "CommitError",
     "DeliveryError",
     "MirrorError",
+    "MirrorFencedError",
+    "MirrorOffsetsError",
     "TopicConfigSyncError",
     "TopicSetupError",
     "error_of",
@@ -36,6 +38,17 @@ class DeliveryError(MirrorError):
 
 class CommitError(MirrorError):
     """The source cluster did not accept a commit within ``commit.timeout.ms``."""
+
+
+class MirrorFencedError(MirrorError):
+    """Exactly-once mode: a newer mirror with the same ``transactional.id`` (the same
+    ``group.id`` and source alias) started, and the target fenced this one (PRODUCER_FENCED);
+    its open transaction was aborted. Not to be restarted while the newer one runs."""
+
+
+class MirrorOffsetsError(MirrorError):
+    """Exactly-once mode: the target offsets topic (``mm2-offsets.<alias>.internal``) could not
+    be created or read, or holds a record of this mirror that is not in the stored layout."""
 
 
 class TopicSetupError(MirrorError):

@@ -1,17 +1,20 @@
 """Prometheus metrics of one mirror process (prometheus-client), on their own registry.
 
-=====================================  =====================  ==================================
-metric                                 labels                 meaning
-=====================================  =====================  ==================================
-sluice_mirror_records_total            source, topic          records the target acknowledged
-sluice_mirror_bytes_total              source, topic          their key + value bytes
-sluice_mirror_lag                      source, topic,         source high watermark − the
-                                       partition              group's committed offset
-sluice_mirror_batches_total            source                 batches committed
-sluice_mirror_commits_refused_total    source                 commits a rebalance refused (their
+========================================  ==================  ==================================
+metric                                    labels              meaning
+========================================  ==================  ==================================
+sluice_mirror_records_total               source, topic       records the target acknowledged
+sluice_mirror_bytes_total                 source, topic       their key + value bytes
+sluice_mirror_lag                         source, topic,      source high watermark − the
+                                          partition           group's committed offset
+sluice_mirror_batches_total               source              batches committed
+sluice_mirror_commits_refused_total       source              commits a rebalance refused (their
                                                               batch is mirrored again: duplicates)
-sluice_mirror_assigned_partitions      source                 partitions this process owns
-=====================================  =====================  ==================================
+sluice_mirror_assigned_partitions         source              partitions this process owns
+sluice_mirror_transactions_aborted_total  source              exactly-once mode: batches whose
+                                                              transaction was aborted (mirrored
+                                                              again in a new one: no duplicate)
+========================================  ==================  ==================================
 
 ``sluice_mirror_lag`` has a series only for the partitions this process owns now (a revoked
 partition's series is removed; a partition added at the source gets one once the group assigns
@@ -62,6 +65,12 @@ class MirrorMetrics:
         self.commits_refused = Counter(
             "sluice_mirror_commits_refused",
             "Commits refused by a rebalance (that batch will be mirrored again)",
+            ["source"],
+            registry=self.registry,
+        )
+        self.transactions_aborted = Counter(
+            "sluice_mirror_transactions_aborted",
+            "Exactly-once mode: batch transactions aborted (the batch is mirrored again)",
             ["source"],
             registry=self.registry,
         )

@@ -48,6 +48,20 @@ Count them downstream with the lineage header (``sluice.pipeline.lineage``): eve
 ``sluice-lineage: <source cluster>/<topic>/<partition>/<offset>`` of the record's first
 position, kept unchanged when the source record already had one.
 
+**Exactly-once** (``exactly.once.enabled=true``, or MirrorMaker 2's
+``exactly.once.source.support=enabled``; KIP-618). Each batch is one transaction of the loop's
+target producer (``transactional.id=<group.id>-<alias>``): the records *and* the source offsets
+they reach, stored in the target topic ``mm2-offsets.<alias>.internal``, commit together or
+not at all. At start the loop fences the previous incarnation of its id, reads the committed
+positions from the target (read_committed) and starts each assigned partition there; the
+source group's commits, made after each transaction, are only informational (``sluice mirror
+lag``, the lag metric). A killed mirror then leaves **no duplicate** for read_committed readers
+(its open transaction is aborted when it restarts, or after ``transaction.timeout.ms``), and a
+delivery error aborts the batch's transaction before the loop stops. One process per source
+cluster in this mode: a second one fences the first. The protocol and the storage layout:
+:mod:`sluice.pipeline.mirror.offset_store`; the producer's errors:
+:mod:`sluice.pipeline.mirror.target_transaction`.
+
 **Stopping.** :meth:`Mirror.stop` (SIGTERM/SIGINT in the CLI) lets each loop finish the batch
 in flight — produce, wait, commit — then close its consumer (leaving the group, so the
 partitions move at once) and producer; the process exits 0.
@@ -102,6 +116,8 @@ from sluice.pipeline.mirror.errors import (
     CommitError,
     DeliveryError,
     MirrorError,
+    MirrorFencedError,
+    MirrorOffsetsError,
     TopicConfigSyncError,
     TopicSetupError,
     error_of,
@@ -109,7 +125,9 @@ from sluice.pipeline.mirror.errors import (
     kafka_codes,
 )
 from sluice.pipeline.mirror.metrics import MirrorMetrics
+from sluice.pipeline.mirror.offset_store import MirrorOffsetStore
 from sluice.pipeline.mirror.target_topics import TargetTopics
+from sluice.pipeline.mirror.target_transaction import TargetTransactions
 
 __all__ = [
     "ClusterMirror",
@@ -117,6 +135,8 @@ __all__ = [
     "DeliveryError",
     "Mirror",
     "MirrorError",
+    "MirrorFencedError",
+    "MirrorOffsetsError",
     "PartitionLag",
     "TopicConfigSyncError",
     "TopicSetupError",
@@ -190,6 +210,10 @@ class ClusterMirror:
         self._source_counts: dict[str, int] = {}
         self._owned: set[tuple[str, int]] = set()
         self._next: dict[tuple[str, int], int] = {}  # committed offsets of owned partitions
+        # Exactly-once mode: the transactions and the positions committed in the target.
+        self._txn: TargetTransactions | None = None
+        self._store: MirrorOffsetStore | None = None
+        self._stored: dict[tuple[str, int], int] = {}
         self._reset_earliest = str(
             config.consumer_config(source).get("auto.offset.reset", "")
         ).lower() in ("earliest", "smallest", "beginning")
@@ -209,6 +233,12 @@ class ClusterMirror:
             self._close()
             raise MirrorError(f"{self.alias}: cannot build the clients: {exc}") from None
         topics = self._topics = TargetTopics(self.config, self.alias, *self._admins)
+        if self.config.exactly_once:
+            try:
+                self._start_transactions()
+            except BaseException:
+                self._close()
+                raise
         wait_s = self.config.batch_max_wait_ms / 1000
         next_refresh = next_lag = next_sync = 0.0
         next_progress = time.monotonic() + PROGRESS_INTERVAL_S
@@ -241,6 +271,22 @@ class ClusterMirror:
         finally:
             self._close()
 
+    def _start_transactions(self) -> None:
+        """Fence the previous incarnation, then read the committed positions (in this order:
+        after the fence nothing more of the old one can commit)."""
+        self._txn = TargetTransactions(
+            self._producer, self.alias, self.config.transactional_id(self.source),
+            self.config.commit_timeout_ms,
+        )  # fmt: skip
+        self._txn.init()
+        self._store = MirrorOffsetStore(self.config, self.source, self._admins[1])
+        self._store.ensure_topic()
+        self._stored = self._store.load()
+        log.info(
+            "%s: exactly-once as transactional.id %s; %d committed positions in %s",
+            self.alias, self._txn.transactional_id, len(self._stored), self._store.topic,
+        )  # fmt: skip
+
     def _usable(self, messages: Sequence[Any]) -> list[Any]:
         batch = []
         for msg in messages:
@@ -265,6 +311,45 @@ class ClusterMirror:
             self._refresh_topics()
         batch = _Batch(self.alias)
         next_offsets: dict[tuple[str, int], int] = {}
+        first_offsets: dict[tuple[str, int], int] = {}
+        if self._txn is None:
+            self._produce_batch(messages, batch, next_offsets, first_offsets)
+        else:
+            self._txn.begin()
+            try:
+                self._produce_batch(messages, batch, next_offsets, first_offsets)
+            except BaseException:
+                self._txn.abort()  # nothing of the batch becomes visible
+                raise
+            if not self._txn.commit():
+                self.metrics.transactions_aborted.labels(self.alias).inc()
+                self._rewind(first_offsets)
+                return
+            self._stored.update(next_offsets)
+        for topic, count in batch.records.items():
+            self.metrics.record_delivered(self.alias, topic, count, batch.sizes[topic])
+        self.mirrored += len(messages)
+        offsets = [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(next_offsets.items())]
+        if self._txn is not None:
+            self._commit_informational(offsets)
+            committed = True
+        else:
+            committed = self._commit(offsets)
+        if committed:
+            self.metrics.batches.labels(self.alias).inc()
+            for (t, p), o in next_offsets.items():
+                if (t, p) in self._owned:
+                    self._next[(t, p)] = o
+
+    def _produce_batch(
+        self,
+        messages: list[Any],
+        batch: _Batch,
+        next_offsets: dict[tuple[str, int], int],
+        first_offsets: dict[tuple[str, int], int],
+    ) -> None:
+        """Produce ``messages`` (and, exactly-once, their offsets records) and wait for every
+        delivery report; :class:`DeliveryError` when one failed."""
         for msg in messages:
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
             kwargs = self._record(msg, topic, partition, offset)
@@ -296,6 +381,18 @@ class ClusterMirror:
             batch.pending += 1
             key = (topic, partition)
             next_offsets[key] = max(next_offsets.get(key, 0), offset + 1)
+            first_offsets.setdefault(key, offset)
+        if self._store is not None:  # the positions, in the same transaction
+            for (topic, partition), next_offset in sorted(next_offsets.items()):
+                where = f"{self._store.topic} for {topic}/{partition}"
+
+                def stored(err: Any, sent: Any, where: str = where) -> None:
+                    batch.on_delivery(err, sent, where)
+
+                self._producer.produce(
+                    on_delivery=stored, **self._store.record(topic, partition, next_offset)
+                )
+                batch.pending += 1
         # The whole batch, acknowledged or failed: flush() serves the delivery reports, and
         # librdkafka fails a record after message.timeout.ms at the latest.
         while self._producer.flush(1.0) > 0:
@@ -307,15 +404,24 @@ class ClusterMirror:
                 f"of the batch, found {len(batch.errors)} delivery errors ({shown}); "
                 "nothing of the batch was committed"
             )
-        for topic, count in batch.records.items():
-            self.metrics.record_delivered(self.alias, topic, count, batch.sizes[topic])
-        self.mirrored += len(messages)
-        offsets = [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(next_offsets.items())]
-        if self._commit(offsets):
-            self.metrics.batches.labels(self.alias).inc()
-            for (t, p), o in next_offsets.items():
-                if (t, p) in self._owned:
-                    self._next[(t, p)] = o
+        if self._store is not None:  # the offsets records are not mirrored records
+            batch.records.pop(self._store.topic, None)
+            batch.sizes.pop(self._store.topic, None)
+
+    def _rewind(self, first_offsets: dict[tuple[str, int], int]) -> None:
+        """After an aborted transaction: back to the batch's first offsets, so the next
+        ``consume()`` returns the batch again."""
+        for (topic, partition), offset in sorted(first_offsets.items()):
+            if (topic, partition) in self._owned:
+                self._consumer.seek(KafkaTopicPartition(topic, partition, offset))
+
+    def _commit_informational(self, offsets: list[Any]) -> None:
+        """Exactly-once: the source group's commit after the transaction, for ``sluice mirror
+        lag`` only (the positions are the target's); a failure is logged, never retried."""
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.info("%s: informational source commit failed: %s", self.alias, exc)
 
     def _record(self, msg: Any, topic: str, partition: int, offset: int) -> dict[str, Any]:
         """The produce() arguments that copy ``msg`` with its lineage."""
@@ -376,13 +482,22 @@ class ClusterMirror:
     # -- the group -------------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if self._txn is not None:
+            # The target's committed positions, not the group's: assign() from this callback
+            # sets where each partition starts (the rest: the group's offset, else the reset).
+            for tp in partitions:
+                stored = self._stored.get((tp.topic, tp.partition))
+                if stored is not None:
+                    tp.offset = stored
+                    self._next[(tp.topic, tp.partition)] = stored
+            consumer.assign(partitions)
         self._owned.update((tp.topic, tp.partition) for tp in partitions)
         self.metrics.assigned.labels(self.alias).set(len(self._owned))
         log.info("%s: assigned %s", self.alias, _names(partitions))
         try:  # the committed offsets, for the lag until this process commits its own
             for tp in consumer.committed(partitions, timeout=METADATA_TIMEOUT_S):
                 if tp.error is None and tp.offset >= 0:
-                    self._next[(tp.topic, tp.partition)] = tp.offset
+                    self._next.setdefault((tp.topic, tp.partition), tp.offset)
         except KafkaException as exc:
             log.warning("%s: committed offsets unknown for now: %s", self.alias, exc)
 
@@ -503,9 +618,10 @@ class Mirror:
             thread.start()
             self._threads.append(thread)
         log.info(
-            "mirroring %s into %s (%s) as group %s",
+            "mirroring %s into %s (%s) as group %s%s",
             ",".join(s.alias for s in self.config.sources), self.config.target_alias,
             self.config.target_bootstrap_servers, self.config.group_id,
+            ", exactly once" if self.config.exactly_once else "",
         )  # fmt: skip
         return self
 

@@ -6,7 +6,9 @@
 
 ``run`` mirrors until SIGTERM or SIGINT, then finishes and commits the batch in flight, leaves
 the groups and exits 0; it exits 1 when a mirror loop failed (nothing uncommitted was
-committed: restart it) and 2 for a bad configuration. Logs go to stderr (logfmt, as the broker).
+committed: restart it — unless, in exactly-once mode, it was fenced by a newer mirror with the
+same group.id, which then runs in its place) and 2 for a bad configuration. Logs go to
+stderr (logfmt, as the broker).
 ``lag`` prints, per source cluster, topic and partition, the group's committed offset, the log
 end and the lag (``kafka-consumer-groups --describe``) — every partition the source has now,
 partitions added since the mirror last refreshed included (``-`` before their first commit,

@@ -237,3 +237,61 @@ def test_the_cli_reports_a_bad_configuration(
     assert "does not exist" in capsys.readouterr().err
     assert mirror_main(["lag"]) == 2
     assert "expected --config <file>, found none" in capsys.readouterr().err
+
+
+def test_exactly_once_keys_sluice_s_and_its_mirrormaker_2_alias() -> None:
+    assert parse().exactly_once is False
+    assert "transactional.id" not in parse().producer_config(parse().source("live-a"))
+    for keys in (
+        {"exactly.once.enabled": "true"},
+        {"exactly.once.source.support": "enabled"},
+        {"exactly.once.source.support": "ENABLED"},
+        {"exactly.once.enabled": "true", "exactly.once.source.support": "enabled"},
+    ):
+        config = with_keys(keys)
+        assert config.exactly_once, keys
+        source = config.source("live-b")
+        producer = config.producer_config(source)
+        # One transactional id per group and source cluster: stable across restarts.
+        assert producer["transactional.id"] == "sluice-mirror-live-b"
+        assert (producer["acks"], producer["enable.idempotence"]) == ("all", True)
+        assert config.offsets_topic(source) == "mm2-offsets.live-b.internal"
+        reader = config.offsets_reader_config()
+        assert reader["isolation.level"] == "read_committed"
+        assert reader["bootstrap.servers"] == "127.0.0.1:9192"
+    # MirrorMaker 2's other values: disabled, and preparing (its rolling-upgrade step).
+    for value in ("disabled", "preparing"):
+        assert with_keys({"exactly.once.source.support": value}).exactly_once is False
+    assert (
+        with_keys({"group.id": "g", "exactly.once.enabled": "true"}).transactional_id(
+            parse().source("live-a")
+        )
+        == "g-live-a"
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"exactly.once.enabled": "yes"}, "exactly.once.enabled: expected true or false"),
+        (
+            {"exactly.once.source.support": "on"},
+            "exactly.once.source.support: expected one of enabled, disabled, preparing",
+        ),
+        (
+            {"exactly.once.enabled": "false", "exactly.once.source.support": "enabled"},
+            "expected a value agreeing with exactly.once.enabled='false'",
+        ),
+        (
+            {"exactly.once.enabled": "true", "producer.transactional.id": "mine"},
+            "producer.transactional.id: expected it unset with exactly.once.enabled",
+        ),
+        (
+            {"exactly.once.enabled": "true", "target.transactional.id": "mine"},
+            "target.transactional.id: expected it unset",
+        ),
+    ],
+)
+def test_exactly_once_errors(keys: dict[str, str], message: str) -> None:
+    with pytest.raises(MirrorConfigError, match=message):
+        with_keys(keys)

@@ -1,0 +1,347 @@
+"""The exactly-once mirror end to end (``exactly.once.enabled=true``): standalone Sluice brokers
+for the live and the offline cluster, the mirror in-process or as ``sluice mirror`` processes
+killed (SIGKILL) or frozen (SIGSTOP) the hard way. The target is read back read_committed, as
+the nightly load reads it: every source record must be there exactly once, by lineage.
+
+Cluster-mode targets (markers to partitions led by other brokers) are not covered here: the
+mirror works against any target whose transactions work; these tests use standalone brokers.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewTopic,
+    OffsetSpec,
+)
+
+from sluice.cli import main as sluice_main
+from sluice.pipeline.mirror.config import MirrorConfig
+from sluice.pipeline.mirror.mirror import DeliveryError, Mirror, mirror_lag
+from sluice.pipeline.mirror.offset_store import decode_record
+from sluice.testing.cluster import QUIET
+from sluice.testing.mirror import MirrorProcess, write_properties
+from sluice.testing.net import wait_until
+from sluice.testing.prometheus import samples_named
+from tests.pipeline.broker_fixture import SluiceBroker
+from tests.pipeline.mirror.target_reader import Copy, Origin, origins, read_target
+from tests.pipeline.mirror_fixture import Traffic, mirror_properties, produce
+
+pytestmark = pytest.mark.broker
+
+QUICK_GROUPS = {"group.initial.rebalance.delay.ms": "100"}
+
+
+@pytest.fixture(scope="module")
+def datacenters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A standalone live broker and a standalone offline broker: their bootstrap addresses."""
+    base = tmp_path_factory.mktemp("eos-datacenters")
+    live = SluiceBroker(base / "live", QUICK_GROUPS)
+    offline = SluiceBroker(base / "offline", QUICK_GROUPS)
+    try:
+        live.start()
+        offline.start()
+        yield live.bootstrap, offline.bootstrap
+    finally:
+        live.stop()
+        offline.stop()
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def create(bootstrap: str, topic: str, partitions: int, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(timeout=30)
+    wait_until(
+        lambda: len(admin.list_topics(topic, timeout=5).topics[topic].partitions) == partitions,
+        30,
+        f"{topic} with {partitions} partitions",
+    )
+
+
+def eos_properties(live: str, offline: str, topic: str, **extra: str) -> dict[str, str]:
+    return mirror_properties(
+        live, offline, topic, unique("group"), **{"exactly.once.enabled": "true", **extra}
+    )
+
+
+def wait_copied(offline: str, topic: str, expected: set[Origin], timeout: float = 90) -> list[Copy]:
+    """The target's read_committed records once every expected origin is among them."""
+
+    def check() -> list[Copy] | None:
+        copies = read_target(offline, topic)
+        return copies if expected <= set(origins(copies)) else None
+
+    found: list[Copy] = wait_until(check, timeout, f"{len(expected)} origins in {topic}")
+    return found
+
+
+def stored_positions(offline: str, group: str, alias: str = "live") -> dict[tuple[str, int], int]:
+    """The offsets topic read back (read_committed), through the store's own decoding."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": offline,
+            "group.id": "eos-offsets",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            **QUIET,
+        }
+    )
+    positions: dict[tuple[str, int], int] = {}
+    try:
+        consumer.assign([TopicPartition(f"mm2-offsets.{alias}.internal", 0, -2)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(100, 0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return positions
+                    continue
+                found = decode_record(msg.key(), msg.value(), group, alias, "test")
+                if found is not None and found[1] is not None:
+                    positions[found[0]] = found[1]
+        raise AssertionError("the offsets topic was not read to its end")
+    finally:
+        consumer.close()
+
+
+@contextmanager
+def mirror_in_process(props: Mapping[str, str]) -> Iterator[Mirror]:
+    mirror = Mirror(MirrorConfig.from_properties(props)).start()
+    try:
+        yield mirror
+    finally:
+        mirror.stop()
+        assert mirror.wait(60) == 0, f"the mirror failed: {mirror.errors}"
+
+
+def transaction_open(bootstrap: str, topic: str) -> bool:
+    """Whether some partition of ``topic`` has a last stable offset below its high watermark
+    (records of a transaction not yet decided)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+
+    def ends(level: Any) -> dict[int, int]:
+        wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+        futures = admin.list_offsets(wanted, isolation_level=level)
+        return {tp.partition: f.result(timeout=10).offset for tp, f in futures.items()}
+
+    stable, high = ends(IsolationLevel.READ_COMMITTED), ends(IsolationLevel.READ_UNCOMMITTED)
+    return any(stable[p] < high[p] for p in partitions)
+
+
+def freeze_mid_transaction(process: MirrorProcess, offline: str, topic: str) -> None:
+    """SIGSTOP ``process`` at a moment its batch transaction is open (frozen, it cannot end
+    it): retried until one is caught."""
+    assert process.proc is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        process.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.2)  # whatever was in flight is answered meanwhile
+        if transaction_open(offline, topic):
+            return
+        process.proc.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError("never caught the mirror with an open transaction")
+
+
+def records_total(process: MirrorProcess) -> float:
+    return sum(samples_named(process.metrics(), "sluice_mirror_records_total").values())
+
+
+# -- the copy and its stored positions -----------------------------------------------------
+
+
+def test_copies_once_stores_positions_in_the_target_and_resumes_there(
+    datacenters: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live, offline = datacenters
+    topic = unique("eos")
+    create(live, topic, 3)
+    sent = produce(
+        live, topic,
+        [{"partition": i % 3, "key": f"k{i}".encode(), "value": f"v{i}".encode()}
+         for i in range(90)],
+    )  # fmt: skip
+    props = eos_properties(live, offline, topic, **{"batch.max.messages": "20"})
+    expected = {("live", topic, m.partition(), m.offset()) for m in sent}
+    with mirror_in_process(props):
+        copies = wait_copied(offline, topic, expected)
+    assert origins(copies) == Counter(expected)  # each once
+    for copy in copies:  # same partition count: same partition, and a fresh topic's offsets
+        assert copy.partition == copy.origin[2]
+    # The positions are the target's, in MirrorMaker 2's layout: the next offset per partition.
+    assert stored_positions(offline, props["group.id"]) == {(topic, p): 30 for p in range(3)}
+
+    # Stopped, the source moves on; restarted, the mirror resumes at the stored positions.
+    more = produce(live, topic, [{"partition": i % 3, "value": b"more"} for i in range(30)])
+    expected |= {("live", topic, m.partition(), m.offset()) for m in more}
+    with mirror_in_process(props):
+        copies = wait_copied(offline, topic, expected)
+    assert origins(copies) == Counter(expected)
+    assert stored_positions(offline, props["group.id"]) == {(topic, p): 40 for p in range(3)}
+    # The source group's commits follow (informational): `sluice mirror lag` shows lag 0.
+    config = write_properties(tmp_path / "mirror.properties", props)
+    capsys.readouterr()
+    assert sluice_main(["mirror", "lag", "--config", str(config)]) == 0
+    assert "total lag: 0" in capsys.readouterr().out
+
+
+def test_source_group_offsets_are_only_informational(datacenters: tuple[str, str]) -> None:
+    """The target's positions win: a source group committed elsewhere is not followed."""
+    live, offline = datacenters
+    topic = unique("informational")
+    create(live, topic, 1)
+    sent = produce(live, topic, [{"value": f"v{i}".encode()} for i in range(40)])
+    props = eos_properties(live, offline, topic)
+    expected = {("live", topic, 0, m.offset()) for m in sent}
+    with mirror_in_process(props):
+        wait_copied(offline, topic, expected)
+    # Someone rewinds the source group to 0: the mirror must not copy again.
+    rewinder = Consumer({"bootstrap.servers": live, "group.id": props["group.id"], **QUIET})
+    rewinder.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    rewinder.close()
+    more = produce(live, topic, [{"value": b"after"} for _ in range(10)])
+    expected |= {("live", topic, 0, m.offset()) for m in more}
+    with mirror_in_process(props):
+        copies = wait_copied(offline, topic, expected)
+        time.sleep(1.0)  # a wrongly re-copied start would show by now
+        copies = read_target(offline, topic)
+    assert origins(copies) == Counter(expected)
+
+
+def test_a_refused_delivery_aborts_the_transaction_and_stores_nothing(
+    datacenters: tuple[str, str],
+) -> None:
+    live, offline = datacenters
+    topic = unique("refused")
+    create(live, topic, 2)
+    # One replica never satisfies min.insync.replicas=2: every acks=all write is refused.
+    create(offline, topic, 2, **{"min.insync.replicas": "2"})
+    produce(live, topic, [{"partition": i % 2, "value": b"v"} for i in range(20)])
+    props = eos_properties(
+        live, offline, topic,
+        **{"producer.message.timeout.ms": "4000", "producer.transaction.timeout.ms": "5000"},
+    )  # fmt: skip
+    config = MirrorConfig.from_properties(props)
+    mirror = Mirror(config).start()
+    try:
+        assert mirror.wait(90) == 1  # the loop gave up: the process would exit 1
+    finally:
+        mirror.stop()
+        mirror.wait(60)
+    error = mirror.errors["live"]
+    assert isinstance(error, DeliveryError), error
+    assert "nothing of the batch was committed" in str(error)
+    assert read_target(offline, topic) == []
+    assert stored_positions(offline, props["group.id"]) == {}
+    lags = [r for r in mirror_lag(config) if r.topic == topic]
+    assert [(r.partition, r.committed, r.lag) for r in lags] == [(0, None, 10), (1, None, 10)]
+
+
+# -- processes dying and coming back ---------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_mirror_killed_mid_traffic_leaves_no_duplicate_and_loses_nothing(
+    datacenters: tuple[str, str], tmp_path: Path
+) -> None:
+    live, offline = datacenters
+    topic = unique("killed")
+    create(live, topic, 4)
+    props = eos_properties(live, offline, topic, **{"batch.max.messages": "100"})
+    # A backlog keeps the mirror busy with full batches (begin, produce, commit) when it is
+    # killed; live traffic goes on through the kill and the restart.
+    backlog = produce(live, topic, [{"partition": i % 4, "value": b"old"} for i in range(12000)])
+    expected = {("live", topic, m.partition(), m.offset()) for m in backlog}
+    traffic = Traffic(live, topic, 4, rate_per_s=500)
+    first = MirrorProcess(tmp_path, props, "first")
+    second = MirrorProcess(tmp_path, props, "second")
+    try:
+        traffic.start()
+        first.start()
+        wait_until(lambda: records_total(first) >= 1000, 60, "1000 mirrored")
+        # Killed with a batch written to the target but not committed (what the
+        # non-transactional mode would duplicate).
+        freeze_mid_transaction(first, offline, topic)
+        assert first.kill() == -9
+        killed_at = sum(origins(read_target(offline, topic)).values())
+        assert killed_at < len(backlog), "the mirror caught up before the kill"
+        wait_until(lambda: len(traffic.acked) >= 500, 30, "traffic after the kill")
+        second.start()
+        wait_until(lambda: records_total(second) > 0, 60, "the restarted mirror mirroring")
+        acked = traffic.finish()
+        assert not traffic.errors, traffic.errors[:3]
+        expected |= {("live", topic, p, o) for p, o in acked}
+        copies = wait_copied(offline, topic, expected, timeout=120)
+        assert second.stop() == 0, second.output_tail()
+    finally:
+        traffic.finish()
+        first.kill()
+        second.kill()
+    assert origins(copies) == Counter(expected)  # every record exactly once: 0 dup, 0 loss
+    # read_uncommitted sees the killed mirror's aborted batch too, copied again since: the
+    # transaction, not luck, keeps it from read_committed readers.
+    uncommitted = origins(read_target(offline, topic, "read_uncommitted"))
+    assert set(uncommitted) == set(expected)
+    assert sum(uncommitted.values()) > len(expected)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_frozen_zombie_is_fenced_by_its_restarted_twin(
+    datacenters: tuple[str, str], tmp_path: Path
+) -> None:
+    live, offline = datacenters
+    topic = unique("zombie")
+    create(live, topic, 4)
+    props = eos_properties(live, offline, topic, **{"batch.max.messages": "100"})
+    backlog = produce(live, topic, [{"partition": i % 4, "value": b"old"} for i in range(8000)])
+    expected = {("live", topic, m.partition(), m.offset()) for m in backlog}
+    traffic = Traffic(live, topic, 4, rate_per_s=400)
+    zombie = MirrorProcess(tmp_path, props, "zombie")
+    twin = MirrorProcess(tmp_path, props, "twin")
+    try:
+        traffic.start()
+        zombie.start()
+        wait_until(lambda: records_total(zombie) >= 500, 60, "500 mirrored")
+        # Frozen mid-traffic (a long GC pause, a stalled VM): it still believes it owns its
+        # partitions and may hold an open transaction.
+        freeze_mid_transaction(zombie, offline, topic)
+        assert zombie.proc is not None
+        twin.start()  # fences the zombie's transactional.id at once, then waits for the group
+        wait_until(lambda: records_total(twin) > 0, 60, "the twin mirroring")
+        zombie.proc.send_signal(signal.SIGCONT)
+        # Woken up, the zombie's next transactional call is refused: it stops, exit 1.
+        wait_until(lambda: not zombie.running, 60, "the zombie to stop")
+        assert zombie.proc.returncode == 1, zombie.output_tail()
+        assert "fenced" in zombie.output(), zombie.output_tail()
+        acked = traffic.finish()
+        assert not traffic.errors, traffic.errors[:3]
+        expected |= {("live", topic, p, o) for p, o in acked}
+        copies = wait_copied(offline, topic, expected, timeout=120)
+        assert twin.stop() == 0, twin.output_tail()
+    finally:
+        traffic.finish()
+        if zombie.proc is not None and zombie.running:
+            zombie.proc.send_signal(signal.SIGCONT)
+        zombie.kill()
+        twin.kill()
+    assert origins(copies) == Counter(expected)
+    # The zombie's open transaction was aborted by the twin's start, never committed.
+    uncommitted = origins(read_target(offline, topic, "read_uncommitted"))
+    assert sum(uncommitted.values()) > len(expected)
