@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sluice.common.options import names, positive_int, required, text
+from sluice.common.options import check_known_keys, names, positive_int, required, text
 from sluice.common.paths import to_uri
 from sluice.pipeline.audit.producer import DEFAULT_AUDIT_TOPIC, DEFAULT_WINDOW_MS
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
@@ -73,6 +73,17 @@ class AuditConfigError(ValueError):
 
 # A key without which the config means nothing: missing or blank is a AuditConfigError.
 _required = partial(required, error=AuditConfigError)
+
+
+# Every key of conf/audit.properties the audit reads, besides the per-cluster
+# <alias>.bootstrap.servers and the kafka.* / spark.* / schema.registry.* families.
+AUDIT_KEYS: frozenset[str] = frozenset(
+    {
+        "live.clusters", "offline.alias", "offline.bootstrap.servers", "schema.registry.url",
+        "audit.topic", "topics", "tiers", "warehouse.table", "warehouse.cutoff", "window.ms",
+        "grace.ms", "lookback.ms", "report.dir", "spark.master",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +124,8 @@ class AuditConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> AuditConfig:
+        """The config of ``props``; a key nothing reads is an error naming the nearest one
+        (``kafka.*`` and ``spark.*`` pass through; ``<alias>.bootstrap.servers`` per cluster)."""
         aliases = names(props, "live.clusters")
         if not aliases:
             raise AuditConfigError(
@@ -163,6 +176,15 @@ class AuditConfig:
         mode = (text(props, "warehouse.cutoff") or "load").lower()
         if mode not in WAREHOUSE_CUTOFFS:
             raise AuditConfigError(f"warehouse.cutoff: expected load or audit, found {mode!r}")
+        # after the values' own checks, which say more about a malformed alias
+        offline_alias = text(props, "offline.alias") or "offline"
+        check_known_keys(
+            props,
+            AUDIT_KEYS | {f"{a}.bootstrap.servers" for a in (*aliases, offline_alias)},
+            prefixes=("kafka.", "spark.", "schema.registry.", "basic.auth."),
+            what="audit config",
+            error=AuditConfigError,
+        )
         return cls(
             live=live,
             registry_url=_required(props, "schema.registry.url"),

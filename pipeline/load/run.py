@@ -77,9 +77,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit
 
-from sluice.common.options import boolean, names, positive_int, text
+from sluice.common.options import boolean, check_known_keys, names, positive_int, text
+from sluice.common.paths import to_uri
 from sluice.pipeline.load.errors import LoadConfigError, LoadError
 from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
@@ -139,11 +139,15 @@ AVRO_KEYS = (
 _LAYOUT_COLUMNS = ("topic", "partition", "offset", "date")
 
 
-def _to_uri(path: str) -> str:
-    """A plain local path becomes an absolute ``file://`` URI; URIs pass through."""
-    if urlsplit(path).scheme:
-        return path.rstrip("/")
-    return "file://" + os.path.abspath(path)
+# Every key of conf/nightly_load.properties the load reads (besides the Avro options and the
+# kafka.* / spark.* families).
+LOAD_KEYS: frozenset[str] = frozenset(
+    {
+        "kafka.bootstrap.servers", "topics", "table", "warehouse.path", "reports.path", "run.id",
+        "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "valueFormat",
+        "schema.registry.url", "spark.master",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,13 @@ class LoadConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LoadConfig:
+        """The config of ``props``; a key nothing reads is an error naming the nearest one
+        (``kafka.*`` and ``spark.*`` pass through to the consumers and the session)."""
+        check_known_keys(
+            props, LOAD_KEYS | set(AVRO_KEYS), prefixes=("kafka.", "spark."),
+            what="load config", error=LoadConfigError,
+        )  # fmt: skip
+
         def required(key: str) -> str:
             value = text(props, key)
             if value is None:
@@ -209,7 +220,7 @@ class LoadConfig:
                 f"{sorted(given)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
             )
         reports = text(props, "reports.path")
-        warehouse = _to_uri(required("warehouse.path"))
+        warehouse = to_uri(required("warehouse.path"))
         try:
             check_table_scheme(warehouse)
         except UnsupportedTableSchemeError as exc:
@@ -227,7 +238,7 @@ class LoadConfig:
             ),
             spark_master=text(props, "spark.master"),
             run_id=text(props, "run.id"),
-            reports=_to_uri(reports) if reports else None,
+            reports=to_uri(reports) if reports else None,
             kafka={
                 k: v
                 for k, v in props.items()

@@ -92,7 +92,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from sluice.common.options import boolean, integer, names, required, text
+from sluice.common.options import boolean, integer, names, nearest, required, text
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
 from sluice.pipeline.mirror.topic_configs import (
     DEFAULT_EXCLUDE,
@@ -310,10 +310,16 @@ class MirrorConfig:
             owner = next((a for a in by_length if key.startswith(a + ".")), None)
             if owner is None:
                 head = key.split(".", 1)[0]
+                guess = nearest(key, _TOP_LEVEL)
+                hint = (
+                    f"did you mean {guess!r}?"
+                    if guess
+                    else f"is {head!r} a cluster alias missing from clusters?"
+                )
                 raise MirrorConfigError(
                     f"{key}: expected a mirror key, consumer.*, producer.*, target.* or "
                     f"<alias>.* for an alias in clusters={','.join(aliases)}; found key "
-                    f"{key!r} (is {head!r} a cluster alias missing from clusters?)"
+                    f"{key!r} ({hint})"
                 )
             rest = key[len(owner) + 1 :]
             if rest == "bootstrap.servers":

@@ -15,11 +15,14 @@ Pure functions; thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 
 __all__ = [
     "InvalidOptionError",
+    "UnknownOptionKeyError",
     "boolean",
+    "check_known_keys",
     "integer",
     "names",
     "positive_int",
@@ -30,6 +33,37 @@ __all__ = [
 
 class InvalidOptionError(ValueError):
     """An option's value is not of the form the option expects."""
+
+
+class UnknownOptionKeyError(InvalidOptionError):
+    """A configuration names a key nothing reads (a typo, most often)."""
+
+
+def nearest(key: str, known: Collection[str]) -> str | None:
+    """The known key ``key`` most likely misspells, if any is close (difflib's ratio >= 0.6);
+    compared case-insensitively, since the usual typo is a letter, not the case."""
+    by_lower = {k.lower(): k for k in known}
+    match = difflib.get_close_matches(key.lower(), list(by_lower), n=1)
+    return by_lower[match[0]] if match else None
+
+
+def check_known_keys(
+    options: Mapping[str, str],
+    known: Collection[str],
+    *,
+    prefixes: tuple[str, ...] = (),
+    what: str = "configuration",
+    error: type[Exception] = UnknownOptionKeyError,
+) -> None:
+    """Refuse a key that is neither ``known`` nor under one of ``prefixes`` (pass-through
+    families such as ``kafka.`` or ``spark.``), naming the nearest known key — a misspelt key
+    silently ignored is how ``failOnDataLos=false`` once let a load publish past lost data."""
+    for key in sorted(options):
+        if key in known or key.startswith(prefixes):
+            continue
+        guess = nearest(key, known)
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        raise error(f"{key}: not a key of this {what}{hint}")
 
 
 def text(options: Mapping[str, str], key: str) -> str | None:

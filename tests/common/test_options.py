@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from sluice.common.options import (
     InvalidOptionError,
+    UnknownOptionKeyError,
     boolean,
+    check_known_keys,
     integer,
     names,
     positive_int,
@@ -69,3 +71,14 @@ def test_required_names_the_missing_key() -> None:
     assert required({"k": " v "}, "k") == "v"
     with pytest.raises(MyConfigError, match="k: expected a value, found none"):
         required({"k": "  "}, "k", error=MyConfigError)
+
+
+def test_unknown_keys_are_refused_with_the_nearest_known_one() -> None:
+    known = {"failOnDataLoss", "topics", "warehouse.path"}
+    check_known_keys({"topics": "t", "kafka.acks": "all"}, known, prefixes=("kafka.",))
+    with pytest.raises(MyConfigError, match=r"failOnDataLos: not a key of this load config; "
+                       r"did you mean 'failOnDataLoss'\?"):  # fmt: skip
+        check_known_keys({"failOnDataLos": "false"}, known, what="load config",
+                         error=MyConfigError)  # fmt: skip
+    with pytest.raises(UnknownOptionKeyError, match="zzz: not a key of this configuration$"):
+        check_known_keys({"zzz": "1"}, known)

@@ -136,3 +136,10 @@ def test_until_takes_ms_or_iso_8601() -> None:
     assert parse_time("2026-11-22T04:00:00+01:00") == parse_time("2026-11-22T03:00:00Z")
     with pytest.raises(ValueError, match="expected ms since the epoch or an ISO-8601 time"):
         parse_time("yesterday")
+
+
+def test_a_misspelt_key_is_refused_with_the_nearest_one() -> None:
+    with pytest.raises(AuditConfigError, match=r"windows\.ms: .*did you mean 'window\.ms'\?"):
+        AuditConfig.from_properties({**BASE, "windows.ms": "60000"})
+    # the families that pass through are not checked
+    AuditConfig.from_properties({**BASE, "kafka.fetch.max.bytes": "1", "spark.ui.enabled": "0"})

@@ -295,3 +295,9 @@ def test_exactly_once_keys_sluice_s_and_its_mirrormaker_2_alias() -> None:
 def test_exactly_once_errors(keys: dict[str, str], message: str) -> None:
     with pytest.raises(MirrorConfigError, match=message):
         with_keys(keys)
+
+
+def test_a_misspelt_key_is_refused_with_the_nearest_one() -> None:
+    with pytest.raises(MirrorConfigError, match=r"batch\.max\.mesages: .*did you mean "
+                       r"'batch\.max\.messages'\?"):  # fmt: skip
+        MirrorConfig.from_properties({**BASE, "batch.max.mesages": "10"})
