@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.common.options import positive_int, text
+from sluice.pipeline.source.kafka_params import translate_java_settings
 
 __all__ = [
     "KNOWN_OPTIONS",
@@ -147,17 +148,16 @@ class SinkOptions:
         """Parse Spark's option map (keys in any case); raise a ``SinkOptionError`` subclass."""
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         _refuse_unknown(opts)
-        producer = dict(PRODUCER_DEFAULTS)
-        for key, value in opts.items():
-            if key.startswith(KAFKA_PREFIX):
-                producer[key[len(KAFKA_PREFIX) :]] = value
+        given = {k[len(KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(KAFKA_PREFIX)}
         for setting in ("key.serializer", "value.serializer"):
-            if setting in producer:
+            if setting in given:
                 raise UnsupportedSerializerError(
                     f"kafka.{setting}: expected no serializer (the sink sends the bytes of the "
                     f"key and value columns as they are, like Spark's ByteArraySerializer), "
-                    f"found {producer[setting]!r}"
+                    f"found {given[setting]!r}"
                 )
+        # Java-only keys copied from Spark jobs (JAAS lines, trust stores) as for the source.
+        producer = {**PRODUCER_DEFAULTS, **translate_java_settings(given)}
         if not text(producer, "bootstrap.servers"):
             raise MissingBootstrapServersError(
                 "kafka.bootstrap.servers: expected host:port[,host:port...], found none"

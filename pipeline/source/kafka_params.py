@@ -264,12 +264,20 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
     raw = {
         k.lower()[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")
     }
-    params: dict[str, str] = {}
-    for key, value in sorted(raw.items()):
+    for key in sorted(raw):
         if key in _SPARK_REFUSED:
             raise SparkRefusedKafkaOptionError(
                 f"option 'kafka.{key}': not supported by the Kafka source: {_SPARK_REFUSED[key]}"
             )
+    return translate_java_settings(raw)
+
+
+def translate_java_settings(raw: Mapping[str, str]) -> dict[str, str]:
+    """Java client settings (``kafka.`` cut, keys lower case) as librdkafka's: JAAS lines,
+    trust and key stores translated, Java-only keys refused saying what to use; the rest as
+    given. Shared by the source's consumers and the sink's producers."""
+    params: dict[str, str] = {}
+    for key, value in sorted(raw.items()):
         if key in _JAVA_ONLY:
             raise _java_only(key, _JAVA_ONLY[key])
         if key in _RENAMED:

@@ -110,3 +110,22 @@ def test_registry_options_need_value_format_avro() -> None:
         SinkOptions.parse({**BOOTSTRAP, "schema.registry.url": "http://r"})
     with pytest.raises(AvroValueOptionError, match="expected binary or avro, found 'json'"):
         SinkOptions.parse({**BOOTSTRAP, "valueFormat": "json"})
+
+
+def test_a_jaas_line_copied_from_a_spark_job_becomes_librdkafkas_credentials() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="writer" password="s3cret";'
+    )
+    options = SinkOptions.parse(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:9092",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": jaas,
+            "topic": "t",
+        }
+    )
+    assert options.producer["sasl.username"] == "writer"
+    assert options.producer["sasl.password"] == "s3cret"
+    assert "sasl.jaas.config" not in options.producer
