@@ -25,9 +25,9 @@ from sluice.schemas.errors import StoreError
 from sluice.schemas.server import RegistryConfig
 from sluice.schemas.store import StoredSchema, SubjectVersion
 from sluice.schemas.zk_store import BASE_PATH, ZooKeeperSchemaStore
-from tests.net import free_port
-from tests.schemas.conftest import RegistryProcess
-from tests.zookeeper_server import ZooKeeperServer
+from sluice.testing.net import free_port
+from sluice.testing.registry import RegistryProcess
+from sluice.testing.zookeeper import ZooKeeperServer
 
 AUDIT = json.loads(schema_path("audit_count").read_text())
 

@@ -20,7 +20,7 @@ from sluice.broker.protocol import ApiKey, decode_response, encode_request
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.testing.broker import BrokerProcess
-from tests.net import free_port
+from sluice.testing.net import free_port
 from tests.schemas.certificates import Certificates, make_certificates
 
 KEY_PASSWORD = "broker-key-pw-5309"

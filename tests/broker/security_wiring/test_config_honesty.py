@@ -13,7 +13,7 @@ import pytest
 
 from sluice.broker.config import BrokerConfig, ConfigError, unknown_keys
 from sluice.testing.broker import BrokerProcess
-from tests.net import free_port
+from sluice.testing.net import free_port
 
 
 def test_unknown_keys_are_named() -> None:

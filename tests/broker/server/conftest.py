@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.broker.server.broker_process import BrokerProcess, StartBroker
-from tests.net import free_port
+from sluice.testing.broker import BrokerProcess
+from sluice.testing.net import free_port
+from tests.broker.server.broker_process import StartBroker
 
 
 def assert_clean_stop(broker: BrokerProcess) -> None:

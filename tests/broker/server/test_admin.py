@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker.server.broker_process import BrokerProcess
+from sluice.testing.broker import BrokerProcess
 from tests.broker.server.clients import unique
 
 pytestmark = pytest.mark.broker

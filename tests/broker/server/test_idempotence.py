@@ -13,8 +13,8 @@ import pytest
 from sluice.broker.log.record_batch import iter_batches
 from sluice.broker.log.records import decode_batch, encode_batch
 from sluice.broker.protocol.errors import Errors
-from tests.broker.server.broker_process import BrokerProcess
-from tests.broker.server.clients import create_topic, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.clients import unique
 from tests.broker.server.wire import WireClient
 
 pytestmark = pytest.mark.broker

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from tests.broker.server.broker_process import BrokerProcess
+from sluice.testing.broker import BrokerProcess
 from tests.broker.server.clients import Msg, assert_same_messages, consume, unique
 
 with warnings.catch_warnings():

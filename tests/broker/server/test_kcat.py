@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from tests.broker.server.broker_process import BrokerProcess
-from tests.broker.server.clients import create_topic, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.clients import unique
 
 pytestmark = pytest.mark.broker
 

@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from tests.broker.server.broker_process import BrokerProcess, StartBroker
-from tests.broker.server.clients import Msg, consume, create_topic, produce, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.broker_process import StartBroker
+from tests.broker.server.clients import Msg, consume, produce, unique
 
 pytestmark = pytest.mark.broker
 

@@ -9,8 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.broker.log.records import encode_batch
-from tests.broker.server.broker_process import BrokerProcess
-from tests.broker.server.clients import Msg, consume, create_topic, produce, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.clients import Msg, consume, produce, unique
 from tests.broker.server.wire import WireClient
 
 pytestmark = pytest.mark.broker

@@ -31,6 +31,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import TopicPartition
 
+from sluice.testing.broker import create_topic
 from tests.broker.server.broker_process import StartBroker
 from tests.broker.server.clients import (
     ContinuousProducer,
@@ -38,7 +39,6 @@ from tests.broker.server.clients import (
     assert_same_messages,
     consume,
     consumer,
-    create_topic,
     produce,
     sample_messages,
     unique,

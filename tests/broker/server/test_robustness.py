@@ -22,8 +22,9 @@ from confluent_kafka import Consumer, TopicPartition
 from sluice.broker.protocol import APIS, ApiKey
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.handlers import HANDLERS
-from tests.broker.server.broker_process import BrokerProcess, StartBroker
-from tests.broker.server.clients import ContinuousProducer, consumer, create_topic, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.broker_process import StartBroker
+from tests.broker.server.clients import ContinuousProducer, consumer, unique
 from tests.broker.server.seeds import FUZZ_TOPIC, all_seeds
 from tests.broker.server.wire import WireClient, frame_of, request
 

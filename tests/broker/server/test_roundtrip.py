@@ -13,13 +13,12 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
 from sluice.broker.log.record_batch import iter_batches
-from tests.broker.server.broker_process import BrokerProcess
+from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.clients import (
     Msg,
     assert_same_messages,
     consume,
     consumer,
-    create_topic,
     poll_messages,
     produce,
     sample_messages,

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.broker.server.broker_process import BrokerProcess, StartBroker
-from tests.broker.server.clients import FAST_RECONNECT, create_topic, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.broker_process import StartBroker
+from tests.broker.server.clients import FAST_RECONNECT, unique
 
 pytestmark = pytest.mark.broker
 

@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from tests.broker.server.broker_process import BrokerProcess
-from tests.broker.server.clients import create_topic, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.clients import unique
 from tests.broker.server.test_transactions import read_all
 
 with warnings.catch_warnings():

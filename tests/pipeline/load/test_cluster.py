@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 
+from sluice.testing.broker import create_topic
 from sluice.testing.ci import in_ci
 from sluice.testing.net import wait_until
 from sluice.testing.spark_cluster import SparkCluster, spark_cluster_missing
-from tests.pipeline.broker_fixture import create_topic, produce
+from tests.pipeline.broker_fixture import produce
 from tests.pipeline.load.cluster_load import (
     LOAD_TIMEOUT,
     REPO,

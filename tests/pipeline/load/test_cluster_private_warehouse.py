@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sluice.pipeline.table.commit import published_runs
+from sluice.testing.broker import create_topic
 from sluice.testing.ci import in_ci
 from sluice.testing.spark_cluster import (
     SparkCluster,
@@ -25,7 +26,7 @@ from sluice.testing.spark_cluster import (
     private_mounts_missing,
     spark_cluster_missing,
 )
-from tests.pipeline.broker_fixture import create_topic, produce, simple_records
+from tests.pipeline.broker_fixture import produce, simple_records
 from tests.pipeline.load.cluster_load import (
     assert_exactly_once,
     reports,

@@ -24,12 +24,8 @@ import pytest
 from sluice.cli.load_command import main as cli_main
 from sluice.pipeline.load.run import LoadConfig, LoadError, run_load
 from sluice.pipeline.table.commit import latest_manifest, published_runs
-from tests.pipeline.broker_fixture import (
-    Produced,
-    create_topic,
-    produce,
-    simple_records,
-)
+from sluice.testing.broker import create_topic
+from tests.pipeline.broker_fixture import Produced, produce, simple_records
 
 pytestmark = pytest.mark.broker
 

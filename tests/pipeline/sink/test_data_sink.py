@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 
 from sluice.schemas.client import RegistryClient
 from sluice.schemas.serde import AvroDeserializer, decode_header
-from tests.pipeline.broker_fixture import create_topic
+from sluice.testing.broker import create_topic
 from tests.pipeline.sink.sink_format import register_sink
 from tests.pipeline.topic_reader import read_all
 

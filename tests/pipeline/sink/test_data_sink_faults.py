@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from sluice.testing.broker import create_topic
 from sluice.testing.cluster import QUIET
-from tests.pipeline.broker_fixture import SluiceBroker, create_topic
+from tests.pipeline.broker_fixture import SluiceBroker
 from tests.pipeline.sink.sink_format import register_sink
 from tests.pipeline.topic_reader import read_all
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.pipeline.broker_fixture import create_topic
+from sluice.testing.broker import create_topic
 from tests.pipeline.sink.sink_format import register_sink
 from tests.pipeline.topic_reader import read_all
 

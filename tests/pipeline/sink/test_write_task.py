@@ -16,7 +16,7 @@ from sluice.pipeline.sink.write_task import (
     NullHeaderKeyError,
     NullTopicError,
 )
-from tests.pipeline.broker_fixture import create_topic
+from sluice.testing.broker import create_topic
 from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker

@@ -33,8 +33,9 @@ from sluice.pipeline.table.commit import latest_manifest, published_runs
 from sluice.schemas import schema_path
 from sluice.schemas.client import RegistryClient
 from sluice.schemas.serde import AvroSerializer, encode_header
-from tests.pipeline.broker_fixture import Produced, create_topic, produce
-from tests.schemas.conftest import RegistryProcess
+from sluice.testing.broker import create_topic
+from sluice.testing.registry import RegistryProcess
+from tests.pipeline.broker_fixture import Produced, produce
 
 pytestmark = pytest.mark.broker
 

@@ -18,12 +18,8 @@ from sluice.pipeline.source.data_source import SluiceBatchReader, SluiceStreamRe
 from sluice.pipeline.source.ranges import OffsetRange, OffsetsOutOfBoundsError
 from sluice.pipeline.source.read_plan import ReadPlan
 from sluice.pipeline.source.split_reader import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
-from tests.pipeline.broker_fixture import (
-    Produced,
-    create_topic,
-    produce,
-    simple_records,
-)
+from sluice.testing.broker import create_topic
+from tests.pipeline.broker_fixture import Produced, produce, simple_records
 from tests.pipeline.source.transactional import write_mixed_log
 
 pytestmark = pytest.mark.broker

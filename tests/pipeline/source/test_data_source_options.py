@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from sluice.pipeline.source.data_source import register
-from tests.pipeline.broker_fixture import Produced, create_topic, produce, simple_records
+from sluice.testing.broker import create_topic
+from tests.pipeline.broker_fixture import Produced, produce, simple_records
 
 pytestmark = pytest.mark.broker
 

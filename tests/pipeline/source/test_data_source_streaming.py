@@ -15,12 +15,8 @@ import pytest
 
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.source.data_source import _rate_limit, register
-from tests.pipeline.broker_fixture import (
-    Produced,
-    create_topic,
-    produce,
-    simple_records,
-)
+from sluice.testing.broker import create_topic
+from tests.pipeline.broker_fixture import Produced, produce, simple_records
 
 pytestmark = pytest.mark.broker
 

@@ -19,7 +19,8 @@ from sluice.pipeline.source.split_reader import (
     consumer_config,
     read_split,
 )
-from tests.pipeline.broker_fixture import create_topic, produce, simple_records
+from sluice.testing.broker import create_topic
+from tests.pipeline.broker_fixture import produce, simple_records
 from tests.pipeline.source.transactional import MixedLog, write_mixed_log
 
 pytestmark = pytest.mark.broker

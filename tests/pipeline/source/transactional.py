@@ -28,7 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.pipeline.broker_fixture import create_topic
+from sluice.testing.broker import create_topic
 
 _TIMEOUT_S = 30.0
 
