@@ -19,6 +19,8 @@ What it does with ZooKeeper (layout in ``zk_data``):
   which watches every topic znode, creates the new partitions' states.
 * Session expiry deletes the ephemeral registration; when kazoo reconnects with a new session
   the broker registers again and every listener is told to re-read everything (``None``).
+* ``partition_admin`` (ElectLeaders, reassignments) is this broker's controller: it answers
+  while active, NOT_CONTROLLER otherwise.
 
 Threads: kazoo's callbacks only queue events; one worker thread (``cluster-metadata-<id>``)
 reads ZooKeeper, updates the view and calls the listeners. Reads of the view are safe from any
@@ -47,6 +49,7 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from sluice.broker.cluster.controller import Controller, assign_replicas_to_brokers
+from sluice.broker.cluster.partition_admin import PartitionAdmin
 from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -128,6 +131,7 @@ class ClusterMetadata:
         self.num_partitions = num_partitions
         self.registration_timeout = registration_timeout
         self.controller = Controller(zk, broker_id, unclean_leader_election=unclean_leader_election)
+        self.partition_admin: PartitionAdmin = self.controller
         self.cluster_id = ""
         self._lock = threading.Lock()
         self._brokers: dict[int, BrokerInfo] = {}
@@ -191,15 +195,12 @@ class ClusterMetadata:
                 log.debug("broker %d: deregistration skipped: %s", self.broker_id, e)
 
     def add_listener(self, callback: Listener) -> None:
-        """Call ``callback`` (on the metadata worker thread) after each change of partition
-        states, assignments, topics or brokers, with the affected ``(topic, partition)``s, or
-        ``None`` meaning "anything may have changed: re-read everything"."""
+        """Call ``callback`` on the metadata worker thread after each change (``ClusterView``)."""
         self._listeners.append(callback)
 
     # -- reads (any thread) ----------------------------------------------------------------
 
-    def controller_id(self) -> int:
-        """The active controller's broker id, or -1 while there is none."""
+    def controller_id(self) -> int:  # -1 while there is none
         return self.controller.active_controller_id
 
     def brokers(self) -> dict[int, BrokerInfo]:

@@ -15,7 +15,8 @@ only this interface, so it has one code path for both modes.
 It is a :class:`~sluice.broker.cluster.topic_metadata.MetadataStore` (topics, producer ids)
 plus what replication needs (live brokers, replicas, partition states, the leader's
 conditional ISR write), topic administration beyond creation (``alter_topic_config``,
-``create_partitions``) and the broker's membership
+``create_partitions``), the controller's partition administration (``partition_admin``:
+elections, reassignments) and the broker's membership
 (its advertised address, ``start``, ``stop``). Reads are safe from any thread; the writes may
 block on the network (the broker calls them off its event loop in cluster mode).
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from sluice.broker.cluster.partition_admin import PartitionAdmin
 from sluice.broker.cluster.topic_metadata import MetadataStore, TopicInfo
 from sluice.broker.cluster.zk_data import BrokerInfo, PartitionState
 
@@ -42,6 +44,8 @@ class ClusterView(MetadataStore, Protocol):
     #: This broker's advertised address, registered by ``start()`` (set it before then).
     listener_host: str
     listener_port: int
+    #: ElectLeaders and partition reassignments: the controller (standalone: this broker).
+    partition_admin: PartitionAdmin
 
     def start(self) -> None:
         """Join: register this broker and begin watching the cluster."""

@@ -34,9 +34,22 @@ callback thread never blocks:
   and the request, in one fenced transaction.
 * ``EXPIRE`` (session lost) — resign; ``SHUTDOWN`` — resign, delete ``/controller`` if it is ours.
 
+* ``ISR_CHANGE`` (the state znode of a partition being reassigned) — finish the reassignments
+  whose target replicas are all in the ISR.
+
+Administration (:class:`~sluice.broker.cluster.partition_admin.PartitionAdmin`): ElectLeaders
+and Alter/ListPartitionReassignments are calls queued to the worker like events (answered with
+:class:`NotControllerError` unless this controller is active), so they see and change the same
+context as the events, in order. Elections follow ``leader_election``; reassignments the
+procedure in ``reassignment`` (KIP-455): the topic znode records RS/AR/RR, a watch on the
+partition's state waits for the target to join the ISR, then leadership moves into the target,
+the znode gets the target alone and the ISR drops the removed replicas. A new controller
+resumes every reassignment its znodes record.
+
 Differences from Kafka 2.x: no LeaderAndIsr/UpdateMetadata requests (brokers watch the state
 znodes themselves); the leader epoch is bumped only when the leader changes (Kafka also bumps it
-when the controller shrinks an ISR); no partition reassignment or preferred-leader election.
+when the controller shrinks an ISR); no automatic preferred-leader rebalancing
+(``auto.leader.rebalance.enable``): preferred leaders come back through ElectLeaders.
 """
 
 from __future__ import annotations
@@ -45,10 +58,8 @@ import contextlib
 import enum
 import logging
 import queue
-import random
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import (
@@ -62,227 +73,49 @@ from kazoo.exceptions import (
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from sluice.broker.cluster.topic_metadata import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
+from sluice.broker.cluster.controller_admin import Call, ControllerAdmin
+from sluice.broker.cluster.controller_writes import (
+    ControllerMovedError,
+    create_partition_state,
+    fenced_commit,
+    write_partition_state,
 )
+from sluice.broker.cluster.leader_election import (
+    elect_leader,
+)
+from sluice.broker.cluster.partition_admin import TopicPartitionKey
+from sluice.broker.cluster.reassignment import (
+    ReplicaAssignment,
+)
+from sluice.broker.cluster.replica_assignment import assign_replicas_to_brokers
 from sluice.broker.cluster.zk_data import (
-    NO_LEADER,
     BrokerIdsZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
     PartitionState,
+    TopicAssignment,
     TopicConfigZNode,
     TopicPartitionStateZNode,
-    TopicPartitionsZNode,
-    TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
     ZkDataError,
 )
 
+# Re-exported: these lived here before the controller's pure parts got modules of their own.
+__all__ = [
+    "Controller",
+    "ControllerMovedError",
+    "assign_replicas_to_brokers",
+    "create_partition_state",
+    "elect_leader",
+    "write_partition_state",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_STATE_WRITE_ATTEMPTS = 10
-TopicPartitionKey = tuple[str, int]
-
-
-class ControllerMovedError(Exception):
-    """A controller write was fenced: ``/controller_epoch`` moved, a newer controller exists."""
-
-
-# -- replica assignment (Kafka's AdminUtils.assignReplicasToBrokers) --------------------------
-
-
-def _replica_index(first: int, shift: int, j: int, n: int) -> int:
-    return (first + 1 + (shift + j) % (n - 1)) % n
-
-
-def assign_replicas_to_brokers(
-    brokers: Mapping[int, str | None],
-    partitions: int,
-    replication_factor: int,
-    *,
-    rng: random.Random | None = None,
-) -> dict[int, tuple[int, ...]]:
-    """Partition → replicas, the first replica being the preferred leader.
-
-    ``brokers`` maps live broker id → rack (or ``None``). Without racks, as Kafka: the first
-    replica of each partition goes round-robin over the sorted brokers from a random start; the
-    others follow at an increasing shift, so the followers of one broker's partitions spread over
-    the other brokers. With a rack on every broker, the broker list alternates racks first and a
-    follower skips racks (then brokers) that already hold a replica while some remain without.
-    Brokers with and without racks mixed: racks are ignored (Kafka's ``RackAwareMode.Safe``).
-    """
-    if partitions < 1:
-        raise InvalidPartitionsError(f"expected at least 1 partition, found {partitions}")
-    if replication_factor < 1:
-        raise InvalidReplicationFactorError(
-            f"expected a replication factor of at least 1, found {replication_factor}"
-        )
-    if replication_factor > len(brokers):
-        raise InvalidReplicationFactorError(
-            f"replication factor {replication_factor} is larger than the {len(brokers)} "
-            f"available broker(s)"
-        )
-    rng = rng or random.Random()
-    racks = {b: r for b, r in brokers.items() if r is not None}
-    rack_aware = len(racks) == len(brokers)
-    ordered = _rack_alternated(racks) if rack_aware else sorted(brokers)
-    n = len(ordered)
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
-    result: dict[int, tuple[int, ...]] = {}
-    for p in range(partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
-        replicas = [ordered[first]]
-        if not rack_aware:
-            replicas += [
-                ordered[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
-            ]
-        else:
-            num_racks = len(set(racks.values()))
-            used_racks = {racks[ordered[first]]}
-            k = 0
-            while len(replicas) < replication_factor:
-                broker = ordered[_replica_index(first, shift * num_racks, k, n)]
-                k += 1
-                rack = racks[broker]
-                if (rack not in used_racks or len(used_racks) == num_racks) and (
-                    broker not in replicas or len(replicas) == n
-                ):
-                    replicas.append(broker)
-                    used_racks.add(rack)
-        result[p] = tuple(replicas)
-    return result
-
-
-def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
-    """Brokers ordered rack by rack: ``rack1[0], rack2[0], rack3[0], rack1[1], …``."""
-    by_rack: dict[str, list[int]] = {}
-    for broker, rack in sorted(racks.items()):
-        by_rack.setdefault(rack, []).append(broker)
-    columns = [by_rack[r] for r in sorted(by_rack)]
-    return [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
-
-
-# -- leader election (Kafka's Election.leaderForOffline) --------------------------------------
-
-
-def elect_leader(
-    state: PartitionState, replicas: Sequence[int], live: Iterable[int], *, unclean: bool
-) -> tuple[int, int, tuple[int, ...]] | None:
-    """The ``(leader, leader_epoch, isr)`` a partition should have given the live brokers, or
-    ``None`` if ``state`` is already right.
-
-    * Leader alive: drop dead brokers from the ISR (the leader stays; epoch unchanged).
-    * Leader dead or none: the first replica in assignment order that is alive and in the ISR;
-      with ``unclean``, failing that, the first live replica (ISR = just it). The ISR loses
-      its dead members.
-    * Nobody eligible: leader -1; the ISR loses its dead members but never becomes empty — it
-      keeps the last ISR, so one of those brokers can come back as leader without data loss.
-
-    The leader epoch increases by one whenever the leader changes (to -1 included).
-    """
-    alive = set(live)
-    isr_live = tuple(b for b in state.isr if b in alive)
-    if state.leader != NO_LEADER and state.leader in alive:
-        if isr_live == state.isr:
-            return None
-        return state.leader, state.leader_epoch, isr_live
-    leader = next((r for r in replicas if r in alive and r in state.isr), None)
-    isr: tuple[int, ...]
-    if leader is not None:
-        isr = isr_live
-    elif unclean and (leader := next((r for r in replicas if r in alive), None)) is not None:
-        isr = (leader,)
-    else:
-        leader, isr = NO_LEADER, isr_live or state.isr
-    if leader == state.leader and isr == state.isr:
-        return None
-    epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
-    return leader, epoch, isr
-
-
-# -- fenced writes ----------------------------------------------------------------------------
-
-
-def _fenced_commit(
-    zk: KazooClient, epoch_zk_version: int, build: Callable[[TransactionRequest], None]
-) -> list[Any]:
-    """Commit ``check(/controller_epoch, epoch_zk_version)`` + the operations ``build`` adds.
-
-    Returns the results of ``build``'s operations. Raises :class:`ControllerMovedError` if the
-    check failed, else the first real failure (``BadVersionError``, ``NoNodeError``, …)."""
-    tx = zk.transaction()
-    tx.check(ControllerEpochZNode.path(), epoch_zk_version)
-    build(tx)
-    results = tx.commit()
-    if isinstance(results[0], (BadVersionError, NoNodeError)):
-        raise ControllerMovedError(
-            f"{ControllerEpochZNode.path()}: expected znode version {epoch_zk_version}, found "
-            f"another: a newer controller was elected"
-        )
-    for result in results[1:]:
-        if isinstance(result, Exception) and not isinstance(
-            result, (RolledBackError, RuntimeInconsistency)
-        ):
-            raise result
-    return list(results[1:])
-
-
-def write_partition_state(
-    zk: KazooClient,
-    epoch_zk_version: int,
-    topic: str,
-    partition: int,
-    leader: int,
-    leader_epoch: int,
-    isr: Sequence[int],
-    controller_epoch: int,
-    expected_version: int,
-) -> PartitionState:
-    """A controller's write of a partition state, conditional on the state's znode version and
-    fenced by ``/controller_epoch``. Raises ``BadVersionError`` if the state moved,
-    ``NoNodeError`` if it is gone, :class:`ControllerMovedError` if this controller is a zombie."""
-    data = TopicPartitionStateZNode.encode(leader, leader_epoch, isr, controller_epoch)
-    path = TopicPartitionStateZNode.path(topic, partition)
-    (stat,) = _fenced_commit(
-        zk, epoch_zk_version, lambda tx: tx.set_data(path, data, version=expected_version)
-    )
-    return PartitionState(leader, leader_epoch, tuple(isr), controller_epoch, stat.version)
-
-
-def create_partition_state(
-    zk: KazooClient,
-    epoch_zk_version: int,
-    topic: str,
-    partition: int,
-    leader: int,
-    isr: Sequence[int],
-    controller_epoch: int,
-) -> PartitionState:
-    """Create a new partition's state znode (leader epoch 0) and its parents, fenced. Raises
-    ``NodeExistsError`` if the state exists, ``NoNodeError`` if the topic is gone."""
-    data = TopicPartitionStateZNode.encode(leader, 0, isr, controller_epoch)
-    parents = [
-        p
-        for p in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition))
-        if zk.exists(p) is None
-    ]
-
-    def build(tx: TransactionRequest) -> None:
-        for parent in parents:  # not ensure_path: it would resurrect a deleted topic's znode
-            tx.create(parent, b"")
-        tx.create(TopicPartitionStateZNode.path(topic, partition), data)
-
-    _fenced_commit(zk, epoch_zk_version, build)
-    return PartitionState(leader, 0, tuple(isr), controller_epoch, 0)
-
 
 # -- the controller ---------------------------------------------------------------------------
 
@@ -293,11 +126,12 @@ class _Event(enum.Enum):
     TOPIC_CHANGE = "topic_change"
     PARTITION_CHANGE = "partition_change"
     TOPIC_DELETION = "topic_deletion"
+    ISR_CHANGE = "isr_change"
     EXPIRE = "expire"
     SHUTDOWN = "shutdown"
 
 
-class Controller:
+class Controller(ControllerAdmin):
     """One broker's controller: a candidate in the election, and the cluster's controller while
     it holds ``/controller``.
 
@@ -315,7 +149,7 @@ class Controller:
         self.zk = zk
         self.broker_id = broker_id
         self.unclean_leader_election = unclean_leader_election
-        self._queue: queue.Queue[_Event] = queue.Queue()
+        self._queue: queue.Queue[_Event | Call] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stopped = False
         # Written on the worker thread only; read anywhere (single attribute reads).
@@ -328,6 +162,9 @@ class Controller:
         self._live: dict[int, int] = {}  # broker id → czxid of its registration
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._states: dict[TopicPartitionKey, PartitionState] = {}
+        self._topic_znodes: dict[str, TopicAssignment] = {}
+        self._moving: dict[TopicPartitionKey, ReplicaAssignment] = {}  # reassignments under way
+        self._isr_watched: set[TopicPartitionKey] = set()  # state znodes watched (any thread)
         self._watched_topics: set[str] = set()  # topic znodes with a data watch (any thread)
 
     # -- public, any thread ----------------------------------------------------------------
@@ -399,14 +236,21 @@ class Controller:
 
     # -- the worker ------------------------------------------------------------------------
 
+    def _isr_changed(self) -> None:
+        self._put(_Event.ISR_CHANGE)
+
     def _run(self) -> None:
         while True:
             event = self._queue.get()
             if event is _Event.SHUTDOWN:
                 self._shutdown()
+                self._refuse_queued_calls()
                 return
             try:
-                self._process(event)
+                if isinstance(event, Call):
+                    self._answer(event)
+                else:
+                    self._process(event)
             except ControllerMovedError as e:
                 log.info("controller %d: fenced (%s); resigning", self.broker_id, e)
                 self._resign()
@@ -441,6 +285,9 @@ class Controller:
             self._on_partition_change()
         elif event is _Event.TOPIC_DELETION:
             self._on_topic_deletion()
+        elif event is _Event.ISR_CHANGE:
+            for tp in list(self._moving):
+                self._maybe_complete(tp)
 
     def _shutdown(self) -> None:
         was_active = self._active
@@ -547,6 +394,8 @@ class Controller:
         self._live.clear()
         self._assignments.clear()
         self._states.clear()
+        self._topic_znodes.clear()
+        self._moving.clear()
 
     # -- the context -----------------------------------------------------------------------
 
@@ -556,10 +405,14 @@ class Controller:
         self._live = self._read_live_brokers()
         self._assignments.clear()
         self._states.clear()
+        self._topic_znodes.clear()
+        self._moving.clear()
         self._on_topic_deletion()
         for topic in self.zk.get_children(TopicsZNode.path()):
             self._load_topic(topic)
         self._reconcile(self._all_partitions())
+        for tp in list(self._moving):  # resume what the last controller left under way
+            self._maybe_complete(tp)
 
     def _read_live_brokers(self) -> dict[int, int]:
         live: dict[int, int] = {}
@@ -581,6 +434,13 @@ class Controller:
             log.error("controller %d: ignoring topic %r: %s", self.broker_id, topic, e)
             return False
         self._assignments[topic] = dict(assignment.partitions)
+        self._topic_znodes[topic] = assignment
+        for tp in [tp for tp in self._moving if tp[0] == topic]:
+            del self._moving[tp]
+        for partition in set(assignment.adding) | set(assignment.removing):
+            if partition in assignment.partitions:
+                self._moving[(topic, partition)] = self._assignment_of((topic, partition))
+                self._watch_isr((topic, partition))
         for partition in assignment.partitions:
             self._refresh_state((topic, partition))
         if topic not in self._watched_topics:
@@ -612,6 +472,8 @@ class Controller:
                     log.info("controller %d: %r gained partitions %s", self.broker_id, topic,
                              sorted(added))  # fmt: skip
                     self._reconcile([(topic, p) for p in added])
+        for tp in list(self._moving):
+            self._maybe_complete(tp)
 
     def _refresh_state(self, tp: TopicPartitionKey) -> PartitionState | None:
         try:
@@ -665,8 +527,10 @@ class Controller:
                 self._reconcile([(topic, p) for p in self._assignments[topic]])
 
     def _forget_topic(self, topic: str) -> None:
+        self._topic_znodes.pop(topic, None)
         for partition in self._assignments.pop(topic, {}):
             self._states.pop((topic, partition), None)
+            self._moving.pop((topic, partition), None)
 
     def _on_topic_deletion(self) -> None:
         for topic in self.zk.get_children(DeleteTopicsZNode.path()):
@@ -684,7 +548,7 @@ class Controller:
                     tx.delete(path)
 
             try:
-                _fenced_commit(self.zk, self._epoch_zk_version, build)
+                fenced_commit(self.zk, self._epoch_zk_version, build)
             except (NoNodeError, NotEmptyError):  # changed under us: look again
                 continue
             log.info("controller %d: deleted topic %r", self.broker_id, topic)

@@ -6,7 +6,10 @@ whose every answer about leadership is "this broker": it is the only live broker
 controller, and of every partition of every topic the only replica, the leader at epoch 0
 (standalone logs have always been written at epoch 0) and the whole ISR. So the replica
 manager runs unchanged with replication factor 1 — an append is committed the moment it is
-written — and the request handlers need no standalone branch.
+written — and the request handlers need no standalone branch. It is its own ``partition_admin``
+too: every partition already has its preferred leader (ElectLeaders: ELECTION_NOT_NEEDED) and
+its one possible replica set (a reassignment to ``[broker_id]`` is done at once, to any other
+broker INVALID_REPLICA_ASSIGNMENT; nothing is ever in progress).
 
 Topic changes reach the listeners (the replica manager) synchronously, on the caller's thread:
 ``create_topic`` returns once the partitions' logs exist. If a listener fails (a log cannot be
@@ -20,12 +23,20 @@ event loop: standalone, the broker calls the metadata inline).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from sluice.broker.cluster.cluster_view import Listener
+from sluice.broker.cluster.leader_election import ElectionOutcome, ElectionType, admin_election
 from sluice.broker.cluster.local_metadata import LocalMetadataStore
+from sluice.broker.cluster.partition_admin import PartitionAdmin, TopicPartitionKey
+from sluice.broker.cluster.reassignment import (
+    InvalidReassignmentError,
+    ReplicaAssignment,
+    validate_target,
+)
 from sluice.broker.cluster.topic_metadata import InvalidReplicaAssignmentError, TopicInfo
 from sluice.broker.cluster.zk_data import BrokerInfo, PartitionState
+from sluice.broker.protocol.errors import Errors
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +55,7 @@ class SingleBrokerCluster:
         self.listener_port = listener_port
         self.cluster_id = store.cluster_id
         self._listeners: list[Listener] = []
+        self.partition_admin: PartitionAdmin = self
         # Every partition's state is the same: led here at epoch 0, in sync here alone.
         self._state = PartitionState(
             leader=broker_id,
@@ -176,3 +188,47 @@ class SingleBrokerCluster:
             self._notify({(name, p) for p in range(before.partitions, info.partitions)})
             log.info("topic %s now has %d partitions", name, info.partitions)
         return info
+
+    # -- partition administration (PartitionAdmin) ------------------------------------------
+
+    def _exists(self, tp: TopicPartitionKey) -> bool:
+        return bool(self.replicas(*tp))
+
+    def elect_leaders(
+        self,
+        election: ElectionType,
+        partitions: Collection[TopicPartitionKey] | None,
+        timeout: float,
+    ) -> dict[TopicPartitionKey, ElectionOutcome]:
+        if partitions is None:
+            partitions = [(t, p) for t, i in self.topics().items() for p in range(i.partitions)]
+        live = (self.broker_id,)
+        return {
+            tp: admin_election(election, self._state, live, live)
+            if self._exists(tp)
+            else ElectionOutcome(Errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            for tp in sorted(set(partitions))
+        }
+
+    def alter_reassignments(
+        self, targets: Mapping[TopicPartitionKey, Sequence[int] | None], timeout: float
+    ) -> dict[TopicPartitionKey, tuple[Errors, str | None]]:
+        results: dict[TopicPartitionKey, tuple[Errors, str | None]] = {}
+        current = ReplicaAssignment((self.broker_id,))
+        for tp, target in targets.items():
+            if not self._exists(tp):
+                results[tp] = (Errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                results[tp] = (Errors.NO_REASSIGNMENT_IN_PROGRESS, None)
+            else:
+                try:
+                    validate_target(target, current, (self.broker_id,))
+                    results[tp] = (Errors.NONE, None)
+                except InvalidReassignmentError as e:
+                    results[tp] = (Errors.INVALID_REPLICA_ASSIGNMENT, str(e))
+        return results
+
+    def list_reassignments(
+        self, partitions: Collection[TopicPartitionKey] | None, timeout: float
+    ) -> dict[TopicPartitionKey, ReplicaAssignment]:
+        return {}

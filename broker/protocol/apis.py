@@ -75,10 +75,14 @@ class ApiKey(enum.IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
@@ -153,6 +157,12 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
             _spec(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0),
             _spec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+            # The controller's partition administration (KIP-460, KIP-455). kio has
+            # AlterReplicaLogDirs from v1; AlterPartitionReassignments v1 is KIP-860's.
+            _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),
+            _spec(ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 2),
+            _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
+            _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
         )
     }
 )

@@ -108,10 +108,23 @@ class Partition:
         self.followers = {}
         return changed
 
-    def update_state(self, isr: Sequence[int], zk_version: int) -> None:
-        """A newer version of the same leadership (e.g. our own ISR write came back)."""
+    def update_state(
+        self, isr: Sequence[int], zk_version: int, replicas: Sequence[int] | None = None
+    ) -> None:
+        """A newer version of the same leadership (e.g. our own ISR write came back), and the
+        replicas as now assigned (None: unchanged). As leader, a new replica gets a follower
+        record (out of sync until it catches up); a removed one loses its record."""
         self.isr = tuple(isr)
         self.zk_version = zk_version
+        if replicas is not None and tuple(replicas) != self.replicas:
+            self.replicas = tuple(replicas)
+            if self.role is Role.LEADER:
+                now = self._clock()
+                self.followers = {
+                    r: self.followers.get(r) or FollowerState(last_caught_up_ms=now)
+                    for r in self.replicas
+                    if r != self.broker_id
+                }
         if self.role is Role.LEADER:
             self.maybe_advance_hw()
 

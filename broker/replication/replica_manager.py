@@ -167,7 +167,9 @@ class ReplicaManager:
                     log.info("%s: leader at epoch %d, isr %s", tp, state.leader_epoch, state.isr)
                     self._on_role(tp, Role.LEADER, partition.log)
                 else:
-                    partition.update_state(state.isr, state.zk_version)
+                    # A reassignment changes the replicas under the same leader and epoch:
+                    # replicas added start fetching (and may join the ISR), removed ones stop.
+                    partition.update_state(state.isr, state.zk_version, replicas)
                 self._completed_by_hw(tp, partition)
             elif state.leader >= 0:
                 moved = partition.become_follower(

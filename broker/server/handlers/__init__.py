@@ -26,6 +26,7 @@ from sluice.broker.server.handlers import (
     list_offsets,
     metadata,
     offsets,
+    partition_admin,
     produce,
     records,
     topics,
@@ -65,4 +66,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
     ApiKey.DESCRIBE_LOG_DIRS: cluster_admin.handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: cluster_admin.handle_alter_replica_log_dirs,
+    ApiKey.ELECT_LEADERS: partition_admin.handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_admin.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_admin.handle_list_partition_reassignments,
 }

@@ -8,9 +8,15 @@ others are INVALID_REQUEST.
 topic's override (``TOPIC_CONFIG``), this broker's setting (``STATIC_BROKER_CONFIG``, under the
 broker key) or Kafka's default (``DEFAULT_CONFIG``) — and, when asked, the synonyms in
 precedence order, as Kafka's ``ConfigHelper`` reports them. A broker resource (its id, or ""
-for the cluster default) lists the broker's settings, read-only: Sluice has no dynamic broker
-configs. Sluice does not keep which broker keys the properties file set, only their values, so
-a broker key set to Kafka's default is reported as ``DEFAULT_CONFIG``.
+for the cluster default) lists the broker's settings as a ZooKeeper-mode Kafka reports them: a
+key the properties file named is ``STATIC_BROKER_CONFIG``, any other ``DEFAULT_CONFIG``
+(``advertised.listeners`` unset included, its value then derived from ``listeners``); the
+synonyms are the static setting, then Kafka's default where it has one; ``read_only`` is false
+for the keys Kafka can change per broker at run time (listeners, the log settings, the
+topic-config synonyms: ``DynamicBrokerConfig``), true for the rest — although Sluice itself
+does not alter broker configs (below). The keys the file named come from the config's
+``named_keys`` where it records them; without it, a key is taken as named unless its value is
+Kafka's default (or, for ``advertised.listeners``, the one derived from ``listeners``).
 
 **AlterConfigs** replaces a topic's overrides with the ones given; **IncrementalAlterConfigs**
 applies SET / DELETE / APPEND / SUBTRACT (the last two on list configs only) to them. Both
@@ -116,22 +122,48 @@ def _broker_settings(config: BrokerConfig) -> dict[str, tuple[str | None, str | 
     return settings
 
 
+#: Broker keys Kafka reconfigures per broker without a restart (``DynamicBrokerConfig``'s
+#: listener and log configs) among those Sluice reports; the topic-config synonyms are added.
+_DYNAMIC_BROKER_KEYS = frozenset({"listeners", "advertised.listeners"}) | frozenset(
+    d.synonyms[0] for d in tc.TOPIC_CONFIGS.values() if d.synonyms
+)
+
+
+def named_keys(config: BrokerConfig) -> frozenset[str] | None:
+    """The keys the broker's properties file named, if the config records them (the accessor
+    for ``BrokerConfig.named_keys``; None while it does not exist)."""
+    keys = getattr(config, "named_keys", None)
+    return frozenset(keys) if keys is not None else None
+
+
+def _static(key: str, value: str | None, default: str | None, config: BrokerConfig) -> bool:
+    named = named_keys(config)
+    if named is not None:
+        return key in named
+    if key == "advertised.listeners":  # unset: derived from the inter-broker listener
+        derived = (config.listener.name, config.listener.port)
+        return (config.advertised.name, config.advertised.port) != derived
+    return value != default
+
+
 def _broker_entries(config: BrokerConfig) -> list[tc.ConfigEntry]:
     entries = []
     for key, (value, default) in sorted(_broker_settings(config).items()):
-        source = (
-            tc.ConfigSource.DEFAULT_CONFIG
-            if value == default
-            else tc.ConfigSource.STATIC_BROKER_CONFIG
-        )
+        static = _static(key, value, default, config)
+        source = tc.ConfigSource.STATIC_BROKER_CONFIG if static else tc.ConfigSource.DEFAULT_CONFIG
+        synonyms: list[tuple[str, str | None, tc.ConfigSource]] = []
+        if static:
+            synonyms.append((key, value, tc.ConfigSource.STATIC_BROKER_CONFIG))
+        if default is not None:
+            synonyms.append((key, default, tc.ConfigSource.DEFAULT_CONFIG))
         entries.append(
             tc.ConfigEntry(
                 key,
                 value,
                 source,
                 _type_of(value),
-                read_only=True,
-                synonyms=((key, value, source),),
+                read_only=key not in _DYNAMIC_BROKER_KEYS,
+                synonyms=tuple(synonyms),
             )  # fmt: skip
         )
     return entries

@@ -26,10 +26,12 @@ with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources' deprecated API.
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import TopicPartition as KTopicPartition
+    from kafka import TopicPartitionReplica as KTopicPartitionReplica
     from kafka.admin import ConfigResource as KConfigResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient
     from kafka.admin import NewPartitions as KNewPartitions
     from kafka.errors import InvalidConfigurationError, NonEmptyGroupError
+    from kafka.errors import NoError as KNoError
 
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
@@ -417,3 +419,57 @@ def test_list_offsets_v0_is_answered(broker: BrokerProcess) -> None:
             answer = client.call(body).topics[0].partitions[0]
             assert answer.error_code == Errors.NONE
             assert list(answer.old_style_offsets) == expected
+
+
+# -- ElectLeaders, reassignments, AlterReplicaLogDirs, broker config sources --------------------
+
+
+def test_standalone_elections_and_reassignments(broker: BrokerProcess) -> None:
+    """A cluster of one: every leader is already the preferred one, and the only possible
+    replica set is this broker."""
+    topic = unique("standalone-admin")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        response = client.elect_leaders(0, {topic: [0, 1]})
+        (result,) = response.replica_election_results
+        assert sorted((p[0], p[1]) for p in result[1]) == [
+            (0, Errors.ELECTION_NOT_NEEDED), (1, Errors.ELECTION_NOT_NEEDED),
+        ]  # fmt: skip
+        tp, other = KTopicPartition(topic, 0), KTopicPartition(topic, 1)
+        answers = client.alter_partition_reassignments({tp: [0], other: [0, 7]})
+        assert answers[tp] is None
+        assert answers[other].errno == Errors.INVALID_REPLICA_ASSIGNMENT
+        assert client.alter_partition_reassignments({tp: None})[tp].errno == (
+            Errors.NO_REASSIGNMENT_IN_PROGRESS
+        )
+        assert client.list_partition_reassignments() == {}
+    finally:
+        client.close()
+
+
+def test_alter_replica_log_dirs_and_broker_sources(broker: BrokerProcess) -> None:
+    topic = unique("logdirs")
+    create_topic(broker.bootstrap, topic)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        (described,) = client.describe_log_dirs()
+        home = described["log_dirs"][0]["log_dir"]
+        replica = KTopicPartitionReplica(topic, 0, described["broker"])
+        missing = KTopicPartitionReplica(topic, 5, described["broker"])
+        assert client.alter_replica_log_dirs({replica: home}) == {replica: KNoError}
+        elsewhere = client.alter_replica_log_dirs({replica: "/nonexistent/dir"})
+        assert elsewhere[replica].errno == Errors.LOG_DIR_NOT_FOUND
+        assert client.alter_replica_log_dirs({missing: home})[missing].errno == (
+            Errors.REPLICA_NOT_AVAILABLE
+        )
+        broker_id = described["broker"]
+        configs = client.describe_configs(
+            [KConfigResource(ConfigResourceType.BROKER, broker_id)], config_filter="all"
+        )["broker"][str(broker_id)]
+    finally:
+        client.close()
+    advertised = configs["advertised.listeners"]  # not in the test broker's file
+    assert advertised["config_source"] == "DEFAULT_CONFIG"
+    assert advertised["read_only"] is False and advertised["synonyms"] == []
+    assert configs["broker.id"]["read_only"] is True
