@@ -37,6 +37,9 @@ class IndexFile:
         self.max_entries = max_entries
         self.keys: array[int] = array(self.KEY_TYPECODE)
         self.values: array[int] = array(self.VALUE_TYPECODE)
+        # Whether ``max_entries`` is reached: a flag, not a property, because the log reads
+        # it before every append; updated wherever ``keys`` changes (_load, _append, truncate).
+        self.is_full = False
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._load()
 
@@ -55,6 +58,7 @@ class IndexFile:
             self.keys.append(k)
             self.values.append(v)
         self._size = len(data)
+        self.is_full = len(self.keys) >= self.max_entries
 
     # Subclasses map between the stored (relative) form and the absolute form.
     def _decode(self, key: int, value: int) -> tuple[int, int]:
@@ -70,10 +74,6 @@ class IndexFile:
     def size_bytes(self) -> int:
         """Bytes of entries in the file."""
         return self._size
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.keys) >= self.max_entries
 
     def last_entry(self) -> tuple[int, int] | None:
         if not self.keys:
@@ -92,6 +92,7 @@ class IndexFile:
         self._size += len(entry)
         self.keys.append(key)
         self.values.append(value)
+        self.is_full = len(self.keys) >= self.max_entries
 
     def floor(self, key: int) -> int:
         """Index of the last entry whose key is <= ``key``, or -1."""
@@ -101,6 +102,7 @@ class IndexFile:
         """Keep the first ``n`` entries."""
         del self.keys[n:]
         del self.values[n:]
+        self.is_full = len(self.keys) >= self.max_entries
         self._size = n * self.ENTRY.size
         os.ftruncate(self._fd, self._size)
 

@@ -66,7 +66,7 @@ from sluice.broker.log.log_config import LogConfig
 from sluice.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.broker.log.log_loader import load_segments, swap_files
 from sluice.broker.log.log_results import AppendInfo as AppendInfo
-from sluice.broker.log.log_results import ReadInfo
+from sluice.broker.log.log_results import ReadInfo, duplicate_info
 from sluice.broker.log.log_segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -75,18 +75,21 @@ from sluice.broker.log.log_segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
-from sluice.broker.log.producer_state import BatchMetadata, ProducerStateManager
+from sluice.broker.log.producer_state import ProducerStateManager
 from sluice.broker.log.record_batch import (
     CONTROL_BIT,
+    LOG_OVERHEAD,
     BatchHeader,
     assign_leader_offsets,
     iter_batches,
     validate_batch,
 )
 from sluice.broker.log.record_filter import check_keys
+from sluice.broker.log.roll_limits import NO_ROLL_LIMITS, RollLimits
 from sluice.broker.log.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
+_new_info = tuple.__new__  # AppendInfo from a ready tuple: its Python __new__ is slower
 
 
 def now_ms() -> int:
@@ -123,6 +126,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.recovered_bytes_cut = 0
+        self._roll_limits = NO_ROLL_LIMITS  # the active segment's, made by _maybe_roll
         directory.mkdir(parents=True, exist_ok=True)
         self.producer_state = ProducerStateManager(directory)
         self.leader_epochs = LeaderEpochCache(directory)
@@ -278,21 +282,23 @@ class Log:
         unless every batch is valid.
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        if not buf:
+        size = len(buf)
+        if not size:
             raise InvalidRecordError("expected at least one record batch, found none")
         # One batch per append is the common case (Kafka's rule for Produce v3+).
         first = validate_batch(buf)
-        headers = [first] if first.size == len(buf) else list(iter_batches(buf))
+        headers = [first] if first.length + LOG_OVERHEAD == size else list(iter_batches(buf))
         config = self.config
         for h in headers:
-            config.check_batch_size(h.size)
+            if h.length + LOG_OVERHEAD > config.max_batch_bytes:
+                config.check_batch_size(h.size)
         with self._lock:
             self._dir_failures.check_writable(self.directory, "append to")
             append_time = -1
             if assign:
-                duplicate = self._check_idempotence(headers)
+                duplicate = self.producer_state.check_batches(headers)
                 if duplicate is not None:
-                    return self._duplicate_info(duplicate, headers[0])
+                    return duplicate_info(duplicate, headers[0], self._log_start_offset)
                 if config.compact:
                     check_keys(buf, headers, self.directory.name)
                 headers, append_time = assign_leader_offsets(
@@ -309,7 +315,7 @@ class Log:
                     expected = h.next_offset
             last = headers[-1]
             last_offset = last.base_offset + last.last_offset_delta
-            segment = self._maybe_roll(len(buf), headers[0].base_offset, last_offset)
+            segment = self._maybe_roll(size, headers[0].base_offset, last_offset)
             try:
                 segment.append(buf, headers)  # cuts back what it wrote if it fails
             except OSError as exc:
@@ -321,7 +327,7 @@ class Log:
                 for h in headers:
                     if h.attributes & CONTROL_BIT:
                         self._record_marker(segment, h, marker_type(buf, h))
-                    else:
+                    elif h.producer_id >= 0:  # a batch without a producer id leaves no state
                         self.producer_state.update(h)
                     self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
                     count += h.record_count
@@ -335,10 +341,10 @@ class Log:
                 self._high_watermark = self._log_end_offset
             if self._on_flush_needed and self._unflushed_messages >= config.flush_messages:
                 self._on_flush_needed(self)
-            return AppendInfo(
+            return _new_info(AppendInfo, (
                 headers[0].base_offset, last_offset, max_timestamp, count, len(headers),
-                len(buf), append_time, self._log_start_offset, tuple(headers),
-            )  # fmt: skip
+                size, append_time, self._log_start_offset, tuple(headers), False,
+            ))  # fmt: skip
 
     def append_marker(
         self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
@@ -353,30 +359,6 @@ class Log:
         )  # fmt: skip
         return self.append(batch, leader_epoch=leader_epoch, control=True)
 
-    def _check_idempotence(self, headers: list[BatchHeader]) -> BatchMetadata | None:
-        if len(headers) == 1:
-            return self.producer_state.check(headers[0])
-        if any(h.producer_id >= 0 for h in headers):
-            # Kafka's rule too: a producer sends one batch per partition per request.
-            raise InvalidRecordError(
-                f"expected one batch per append from an idempotent producer, found {len(headers)}"
-            )
-        return None
-
-    def _duplicate_info(self, original: BatchMetadata, header: BatchHeader) -> AppendInfo:
-        return AppendInfo(
-            first_offset=original.first_offset,
-            last_offset=original.last_offset,
-            max_timestamp=header.max_timestamp,
-            record_count=header.record_count,
-            batch_count=1,
-            size=0,
-            log_append_time=-1,
-            log_start_offset=self._log_start_offset,
-            batches=(),
-            duplicate=True,
-        )
-
     # A single-replica log (standalone mode) commits on append; replication turns this off
     # and moves the high watermark itself.
     _high_watermark_follows_leo = True
@@ -389,13 +371,21 @@ class Log:
                 self._high_watermark = self._log_end_offset
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> LogSegment:
-        segment = self.active_segment
-        if segment.size == 0:
+        segment = self._segments[self._bases[-1]]
+        used = segment.size
+        if used == 0:
             # An empty active segment must start exactly where the appended batches do.
             return segment if segment.base_offset == first_offset else self._roll(first_offset)
-        too_big = segment.size + size > self.config.segment_bytes
-        too_old = self._clock() - segment.created_ms > self.config.max_segment_ms
-        if too_big or too_old or not segment.can_hold(last_offset):
+        limits = self._roll_limits
+        if limits.segment is not segment or limits.config is not self.config:
+            limits = self._roll_limits = RollLimits.of(segment, self.config)
+        if (
+            self._clock() > limits.deadline_ms  # segment.ms (max.compaction.lag.ms)
+            or used + size > limits.max_bytes  # segment.bytes
+            or last_offset > limits.max_offset  # a 4-byte relative offset
+            or segment.offset_index.is_full
+            or segment.time_index.is_full
+        ):
             return self._roll(first_offset)
         return segment
 

@@ -28,6 +28,7 @@ exposes messages as soon as they are appended (and replicated); that stays the d
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,17 +72,27 @@ class LogConfig:
                 f"a {size}-byte batch cannot fit a {self.segment_bytes}-byte segment"
             )
 
-    @property
+    # The derived values below are read on every append (``compact`` for the key check,
+    # ``max_segment_ms`` for the roll deadline): computed once per config, on first use, then
+    # plain attribute reads. ``cached_property`` writes the instance ``__dict__`` directly, so
+    # it works on a frozen dataclass; the values are not fields (equality, ``replace`` and
+    # ``fields`` ignore them) and depend only on fields, which never change.
+    @functools.cached_property
     def compact(self) -> bool:
         """Whether the log cleaner compacts this log (``cleanup.policy`` holds ``compact``)."""
         return "compact" in _policies(self.cleanup_policy)
 
-    @property
+    @functools.cached_property
     def delete(self) -> bool:
         """Whether retention deletes old segments (``cleanup.policy`` holds ``delete``)."""
         return "delete" in _policies(self.cleanup_policy)
 
-    @property
+    @functools.cached_property
+    def max_batch_bytes(self) -> int:
+        """The largest batch :meth:`check_batch_size` accepts."""
+        return min(self.max_message_bytes, self.segment_bytes)
+
+    @functools.cached_property
     def max_segment_ms(self) -> int:
         """How old the active segment may grow before it rolls: ``segment.ms``, or less on a
         compacted log so ``max.compaction.lag.ms`` can be honoured (Kafka's rule)."""

@@ -121,6 +121,11 @@ class LogDirFailureChannel:
     def check_writable(self, directory: Path, what: str, *, retryable_ok: bool = False) -> None:
         """Raise :class:`LogDirOfflineError` if the log dir holding the partition directory
         ``directory`` is offline (``retryable_ok``: only if it is offline until restart)."""
+        # Every append asks; nearly always no dir is offline. Reading the dict's emptiness
+        # without the lock is one atomic read: a dir going offline at the same moment is seen
+        # by the next call, exactly as if this call had taken the lock just before ``fail``.
+        if not self._offline:
+            return
         failure = self.failure(directory.parent)
         if failure is not None and not (retryable_ok and failure.retryable):
             raise LogDirOfflineError(

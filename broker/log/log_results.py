@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from sluice.broker.log.log_segment import FileSlice
+from sluice.broker.log.producer_state import BatchMetadata
 from sluice.broker.log.record_batch import BatchHeader
 
 
@@ -28,6 +29,23 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
     batches: tuple[BatchHeader, ...]
     duplicate: bool = False  # an idempotent retry: acknowledged, not appended again
+
+
+def duplicate_info(original: BatchMetadata, header: BatchHeader, log_start: int) -> AppendInfo:
+    """The answer to an idempotent producer's retry of a batch the log holds as
+    ``original``: its first offsets, nothing appended."""
+    return AppendInfo(
+        first_offset=original.first_offset,
+        last_offset=original.last_offset,
+        max_timestamp=header.max_timestamp,
+        record_count=header.record_count,
+        batch_count=1,
+        size=0,
+        log_append_time=-1,
+        log_start_offset=log_start,
+        batches=(),
+        duplicate=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,13 @@ from sluice.broker.log.errors import (
     SegmentOffsetOverflowError,
 )
 from sluice.broker.log.offset_index import OffsetIndex
-from sluice.broker.log.record_batch import HEADER_SIZE, BatchHeader, parse_header, validate_batch
+from sluice.broker.log.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    parse_header,
+    validate_batch,
+)
 from sluice.broker.log.records import decode_batch
 from sluice.broker.log.time_index import TimeIndex
 from sluice.broker.log.transaction_index import TransactionIndex
@@ -181,14 +187,6 @@ class LogSegment:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def can_hold(self, last_offset: int) -> bool:
-        """Whether ``last_offset`` fits this segment's 4-byte relative offsets and indexes."""
-        return (
-            last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
-            and not self.offset_index.is_full
-            and not self.time_index.is_full
-        )
-
     def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]) -> int:
         """Append whole, validated batches; ``batches`` are their headers with positions
         relative to ``data``. Returns the position the data was written at.
@@ -200,46 +198,53 @@ class LogSegment:
         if not batches:
             return self._size
         first, last = batches[0], batches[-1]
-        if first.base_offset < self.next_offset:
+        next_offset = self.next_offset
+        if first.base_offset < next_offset:
             raise CorruptRecordError(
-                f"{self.log_path}: expected offsets from {self.next_offset}, "
+                f"{self.log_path}: expected offsets from {next_offset}, "
                 f"found a batch at {first.base_offset}"
             )
-        if last.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+        last_offset = last.base_offset + last.last_offset_delta
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             raise SegmentOffsetOverflowError(
-                f"{self.log_path}: offset {last.last_offset} is more than 2^31-1 past the "
+                f"{self.log_path}: offset {last_offset} is more than 2^31-1 past the "
                 f"base offset {self.base_offset}"
             )
+        # The running values live in locals and are stored only once every write succeeded,
+        # so a failed append has nothing in memory to undo. Index entries are rare (one per
+        # ``index.interval.bytes``): their counts are taken only before one is added.
         start = self._size
-        before = (
-            self._next_offset, self.max_timestamp, self.offset_of_max_timestamp,
-            self._bytes_since_index, len(self.offset_index), len(self.time_index),
-        )  # fmt: skip
+        max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
+        since_index, interval = self._bytes_since_index, self.index_interval_bytes
+        offset_entries = time_entries = -1  # -1: no index entry added yet
         writing = self.log_path
         try:
             _write_all(self._fd, data, start)
             for header in batches:
-                position = start + header.position
-                if header.max_timestamp > self.max_timestamp:
-                    self.max_timestamp = header.max_timestamp
-                    self.offset_of_max_timestamp = header.last_offset
-                if self._bytes_since_index > self.index_interval_bytes:
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp = header.max_timestamp
+                    offset_of_max = header.base_offset + header.last_offset_delta
+                if since_index > interval:
+                    if offset_entries < 0:
+                        offset_entries, time_entries = len(self.offset_index), len(self.time_index)
                     writing = self.offset_index.path
-                    self.offset_index.append(header.last_offset, position)
+                    self.offset_index.append(
+                        header.base_offset + header.last_offset_delta, start + header.position
+                    )
                     writing = self.time_index.path
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                    self._bytes_since_index = 0
-                self._bytes_since_index += header.size
+                    self.time_index.maybe_append(max_timestamp, offset_of_max)
+                    since_index = 0
+                since_index += header.length + LOG_OVERHEAD
         except OSError as exc:
-            # A full or failing disk: undo, so no byte of this append stays visible.
-            (
-                self._next_offset, self.max_timestamp, self.offset_of_max_timestamp,
-                self._bytes_since_index, offset_entries, time_entries,
-            ) = before  # fmt: skip
+            # A full or failing disk: cut the files back, so no byte of this append stays.
+            if offset_entries < 0:
+                offset_entries, time_entries = len(self.offset_index), len(self.time_index)
             self._truncate_files(start, offset_entries, time_entries)
             raise OSError(exc.errno, exc.strerror or str(exc), str(writing)) from exc
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index = since_index
         self._size = start + len(data)
-        self._next_offset = last.next_offset
+        self._next_offset = last_offset + 1
         return start
 
     def on_become_inactive(self) -> None:

@@ -46,12 +46,15 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from sluice.broker.log.control_batch import COMMIT
 from sluice.broker.log.errors import (
     InvalidProducerEpochError,
+    InvalidRecordError,
     OutOfOrderSequenceError,
     UnknownProducerIdError,
 )
@@ -62,8 +65,11 @@ MAX_BATCHES_PER_PRODUCER = 5
 SEQUENCE_MODULUS = 1 << 31
 
 
-@dataclass(frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer: what a retry of it is recognised by and answered
+    with. A NamedTuple, not a frozen dataclass: one is built per idempotent append, and a
+    frozen dataclass's ``__init__`` costs several times more."""
+
     first_seq: int
     last_seq: int
     first_offset: int
@@ -143,6 +149,18 @@ class ProducerStateManager:
                 raise OutOfOrderSequenceError(
                     f"producer {pid} epoch {entry.epoch}: expected sequence {expected}, found {seq}"
                 )
+        return None
+
+    def check_batches(self, headers: Sequence[BatchHeader]) -> BatchMetadata | None:
+        """:meth:`check` for the batches of one append. An idempotent producer sends one
+        batch per partition per request (Kafka's rule too): more than one with a producer id
+        raises :class:`InvalidRecordError`."""
+        if len(headers) == 1:
+            return self.check(headers[0])
+        if any(h.producer_id >= 0 for h in headers):
+            raise InvalidRecordError(
+                f"expected one batch per append from an idempotent producer, found {len(headers)}"
+            )
         return None
 
     def update(self, header: BatchHeader, marker: int | None = None) -> CompletedTxn | None:

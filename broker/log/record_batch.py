@@ -62,6 +62,11 @@ TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
+# Below this many bytes a copy of the CRC-covered bytes is cheaper than a memoryview slice.
+_SMALL_BATCH = 1024
+# ``BatchHeader`` built from a ready tuple of its 14 fields, skipping the Python ``__new__``.
+_new_header = tuple.__new__
+
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -164,35 +169,49 @@ def validate_batch(
     Raises :class:`CorruptRecordError` naming the position, the field, what was expected and
     what was found.
     """
-    header = parse_header(buf, position, file_position)
-    if header.length < MIN_LENGTH:
+    # Every produced batch passes here: the checks read the unpacked tuple and the header is
+    # built once, at the end, with ``tuple.__new__`` (a NamedTuple's own ``__new__`` is a
+    # Python function taking 14 arguments, about twice as slow).
+    where = position if file_position is None else file_position
+    size = len(buf)
+    if size - position < HEADER_SIZE:
         raise CorruptRecordError(
-            f"batch at position {header.position}: expected Length >= {MIN_LENGTH}, "
-            f"found {header.length}"
+            f"expected a {HEADER_SIZE}-byte batch header at position {where}, "
+            f"found {max(size - position, 0)} bytes"
         )
-    end = position + header.size
-    if end > len(buf):
+    fields = _HEADER.unpack_from(buf, position)
+    length = fields[1]
+    if length < MIN_LENGTH:
         raise CorruptRecordError(
-            f"batch at position {header.position}: Length says {header.size} bytes, "
-            f"only {len(buf) - position} remain"
+            f"batch at position {where}: expected Length >= {MIN_LENGTH}, found {length}"
         )
-    if header.magic != MAGIC_V2:
+    end = position + length + LOG_OVERHEAD
+    if end > size:
         raise CorruptRecordError(
-            f"batch at position {header.position}: expected magic {MAGIC_V2}, found {header.magic}"
+            f"batch at position {where}: Length says {length + LOG_OVERHEAD} bytes, "
+            f"only {size - position} remain"
         )
-    if header.last_offset_delta < 0 or header.record_count < 0:
+    if fields[3] != MAGIC_V2:
         raise CorruptRecordError(
-            f"batch at position {header.position}: expected non-negative LastOffsetDelta and "
-            f"RecordCount, found {header.last_offset_delta} and {header.record_count}"
+            f"batch at position {where}: expected magic {MAGIC_V2}, found {fields[3]}"
         )
-    view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    actual = crc32c(view[position + CRC_START : end])
-    if actual != header.crc:
+    if fields[6] < 0 or fields[12] < 0:
         raise CorruptRecordError(
-            f"batch at position {header.position}: CRC-32C mismatch, header says "
-            f"{header.crc:#010x}, bytes give {actual:#010x}"
+            f"batch at position {where}: expected non-negative LastOffsetDelta and "
+            f"RecordCount, found {fields[6]} and {fields[12]}"
         )
-    return header
+    if end - position <= _SMALL_BATCH and not isinstance(buf, memoryview):
+        covered: bytes | bytearray | memoryview = buf[position + CRC_START : end]  # a small copy
+    else:
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        covered = view[position + CRC_START : end]
+    actual = crc32c(covered)
+    if actual != fields[4]:
+        raise CorruptRecordError(
+            f"batch at position {where}: CRC-32C mismatch, header says "
+            f"{fields[4]:#010x}, bytes give {actual:#010x}"
+        )
+    return _new_header(BatchHeader, (where, *fields))
 
 
 def iter_batches(
@@ -280,7 +299,7 @@ def assign_leader_offsets(
             )
         assign_offsets(buf, h.position, next_offset, leader_epoch)
         # Positional construction: NamedTuple._replace is several times slower.
-        h = BatchHeader(h[0], next_offset, h[2], leader_epoch, *h[4:])
+        h = _new_header(BatchHeader, (h[0], next_offset, h[2], leader_epoch, *h[4:]))
         if clock is not None:
             append_time = clock()
             h = stamp_log_append_time(buf, h, append_time)

@@ -75,6 +75,23 @@ def test_full_index_reports_full(tmp_path):
     index.close()
 
 
+def test_is_full_follows_truncation_and_reload(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, max_bytes=16)
+    index.append(1, 1)
+    assert not index.is_full
+    index.append(2, 2)
+    index.truncate_to(2)  # drops the entry at offset 2
+    assert not index.is_full
+    index.append(3, 3)
+    index.close()
+    reopened = OffsetIndex(path, 0, max_bytes=16)
+    assert reopened.is_full
+    reopened.reset()
+    assert not reopened.is_full
+    reopened.close()
+
+
 def test_time_index_keeps_only_growing_timestamps(tmp_path):
     path = tmp_path / "00000000000000000010.timeindex"
     index = TimeIndex(path, 10)

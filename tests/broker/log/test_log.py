@@ -78,6 +78,47 @@ def test_rolls_on_segment_bytes_and_segment_ms(tmp_path, clock):
     log.close()
 
 
+def test_a_new_config_applies_to_the_next_append(tmp_path, clock):
+    # The roll limits are computed once per active segment and config: assigning a config
+    # (the broker does, for a topic's overrides) must still take effect at once.
+    log = make(tmp_path, clock)
+    for _ in range(3):
+        log.append(batch(1))
+    assert log.segment_count == 1
+    log.config = LogConfig(segment_bytes=len(batch(1)) * 3)
+    log.append(batch(1))
+    assert [s.base_offset for s in log.segments()] == [0, 3]
+    log.config = LogConfig(segment_ms=1000)
+    log.append(batch(1))
+    assert log.segment_count == 2
+    clock.now += 1001
+    log.append(batch(1))
+    assert [s.base_offset for s in log.segments()] == [0, 3, 5]
+    log.close()
+
+
+def test_rolls_when_the_offset_index_is_full(tmp_path, clock):
+    # Room for one entry per index (16 bytes: two 8-byte .index entries, one 12-byte
+    # .timeindex entry); with index.interval.bytes=0 every batch after a segment's first
+    # adds one, so each segment holds two batches.
+    log = make(tmp_path, clock, index_interval_bytes=0, segment_index_bytes=16)
+    for i in range(6):
+        log.append(batch(1, ts=1000 + i))
+    assert [s.base_offset for s in log.segments()] == [0, 2, 4]
+    assert all(s.time_index.is_full for s in log.segments())
+    # A truncation removes the entry again (and restarts the interval count): the segment
+    # takes two more batches, the second adding an entry, and rolls at the third.
+    log.truncate_to(3)
+    assert not log.active_segment.time_index.is_full
+    for ts in (2000, 2001):
+        log.append(batch(1, ts=ts))
+        assert [s.base_offset for s in log.segments()] == [0, 2]
+    assert log.active_segment.time_index.is_full
+    log.append(batch(1, ts=2002))
+    assert [s.base_offset for s in log.segments()] == [0, 2, 5]
+    log.close()
+
+
 def test_reads_out_of_range_raise(tmp_path, clock):
     log = make(tmp_path, clock)
     log.append(batch(3))

@@ -62,6 +62,24 @@ def test_validation_names_what_was_expected_and_found(offset, fmt, value, messag
         validate_batch(raw)
 
 
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
+@pytest.mark.parametrize("value_size", [20, 4000])  # under and over the small-batch copy
+def test_crc_is_checked_for_every_buffer_type_and_size(wrap, value_size):
+    raw = bytearray(batch(3, value_size=value_size))
+    assert validate_batch(wrap(bytes(raw))).record_count == 3
+    raw[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC-32C mismatch"):
+        validate_batch(wrap(bytes(raw)))
+
+
+def test_validation_of_a_batch_inside_a_larger_buffer():
+    a, b = batch(2), batch(3, value_size=2000)
+    both = memoryview(b"xx" + a + b)
+    h = validate_batch(both, 2 + len(a), file_position=7)
+    assert (h.position, h.record_count, h.size) == (7, 3, len(b))
+    assert validate_batch(bytearray(both), 2) == validate_batch(a)._replace(position=2)
+
+
 def test_short_header():
     with pytest.raises(CorruptRecordError, match=f"expected a {HEADER_SIZE}-byte batch header"):
         parse_header(b"\x00" * 20)
