@@ -62,6 +62,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -77,6 +78,7 @@ class ApiKey(enum.IntEnum):
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -84,6 +86,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
 
 
@@ -163,6 +167,12 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 2),
             _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
             _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
+            # Security (issue 19): SASL on SASL_* listeners (served by the connection before
+            # any handler), SCRAM credentials (KIP-554).
+            _spec(ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1),
+            _spec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
+            _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
+            _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
         )
     }
 )

@@ -29,6 +29,7 @@ from sluice.broker.server.handlers import (
     partition_admin,
     produce,
     records,
+    security,
     topics,
     transactions,
 )
@@ -70,4 +71,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ELECT_LEADERS: partition_admin.handle_elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_admin.handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_admin.handle_list_partition_reassignments,
+    # SaslHandshake and SaslAuthenticate are the connection's (broker.py), not a handler's.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.handle_alter_user_scram_credentials,
 }

@@ -244,12 +244,9 @@ def check_topic_config(ctx: BrokerContext, config: Mapping[str, str | None]) -> 
     log settings for the keys they model. Raises ``InvalidConfigError``."""
     checked = tc.validate(config)
     try:
+        # Every Kafka topic key is accepted and stored; the log applies the ones it models
+        # (the broker builds a topic's log settings the same way, Broker.topic_log_config).
         tc.log_settings(ctx.config.log, checked)
-        # The broker still builds a topic's log settings from its whole config
-        # (``Broker.topic_log_config``), which refuses the keys the log does not model: until it
-        # goes through ``topic_config.log_settings``, storing such a key would leave a topic
-        # whose logs cannot be configured, so it is refused here with the log's message.
-        ctx.config.log.with_overrides(checked)
     except ValueError as exc:
         raise InvalidConfigError(str(exc)) from None
     return checked

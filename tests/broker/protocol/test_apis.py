@@ -23,6 +23,7 @@ EXPECTED = {
     14: ((0, 3), (0, 3)),
     15: ((0, 2), (0, 2)),
     16: ((0, 2), (0, 2)),
+    17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
     18: ((0, 3), (0, 3)),
     19: ((2, 4), (2, 4)),
     20: ((1, 3), (1, 3)),
@@ -39,6 +40,7 @@ EXPECTED = {
     33: ((0, 2), (0, 2)),
     34: ((1, 2), (1, 2)),
     35: ((1, 4), (1, 4)),
+    36: ((0, 2), (0, 2)),  # SaslAuthenticate
     37: ((0, 3), (0, 3)),
     42: ((0, 2), (0, 2)),
     43: ((0, 2), (0, 2)),
@@ -46,6 +48,8 @@ EXPECTED = {
     45: ((0, 1), (0, 1)),
     46: ((0, 0), (0, 0)),
     47: ((0, 0), (0, 0)),
+    50: ((0, 0), (0, 0)),  # Describe/AlterUserScramCredentials (KIP-554)
+    51: ((0, 0), (0, 0)),
     60: ((0, 1), (0, 1)),
 }
 
@@ -53,8 +57,10 @@ EXPECTED = {
 FIRST_FLEXIBLE = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
     18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3,
-    32: 4, 33: 2, 34: 2, 35: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 60: 0,
+    32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0,
+    60: 0,
 }  # fmt: skip
+# SaslHandshake has no flexible version either.
 # OffsetDelete has no flexible version.
 
 
@@ -96,12 +102,35 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
     }
     expected = {(ApiKey.API_VERSIONS, 3)} | {
         (key, v)
-        for key in (21, 22, 24, 25, 26, 27, 28, 32, 33, 34, 35, 37, 42, 43, 44, 45, 46, 60)
+        for key in (
+            21,
+            22,
+            24,
+            25,
+            26,
+            27,
+            28,
+            32,
+            33,
+            34,
+            35,
+            36,
+            37,
+            42,
+            43,
+            44,
+            45,
+            46,
+            50,
+            51,
+            60,
+        )
         for v in APIS[key].versions
         if v >= FIRST_FLEXIBLE[key]
     }
     assert flexible == expected
     assert apis.first_flexible_version(ApiKey.OFFSET_DELETE) is None
+    assert apis.first_flexible_version(ApiKey.SASL_HANDSHAKE) is None
 
 
 def test_response_header_versions() -> None:

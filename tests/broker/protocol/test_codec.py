@@ -152,9 +152,10 @@ def test_unsupported_version(key: int, version: int) -> None:
         encode_unsupported_version(exc)  # only ApiVersions gets an answer
 
 
-# 21 was an unknown key here (DeleteRecords now), and 24 and 25 (AddPartitionsToTxn and
-# AddOffsetsToTxn now); 29-31 are the ACL APIs, which Sluice does not speak.
-@pytest.mark.parametrize("key", [4, 5, 6, 7, 17, 29, 30, 31, 999, -1])
+# 21 was an unknown key here (DeleteRecords now), 24 and 25 (AddPartitionsToTxn and
+# AddOffsetsToTxn now) and 17 (SaslHandshake now); 29-31 are the ACL APIs and 38 is
+# CreateDelegationToken, which Sluice does not speak.
+@pytest.mark.parametrize("key", [4, 5, 6, 7, 29, 30, 31, 38, 999, -1])
 def test_unknown_api_key(key: int) -> None:
     with pytest.raises(UnsupportedVersion, match="unknown api key"):
         decode_request(_header_only(key, 0))

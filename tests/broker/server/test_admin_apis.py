@@ -229,10 +229,6 @@ def test_alter_survives_a_restart(start_broker: StartBroker) -> None:
     assert _describe_topic(_admin(broker), topic)["retention.bytes"].value == "4096"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs broker.py to build log settings with topic_config.log_settings (report)",
-)
 def test_create_topic_accepts_every_kafka_topic_config(broker: BrokerProcess) -> None:
     admin = _admin(broker)
     topic = unique("compressed")
