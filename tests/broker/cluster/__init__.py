@@ -21,7 +21,7 @@ from sluice.testing.net import wait_until
 from sluice.testing.zookeeper import expire_session, kazoo_client
 
 # Test modules import these from here; they live in sluice.testing.
-__all__ = ["SimCluster", "expire_session", "wait_until"]
+__all__ = ["SimCluster"]
 
 
 class SimCluster:

@@ -20,8 +20,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from kazoo.client import KazooClient
 
+from sluice.testing.cluster import BrokerCluster
 from sluice.testing.net import wait_until
-from tests.broker.cluster.cluster_fixture import BrokerCluster
 from tests.broker.server.clients import Msg, produce, unique
 from tests.broker.server.wire import WireClient
 

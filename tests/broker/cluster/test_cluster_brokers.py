@@ -17,9 +17,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from tests.broker.cluster.cluster_fixture import QUIET, BrokerCluster, wait_for
+from sluice.testing.cluster import QUIET, BrokerCluster
+from sluice.testing.cluster import wait_for_metadata as wait_for
+from sluice.testing.zookeeper import ZooKeeperServer
 from tests.broker.server.clients import ContinuousProducer, unique
-from tests.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.broker
 

@@ -17,9 +17,9 @@ from sluice.broker.cluster.cluster_metadata import (
 from sluice.broker.cluster.topic_metadata import InvalidConfigError, InvalidPartitionsError
 from sluice.broker.cluster.zk_data import BrokerIdZNode, ClusterIdZNode
 from sluice.common.topic_partition import InvalidTopicError
-from tests.broker.cluster import SimCluster, wait_until
-from tests.conftest import kazoo_client
-from tests.zookeeper_server import ZooKeeperServer
+from sluice.testing.net import wait_until
+from sluice.testing.zookeeper import ZooKeeperServer, kazoo_client
+from tests.broker.cluster import SimCluster
 
 
 class Recorder:

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from sluice.broker.groups.offset_store import partition_for as group_partition
 from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
 from sluice.broker.transactions.transaction_log import partition_for as txn_partition
-from tests.broker.cluster.cluster_fixture import QUIET, BrokerCluster
+from sluice.testing.cluster import QUIET, BrokerCluster
 from tests.broker.server.clients import unique
 
 pytestmark = pytest.mark.broker

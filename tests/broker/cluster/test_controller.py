@@ -32,8 +32,9 @@ from sluice.broker.cluster.zk_data import (
     TopicPartitionStateZNode,
     TopicZNode,
 )
-from tests.broker.cluster import SimCluster, expire_session, wait_until
-from tests.conftest import kazoo_client
+from sluice.testing.net import wait_until
+from sluice.testing.zookeeper import expire_session, kazoo_client
+from tests.broker.cluster import SimCluster
 
 
 def zk_state(zk: KazooClient, topic: str, partition: int) -> PartitionState | None:

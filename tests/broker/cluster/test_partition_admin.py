@@ -23,7 +23,7 @@ with warnings.catch_warnings():  # kafka-python reads its schemas with importlib
         UnknownTopicOrPartitionError,
     )
 
-from tests.broker.cluster.cluster_fixture import BrokerCluster
+from sluice.testing.cluster import BrokerCluster
 from tests.broker.server.clients import ContinuousProducer, consume, unique
 
 pytestmark = [

@@ -1,6 +1,5 @@
-"""The broker-process tests' names for a real Sluice broker: :class:`BrokerProcess` lives in
-``sluice.testing.broker`` (see there); ``StartBroker`` is the type of the ``start_broker``
-fixture in ``conftest.py``."""
+"""``StartBroker``: the type of the ``start_broker`` fixture in ``conftest.py`` (the broker
+process itself is ``sluice.testing.broker.BrokerProcess``)."""
 
 from __future__ import annotations
 
@@ -11,4 +10,4 @@ from sluice.testing.broker import BrokerProcess
 StartBroker = Callable[..., BrokerProcess]
 """The ``start_broker`` fixture: ``start_broker(overrides, **BrokerProcess options)``."""
 
-__all__ = ["BrokerProcess", "StartBroker"]
+__all__ = ["StartBroker"]

@@ -35,8 +35,9 @@ with warnings.catch_warnings():
 
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
-from tests.broker.server.broker_process import BrokerProcess, StartBroker
-from tests.broker.server.clients import Msg, consumer, create_topic, poll_messages, produce, unique
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.broker_process import StartBroker
+from tests.broker.server.clients import Msg, consumer, poll_messages, produce, unique
 from tests.broker.server.wire import WireClient, request
 
 pytestmark = [
