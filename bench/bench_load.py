@@ -1,4 +1,4 @@
-"""The nightly load against Spark itself, on a fair baseline.
+"""The nightly load against Spark itself, on a fair baseline, in local mode and on a cluster.
 
 The load: N messages over 8 partitions, each value 200 incompressible bytes (a counter and
 random bytes: no two equal, nothing for Parquet's dictionary or codec to fold away), fetched and
@@ -17,18 +17,34 @@ constant value dictionary-encodes to almost nothing and made the old baseline 2.
 Before either is timed, a small baseline write warms the JVM, so neither side pays for the
 other's warm-up (the load still pays for its Python workers' start: that is its own cost).
 
-Also recorded: the load's phases and its split tasks' time (fetch and Parquet write, summed
-over the splits, over the two task slots of ``local[2]``; the rest of read+write is Spark
-scheduling the tasks and starting its Python workers). With ``SLUICE_BENCH_PROFILE=1`` (and
-``py-spy`` installed) the Spark Python workers are sampled during the load and the profile's top
-lines become notes; ``SLUICE_BENCH_PROFILE=<file>`` also keeps py-spy's raw samples there (for
-a flame graph).
+Two runs of that measurement (``measure``), one after the other against the same broker and
+topic, each into its own warehouse:
+
+* **local mode** — ``local[2]``, in this process;
+* **a two-worker standalone cluster** — ``sluice.testing.spark_cluster.SparkCluster``: a master
+  and two workers of one core each (executors of ``EXECUTOR_MEMORY``, the full JIT), every one
+  a JVM of its own, sharing this machine's disk; the driver is a process of its own
+  (``python -m bench.bench_load <spec.json>``, as the cluster tests run the load), which writes
+  its figures to a JSON file this process reads. Its rows are the local ones' systems with
+  ``CLUSTER`` appended (``sluice on standalone-2-workers``, ``sluice/in-memory on
+  standalone-2-workers``...). Without Java the cluster run is left out, with a note.
+
+Both have two task slots, so the split tasks' time (fetch and Parquet write, summed over the
+splits) is divided by two; the rest of read+write is Spark scheduling the tasks and starting
+its Python workers. With ``SLUICE_BENCH_PROFILE=1`` (and ``py-spy`` installed) the local run's
+Spark Python workers are sampled during the load and the profile's top lines become rows of
+the system ``profile`` (unit ``%``: share of the workers' samples, own time);
+``SLUICE_BENCH_PROFILE=<file>`` also keeps py-spy's raw samples there (for a flame graph). The
+machine's load average at the start of each run is a note (the machine is shared).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,13 +52,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_broker import start_broker
+from bench.bench_broker import REPO, start_broker
 from bench.results import Results
 
 PARTITIONS = 8
 VALUE_BYTES = 200
 WARM_UP_ROWS = 200_000
+SLOTS = 2  # task slots in both runs: local[2], or two workers of one core
 _POOL_BYTES = 1 << 24  # random bytes the values are cut from; far larger than a Parquet page
+
+CLUSTER = " on standalone-2-workers"  # appended to the cluster run's systems
+CLUSTER_WORKERS = 2
+WORKER_MEMORY = "1g"  # what each worker offers executors
+EXECUTOR_MEMORY = "768m"  # a 128 MB Parquet row group buffered per task fits with room to spare
+CLUSTER_TIMEOUT = 1800.0  # the cluster driver's whole run (full: 10 M rows twice)
+PROFILE = "profile"  # the system of the profile's rows
 
 
 def produce_incompressible(bootstrap: str, topic: str, count: int) -> None:
@@ -120,99 +144,234 @@ class _Profiler:
         )  # fmt: skip
 
     def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(2)  # SIGINT: py-spy writes its output and exits
-            self.proc.wait(timeout=60)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # py-spy writes its output and exits
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
-    def top(self, n: int = 12) -> list[str]:
+    def failure(self) -> str | None:
+        """Why there is no profile (py-spy's last words), or None."""
+        if self.out.exists():
+            return None
+        log = self.out.with_suffix(".log")
+        said = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+        return f"no profile: py-spy said {said[0] if said else 'nothing'!r}"
+
+    def top(self, n: int = 12) -> list[tuple[str, float]]:
         """The ``n`` lines with the most own samples in the Spark Python processes, as
-        ``pct% function (file:line)``, percentages of those processes' samples."""
-        if not self.out.exists():
-            log = self.out.with_suffix(".log")
-            said = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-            return [f"no profile: py-spy said {said[0] if said else 'nothing'!r}"]
-        own: dict[str, int] = {}
-        total = 0
-        for line in self.out.read_text().splitlines():
-            stack, _, count = line.rpartition(" ")
-            frames = stack.split(";")
-            # py-spy nests a child's stacks under its parents' "process" frames: the driver's
-            # own stacks have one, the JVM's Python children more.
-            if not count.isdigit() or len(frames) < 3 or not frames[1].startswith("process "):
-                continue
-            if frames[-1].startswith("process "):
-                continue
-            own[frames[-1]] = own.get(frames[-1], 0) + int(count)
-            total += int(count)
-        ranked = sorted(own.items(), key=lambda kv: -kv[1])[:n]
-        return [f"{100 * c / max(total, 1):5.1f}% {name}" for name, c in ranked]
+        ``(function (file:line), percent of those processes' samples)``."""
+        return top_lines(self.out.read_text() if self.out.exists() else "", n)
+
+
+def top_lines(raw: str, n: int = 12) -> list[tuple[str, float]]:
+    """``_Profiler.top`` of py-spy's ``--format raw`` text (``frame;frame;... count`` lines)."""
+    own: dict[str, int] = {}
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        # py-spy nests a child's stacks under its parents' "process" frames: the driver's own
+        # stacks have one, the JVM's Python children more.
+        if not count.isdigit() or len(frames) < 3 or not frames[1].startswith("process "):
+            continue
+        if frames[-1].startswith("process "):
+            continue
+        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
+        total += int(count)
+    ranked = sorted(own.items(), key=lambda kv: -kv[1])[:n]
+    return [(name, round(100 * c / max(total, 1), 1)) for name, c in ranked]
+
+
+def load_config(bootstrap: str, out: Path, spark: dict[str, str] | None = None) -> Any:
+    """The load of topic ``load`` into ``<out>/wh``; ``spark``: ``spark.*`` settings (with
+    ``spark.master``) for a driver of a cluster."""
+    from sluice.pipeline.load.run import LoadConfig
+
+    settings = dict(spark or {})
+    return LoadConfig(
+        bootstrap_servers=bootstrap, topics=("load",), warehouse=f"file://{out}/wh",
+        min_partitions=PARTITIONS, spark_master=settings.pop("spark.master", None),
+        spark=settings,
+    )  # fmt: skip
+
+
+def measure(spark: Any, config: Any, count: int, out: Path, profile: Path | None) -> dict[str, Any]:
+    """Warm the JVM, run the load (profiled into ``profile`` if given), then time the baseline
+    into ``<out>/inmem``. The figures, as JSON: rows, phases (s), tasks (the split tasks'
+    seconds summed over the splits, per slot), the Parquet bytes of both tables, the
+    baseline's seconds, the profile's top lines and why there is none."""
+    from sluice.pipeline.load.run import run_load
+
+    # Warm the JVM (class loading, codegen, the Parquet writer) for both sides: the baseline
+    # runs second and would otherwise get the warm JVM the load paid for. On a cluster this
+    # first job also waits for every executor to register.
+    warm = baseline_frame(spark, WARM_UP_ROWS, int(time.time() * 1e6))
+    warm.write.mode("overwrite").partitionBy("topic", "date").parquet(str(out / "warm"))
+    profiler = _Profiler(profile) if profile is not None else None
+    try:
+        if profiler is not None:
+            profiler.start()
+        report = run_load(config, spark, progress=lambda _m: None)
+    finally:
+        if profiler is not None:
+            profiler.stop()
+    rows = sum(p.rows for p in report.partitions)
+    if rows != count:
+        raise RuntimeError(f"the load published {rows:,} rows, expected {count:,}")
+    # The same columns and bytes per row written by the same session with no source to read:
+    # generated in the JVM, so nothing crosses from Python. Not cached: 10 M rows of 200 B
+    # would not fit the driver's heap, and generating costs far less than writing.
+    frame = baseline_frame(spark, count, int(time.time() * 1e6))
+    started = time.perf_counter()
+    frame.write.mode("overwrite").partitionBy("topic", "date").parquet(str(out / "inmem"))
+    in_memory = time.perf_counter() - started
+    return {
+        "rows": rows,
+        "phases": dict(report.phases),
+        "tasks": sum(p.seconds for p in report.partitions) / SLOTS,
+        "load_bytes": parquet_bytes(out / "wh"),
+        "baseline_seconds": in_memory,
+        "baseline_bytes": parquet_bytes(out / "inmem"),
+        "profile": profiler.top() if profiler is not None else [],
+        "profile_failure": profiler.failure() if profiler is not None else None,
+    }
+
+
+def record(results: Results, count: int, figures: dict[str, Any], where: str = "") -> None:
+    """The rows of one run's ``figures``; ``where`` is appended to every system ("" for local
+    mode, ``CLUSTER`` for the cluster)."""
+    load_seconds = sum(figures["phases"].values())
+    load, base = f"sluice{where}", f"spark in-memory write{where}"
+    results.add("nightly_load", load, f"{count:,} rows over {PARTITIONS} partitions",
+                figures["rows"] / load_seconds, "rows/s")  # fmt: skip
+    for phase, seconds in figures["phases"].items():
+        results.add("nightly_load", load, f"phase {phase}", seconds, "s")
+    results.add("nightly_load", load, f"split tasks: fetch+write (summed / {SLOTS} slots)",
+                figures["tasks"], "s")  # fmt: skip
+    results.add("nightly_load", load, "parquet bytes", figures["load_bytes"], "B")
+    results.add("nightly_load", base, f"{count:,} rows", count / figures["baseline_seconds"],
+                "rows/s")  # fmt: skip
+    results.add("nightly_load", base, "parquet bytes", figures["baseline_bytes"], "B")
+    results.add("nightly_load", f"sluice/in-memory{where}", "rows/s",
+                figures["baseline_seconds"] / load_seconds, "ratio")  # fmt: skip
+    for name, percent in figures.get("profile", []):
+        results.add("nightly_load", f"{PROFILE}{where}", name, percent, "%")
+    if figures.get("profile_failure"):
+        results.note("nightly_load", f"{figures['profile_failure']}{where}")
+
+
+def _load_average() -> str:
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def run(results: Results, quick: bool) -> None:
-    from sluice.pipeline.load.run import LoadConfig, build_spark, run_load
+    from sluice.pipeline.load.run import build_spark
 
     count = 1_000_000 if quick else 10_000_000
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-load-", dir=".")).resolve()
     broker = start_broker(work)
     spark = None
-    profiler = None
     try:
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("load", PARTITIONS, 1)])["load"].result(timeout=30)
+        del admin  # closed now, not reconnecting (and logging) after the broker stops
         produce_incompressible(broker.bootstrap, "load", count)
-        config = LoadConfig(
-            bootstrap_servers=broker.bootstrap, topics=("load",), warehouse=f"file://{work}/wh",
-            min_partitions=PARTITIONS,
-        )  # fmt: skip
-        spark = build_spark(config)
-        # Warm the JVM (class loading, codegen, the Parquet writer) for both sides: the
-        # baseline runs second and would otherwise get the warm JVM the load paid for.
-        warm = baseline_frame(spark, WARM_UP_ROWS, int(time.time() * 1e6))
-        warm.write.mode("overwrite").partitionBy("topic", "date").parquet(str(work / "warm"))
         keep = os.environ.get("SLUICE_BENCH_PROFILE", "")
-        if keep:
-            profiler = _Profiler(Path(keep).resolve() if keep != "1" else work / "profile.txt")
-            profiler.start()
-        report = run_load(config, spark, progress=lambda _m: None)
-        if profiler is not None:
-            profiler.stop()
-        load_seconds = sum(report.phases.values())
-        rows = sum(p.rows for p in report.partitions)
-        assert rows == count, (rows, count)
-        # The split tasks' own time (fetch + Parquet write), over the two task slots of local[2].
-        tasks = sum(p.seconds for p in report.partitions) / 2
-        results.add("nightly_load", "sluice", f"{count:,} rows over {PARTITIONS} partitions",
-                    rows / load_seconds, "rows/s")  # fmt: skip
-        for phase, seconds in report.phases.items():
-            results.add("nightly_load", "sluice", f"phase {phase}", seconds, "s")
-        results.add("nightly_load", "sluice", "split tasks: fetch+write (summed / 2 slots)",
-                    tasks, "s")  # fmt: skip
-        results.add("nightly_load", "sluice", "parquet bytes", parquet_bytes(work / "wh"), "B")
-
-        # The same columns and bytes per row written by the same session with no source to
-        # read: generated in the JVM, so nothing crosses from Python. Not cached: 10 M rows of
-        # 200 B would not fit the driver's heap, and hashing costs far less than writing.
-        frame = baseline_frame(spark, count, int(time.time() * 1e6))
-        started = time.perf_counter()
-        frame.write.mode("overwrite").partitionBy("topic", "date").parquet(str(work / "inmem"))
-        in_memory = time.perf_counter() - started
-        results.add("nightly_load", "spark in-memory write", f"{count:,} rows",
-                    count / in_memory, "rows/s")  # fmt: skip
-        results.add("nightly_load", "spark in-memory write", "parquet bytes",
-                    parquet_bytes(work / "inmem"), "B")  # fmt: skip
-        results.add("nightly_load", "sluice/in-memory", "rows/s", in_memory / load_seconds,
-                    "ratio")  # fmt: skip
+        profile = None if not keep else (Path(keep).resolve() if keep != "1"
+                                         else work / "profile.txt")  # fmt: skip
+        local = work / "local"
+        local.mkdir()
+        config = load_config(broker.bootstrap, local)
         results.note("nightly_load", f"{VALUE_BYTES}-byte incompressible values on both sides; "
                      f"the JVM warmed by a {WARM_UP_ROWS:,}-row baseline write first")  # fmt: skip
-        if profiler is not None:
-            for line in profiler.top():
-                results.note("nightly_load", f"profile: {line}")
+        results.note("nightly_load", f"load average {_load_average()} (1, 5, 15 min) at the "
+                     "start of the local[2] run")  # fmt: skip
+        spark = build_spark(config)
+        figures = measure(spark, config, count, local, profile)
+        spark.stop()  # the cluster run's driver is a process of its own
+        spark = None
+        record(results, count, figures)
+        run_cluster(results, broker.bootstrap, count, work)
     finally:
-        if profiler is not None and profiler.proc is not None and profiler.proc.poll() is None:
-            profiler.proc.kill()
         if spark is not None:
             spark.stop()
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run_cluster(results: Results, bootstrap: str, count: int, work: Path) -> None:
+    """The same measurement on a two-worker standalone cluster under ``work``, its driver a
+    process of its own (``driver_main``); the rows' systems end in ``CLUSTER``."""
+    from sluice.testing.spark_cluster import SparkCluster, WorkerSpec, spark_cluster_missing
+
+    missing = spark_cluster_missing()
+    if missing is not None:
+        results.note("nightly_load", f"no standalone cluster run: {missing}")
+        return
+    out = work / "cluster"
+    out.mkdir()
+    workers = [WorkerSpec(cores=1, memory=WORKER_MEMORY)] * CLUSTER_WORKERS
+    with SparkCluster(workers, root=work) as cluster:
+        # The full JIT (jvm_options=""): the JVMs run for long, as a production cluster's do.
+        conf = cluster.application_conf(executor_memory=EXECUTOR_MEMORY, jvm_options="")
+        spec = out / "spec.json"
+        spec.write_text(json.dumps({"bootstrap": bootstrap, "count": count, "out": str(out),
+                                    "spark": conf}))  # fmt: skip
+        results.note("nightly_load", f"load average {_load_average()} at the start of the "
+                     f"standalone run ({CLUSTER_WORKERS} workers × 1 core, executors of "
+                     f"{EXECUTOR_MEMORY})")  # fmt: skip
+        log = out / "driver.log"
+        with log.open("w") as output:  # the child holds its own copy of the descriptor
+            driver = subprocess.Popen(
+                [sys.executable, "-m", "bench.bench_load", str(spec)],
+                cwd=REPO, env=cluster.driver_env(), stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        try:
+            status = driver.wait(timeout=CLUSTER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            status = None
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the driver's JVM with it
+                os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        if status != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+            said = (
+                f"did not finish in {CLUSTER_TIMEOUT:.0f}s"
+                if status is None
+                else f"exited {status}"
+            )
+            raise RuntimeError(f"the standalone cluster's driver {said}:\n{tail}")
+        figures = json.loads((out / "figures.json").read_text())
+    record(results, count, figures, CLUSTER)
+
+
+def driver_main(argv: list[str]) -> int:
+    """The cluster run's driver: ``python -m bench.bench_load <spec.json>`` (``bootstrap``,
+    ``count``, ``out``, ``spark``: the cluster's application settings); writes ``measure``'s
+    figures to ``<out>/figures.json``."""
+    from sluice.pipeline.load.run import build_spark
+
+    if len(argv) != 1:
+        print("usage: python -m bench.bench_load SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    out = Path(spec["out"])
+    config = load_config(spec["bootstrap"], out, spec["spark"])
+    spark = build_spark(config, lambda message: print(message, flush=True))
+    try:
+        figures = measure(spark, config, int(spec["count"]), out, None)
+    finally:
+        spark.stop()
+    (out / "figures.json").write_text(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(driver_main(sys.argv[1:]))

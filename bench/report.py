@@ -50,6 +50,8 @@ SETUP = {
     "fetch_path": {"quick": "1 M", "full": "5 M"},
     "offsets_article": {"quick": "20 k", "full": "100 k"},
     "partition_strategy": {"quick": "8 s, 16 s and 24 s", "full": "20 s, 40 s and 60 s"},
+    "transactional_produce": {"quick": "3,000", "full": "10,000"},
+    "log_cleaner": {"quick": "100 MB", "full": "1 GB"},
 }
 
 
@@ -328,6 +330,34 @@ def log_section(ctx: Context) -> list[str]:
     return out
 
 
+def transactions_section(ctx: Context) -> list[str]:
+    """Transactional produce against the idempotent producer (``bench.bench_transactions``)."""
+    batches = SETUP["transactional_produce"][ctx.mode("transactional_produce")]
+    rows = ctx.rows["transactional_produce"]
+    out = [f"**Transactions** (KIP-98; `python -m bench.run --only transactions`): {batches} "
+           "batches of 100 records of 100 bytes to one partition of a standalone broker, each "
+           "batch flushed (one Produce request), by the idempotent producer and by a "
+           "transactional one committing every 1, 10 or 100 batches; same client settings, "
+           "same bytes. A transaction adds AddPartitionsToTxn, EndTxn, two "
+           "`__transaction_state` writes and a commit marker; its cost is spread over the "
+           "batches it holds."]  # fmt: skip
+    out += ["", *table([r for r in rows if r.unit != "ratio"], transpose=True)]
+    return out
+
+
+def cleaner_section(ctx: Context) -> list[str]:
+    """The cleaner's throughput and a compacted topic's read speed (``bench.bench_cleaner``)."""
+    size = SETUP["log_cleaner"][ctx.mode("log_cleaner")]
+    rows = ctx.rows["log_cleaner"]
+    out = [f"**Log compaction** (`python -m bench.run --only cleaner`, `broker/log` in-process): "
+           f"a {size} `cleanup.policy=compact` log of 100-byte values over 10,000 random keys "
+           "cleaned in one pass (the broker's default 128 MiB key map; MB/s of log read by the "
+           "pass: offset map, rewrite, swap), then read from the start with 1 MiB reads, "
+           "compacted and uncompacted (both in the page cache)."]  # fmt: skip
+    out += ["", *table([r for r in rows if r.unit != "ratio"], transpose=True)]
+    return out
+
+
 def fetch_section(ctx: Context) -> list[str]:
     count = SETUP["fetch_path"][ctx.mode("fetch_path")]
     rows = ctx.rows["fetch_path"]
@@ -462,26 +492,75 @@ def assignors_section(ctx: Context) -> list[str]:
     return [*out, "", *table(rows, transpose=True)]
 
 
+# The nightly load's runs: a title and what ends the systems of its rows (bench.bench_load's
+# CLUSTER for the standalone cluster; local mode's systems have no suffix).
+LOAD_RUNS = (("`local[2]`", ""), ("standalone, 2 workers", " on standalone-2-workers"))
+
+
+def _load_run(r: Result) -> tuple[str, str]:
+    """(the run's title, the row's system without the run's suffix) of a nightly-load row."""
+    for title, suffix in LOAD_RUNS[::-1]:  # the empty suffix last: it matches every system
+        if r.system.endswith(suffix):
+            return title, r.system.removesuffix(suffix)
+    raise AssertionError("unreachable: the last suffix is empty")
+
+
 def load_section(ctx: Context) -> list[str]:
+    """The load against Spark's own write of the same rows, in each run (local mode, the
+    standalone cluster) side by side; then the profile's top lines, when a run has them."""
     rows = ctx.rows["nightly_load"]
-    out = ["**The nightly load** (`local[2]`): rows/s of the load through the `sluice` source "
-           "(fetch, Parquet by topic and date, atomic publish), against the same Spark session "
-           "writing the same rows generated in the JVM (`spark.range`: no source, nothing "
-           "crossing from Python), and the load's time by phase. "
-           "Fetch time is summed over the splits and divided by the two task slots; the rest "
-           "of read+write is the Python data source handing Arrow batches to the JVM and the "
-           "Parquet write; verify counts the staged rows; commit is the publish (one rename)."
-           ]  # fmt: skip
-    load = next((r for r in rows if r.system == "sluice" and r.unit == "rows/s"), None)
-    spark = next((r for r in rows if r.system == "spark in-memory write"), None)
-    ratio = next((r for r in rows if r.unit == "ratio"), None)
-    if load and spark and ratio:
-        out += ["", f"{load.metric}: {fmt(load.value, load.unit)}, {fmt(ratio.value, 'ratio')} "
-                f"Spark writing the same rows with no source ({fmt(spark.value, spark.unit)})."
-                ]  # fmt: skip
-    lines = ["| system | metric | value |", "|---|---|---:|"]
-    lines += [f"| {_cell(r.system)} | {_cell(r.metric)} | {fmt(r.value, r.unit)} |" for r in rows]
-    return [*out, "", *lines]
+    out = ["**The nightly load**, Camus-style: one Spark task per split fetches its range and "
+           "writes its Parquet files (by topic and date) with pyarrow in the Python worker; the "
+           "driver checks the tasks' results against the plan and publishes with one atomic "
+           "rename. Against it: the same Spark session writing rows of the same columns and "
+           "bytes (200 incompressible bytes per value) generated in the JVM (`spark.range`: no "
+           "source, nothing crossing from Python), with both tables' Parquet bytes. Run in "
+           "`local[2]` and on a standalone cluster of two 1-core workers (master, workers and "
+           "executors JVMs of their own, the driver a process of its own): two task slots "
+           "either way. Phases: plan reads the last manifest and the log ends; read+write is "
+           "the job of split tasks — their own fetch and write time, summed over the splits, "
+           "is divided by the two slots; the rest is Spark scheduling them and starting their "
+           "Python workers; verify checks the task results against the plan and the staged "
+           "files; commit writes the manifest and renames."]  # fmt: skip
+    titles: list[str] = []
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    profiles: dict[str, list[Result]] = {}
+    for r in rows:
+        title, system = _load_run(r)
+        if system == "profile":
+            profiles.setdefault(title, []).append(r)
+            continue
+        if title not in titles:
+            titles.append(title)
+        cells.setdefault((system, r.metric), {})[title] = fmt_row(r)
+    for title, suffix in LOAD_RUNS:
+        load = next((r for r in rows if r.system == f"sluice{suffix}" and r.unit == "rows/s"),
+                    None)  # fmt: skip
+        spark = next((r for r in rows if r.system == f"spark in-memory write{suffix}"
+                      and r.unit == "rows/s"), None)  # fmt: skip
+        ratio = ctx.value("nightly_load", f"sluice/in-memory{suffix}", "rows/s")
+        if load is None or spark is None or ratio is None:
+            continue
+        sentence = (f"{title}: {load.metric} at {fmt(load.value, load.unit)}, "
+                    f"{fmt(ratio, 'ratio')} Spark writing the same rows with no source "
+                    f"({fmt(spark.value, spark.unit)})")  # fmt: skip
+        sizes = [ctx.value("nightly_load", f"{s}{suffix}", "parquet bytes")
+                 for s in ("sluice", "spark in-memory write")]  # fmt: skip
+        if sizes[0] is not None and sizes[1] is not None:
+            sentence += (f"; Parquet {fmt(sizes[0] / 1e6, 'MB')} against "
+                         f"{fmt(sizes[1] / 1e6, 'MB')}")  # fmt: skip
+        out += ["", sentence + "."]
+    lines = ["| system | metric | " + " | ".join(titles) + " |",
+             "|---|---|" + "---:|" * len(titles)]  # fmt: skip
+    lines += [f"| {_cell(system)} | {_cell(metric)} | "
+              + " | ".join(_cell(by_run.get(t, "")) for t in titles) + " |"
+              for (system, metric), by_run in cells.items()]  # fmt: skip
+    out += ["", *lines]
+    for title, found in profiles.items():
+        out += ["", f"Where the load's Python workers spend their time ({title}; py-spy, "
+                "`SLUICE_BENCH_PROFILE=1`: each line's own samples, % of the workers'):",
+                "", "```", *(f"{r.value:5.1f}%  {r.metric}" for r in found), "```"]  # fmt: skip
+    return out
 
 
 @dataclass(frozen=True)
@@ -497,7 +576,9 @@ SECTIONS = (
             ("produce_over_time.png", "consume.png", "storage_overhead.png",
              "first_message.png"), ratios=False),
     Section(("log_append", "log_read"), log_section),
+    Section(("log_cleaner",), cleaner_section),
     Section(("fetch_path",), fetch_section),
+    Section(("transactional_produce",), transactions_section),
     Section(("broker_profile",), profile_section, ratios=False),
     Section(("scale",), scale_section, ("scale.png",), ratios=False),
     Section(("offsets_article",), offsets_section),

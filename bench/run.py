@@ -3,6 +3,8 @@
 python -m bench.run --quick               # `make bench`, a few minutes
 python -m bench.run --full                # `make bench-full`
 python -m bench.run --only scale          # one group; the other groups' results are kept
+python -m bench.run --only transactions   # transactional produce (bench.bench_transactions)
+python -m bench.run --only cleaner        # log compaction (bench.bench_cleaner)
 python -m bench.run --only scale --scale-size 200MB
 python -m bench.run --only peers --systems sluice,tansu [--full]   # some systems only
 python -m bench.run --only broker --loop uvloop   # the broker under uvloop (bench.uvloop_broker)
@@ -22,12 +24,14 @@ from collections.abc import Callable
 from bench import (
     bench_assignors,
     bench_broker,
+    bench_cleaner,
     bench_load,
     bench_log,
     bench_offsets,
     bench_peers,
     bench_profile,
     bench_scale,
+    bench_transactions,
     plots,
     report,
 )
@@ -37,8 +41,12 @@ from bench.results import Results
 GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], object]]] = {
     "log": ("storage engine (broker/log) against the disk",
             lambda r, q, _a: bench_log.run(r, q)),
+    "cleaner": ("log compaction: the cleaner's MB/s, reading a compacted topic",
+                lambda r, q, _a: bench_cleaner.run(r, q)),
     "broker": ("the broker's fetch path against a raw sendfile over loopback",
                lambda r, q, a: bench_broker.run(r, q, a.loop)),
+    "transactions": ("transactional produce at 1, 10, 100 batches per transaction vs idempotent",
+                     lambda r, q, _a: bench_transactions.run(r, q)),
     "scale": ("produce and consume throughput as the log grows to GBs",
               lambda r, q, a: bench_scale.run(r, q, a.scale_size)),
     "load": ("the nightly load against Spark writing the same rows from memory",

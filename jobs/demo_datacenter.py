@@ -3,7 +3,7 @@
 ::
 
     front-end servers fe-1, fe-2 ──(Avro page views, audit counts)──▶ live cluster (2 brokers)
-                                                                          │ mirror ×2 (one group)
+                                                                          │ mirror (exactly-once)
                                                                           ▼
                                             offline cluster (2 brokers) ──▶ nightly load (Spark)
                                                                           ▼
@@ -15,19 +15,31 @@
    from ``conf/datacenter/*.properties``; the schema registry. Every process is a real
    subprocess; ports are the configs' own unless taken, in which case free ones are used (the
    generated configs are in ``data/datacenter/conf``).
-2. ``page_views`` (4 partitions, 2 replicas) and the audit topic on the live cluster; two mirror
-   processes (``sluice mirror``) in one group share the live partitions and copy them to the
-   offline cluster, creating ``page_views`` there with the same partition count.
+2. ``page_views`` (4 partitions, 2 replicas) and the audit topic on the live cluster; one
+   mirror process (``sluice mirror``) in exactly-once mode (``exactly.once.enabled=true``, set
+   on the generated copy of ``conf/mirror.properties``; MirrorMaker 2's KIP-618) copies the live
+   partitions to the offline cluster, creating ``page_views`` there with the same partition
+   count. Each batch and the source offsets it reaches are one transaction on the offline
+   cluster (offsets in its compacted ``mm2-offsets.live.internal`` topic). Exactly-once runs one
+   mirror process per source cluster: a second one with the same config would fence the first.
 3. Two front-end "servers" produce Avro page views through :class:`AuditingProducer` (each
    message stamped with its timestamp and server name; per-topic counts per 5 s window published
-   to the audit topic). Halfway through, one mirror is killed with SIGKILL and restarted: it
-   re-mirrors what it had not committed (duplicates, bounded), loses nothing.
-4. When the mirrors have caught up (lag 0 on every partition), the nightly load reads the offline
+   to the audit topic). Halfway through, the mirror is killed with SIGKILL while one of its
+   transactions is open on the offline cluster (records past the last stable offset, and
+   growing: the demo polls ListOffsets read_committed against read_uncommitted), and
+   restarted: the
+   restart fences the dead process's transactional id (its open transaction is aborted, with
+   markers written to the partitions of both offline brokers) and resumes from the offsets
+   committed in the offline cluster. Nothing is lost, and nothing doubled for read_committed
+   readers — the nightly load and the audit read the offline cluster read_committed. After the
+   catch-up the demo counts the offline topic both ways: the difference is what was aborted.
+4. When the mirror has caught up (lag 0 on every partition), the nightly load reads the offline
    cluster into ``warehouse/datacenter/page_views`` (spark-submit), then the audit job counts
    every tier (producers' reports, live, offline, warehouse) per topic and window and prints its
-   table; report, chart and JSON are in ``data/datacenter/audit``.
-5. Everything is stopped with SIGTERM; the demo fails if any process did not exit 0 or the audit
-   found a closed window that differs.
+   table; report, chart and JSON are in ``data/datacenter/audit``. The demo then reads
+   ``audit.json`` and prints the duplicates per tier.
+5. Everything is stopped with SIGTERM; the demo fails if any process did not exit 0, the audit
+   found a closed window that differs, or any tier counted a duplicate.
 
 Each run starts from scratch (deletes ``data/datacenter`` and ``warehouse/datacenter``). The
 processes are ``sluice.testing.process.ChildProcess`` objects running the ``sluice`` command
@@ -220,6 +232,95 @@ def mirror_caught_up(config: Path) -> bool:
     return len(mine) == PARTITIONS and all(lag.lag == 0 for lag in mine)
 
 
+def uncommitted(bootstrap: str) -> int | None:
+    """Records of ``page_views`` on ``bootstrap`` past the last stable offset: in a transaction
+    still open (the end offset read_uncommitted minus read_committed's, summed over the
+    partitions); None when the topic is not there yet or a broker did not answer."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    ends: list[list[int]] = []  # per isolation level, per partition
+    for isolation in ("read_uncommitted", "read_committed"):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-lso",
+                             "isolation.level": isolation, "log_level": 0})  # fmt: skip
+        try:
+            marks = [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 2, cached=False)
+                     for p in range(PARTITIONS)]  # fmt: skip
+            ends.append([int(high) for _low, high in marks])
+        except KafkaException:
+            return None
+        finally:
+            consumer.close()
+    highs, stables = ends
+    return sum(high - stable for high, stable in zip(highs, stables, strict=True))
+
+
+def kill_mid_transaction(mirror: ChildProcess, offline: str, timeout: float) -> int | None:
+    """SIGKILL ``mirror`` while it is producing into an open transaction: as soon as the records
+    of ``page_views`` past the offline cluster's last stable offset grow between two looks
+    (records past it that do not grow may be a commit already decided, its markers on their
+    way). Gives up waiting after ``timeout`` seconds and kills it then; returns how many
+    records past the last stable offset the last look saw."""
+    deadline = time.monotonic() + timeout
+    before = uncommitted(offline)
+    now = before
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        now = uncommitted(offline)
+        if before and now and now > before:
+            break
+        before = now
+    mirror.kill()
+    return now
+
+
+def read_counts(bootstrap: str) -> dict[str, int]:
+    """Isolation level → records of ``page_views`` a consumer reads from the start."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    counts: dict[str, int] = {}
+    for isolation in ("read_uncommitted", "read_committed"):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-count",
+                             "isolation.level": isolation, "enable.partition.eof": True,
+                             "log_level": 0})  # fmt: skip
+        try:
+            consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+            done: set[int] = set()
+            count, deadline = 0, time.monotonic() + 60
+            while len(done) < PARTITIONS and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, 1.0):
+                    error = msg.error()
+                    if error is None:
+                        count += 1
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        done.add(int(msg.partition() or 0))
+            if len(done) < PARTITIONS:
+                raise SystemExit(
+                    f"expected to read {TOPIC} on {bootstrap} to its end within "
+                    f"60 s ({isolation}), found {len(done)} of {PARTITIONS} done"
+                )
+            counts[isolation] = count
+        finally:
+            consumer.close()
+    return counts
+
+
+def audit_duplicates(report: Path) -> dict[str, int]:
+    """Tier → duplicates summed over every window of ``report`` (the audit's ``audit.json``).
+
+    Raises ``SystemExit`` when the report is missing or not the audit's version 1 layout."""
+    import json
+
+    try:
+        data = json.loads(report.read_text())
+        duplicates: dict[str, int] = dict.fromkeys(data["tiers"], 0)
+        for window in data["windows"]:
+            for tier, counts in window["tiers"].items():
+                duplicates[tier] = duplicates.get(tier, 0) + int(counts["duplicates"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"expected the audit's report in {report}, found {exc!r}") from None
+    return duplicates
+
+
 def main() -> int:
     began = time.monotonic()
     step("resetting ./data/datacenter and ./warehouse/datacenter")
@@ -238,7 +339,7 @@ def main() -> int:
             name: generate(CONF / "datacenter" / f"{name}.properties", ports)
             for name in ("live-1", "live-2", "offline-1", "offline-2")
         },
-        "mirror": generate(CONF / "mirror.properties", ports),
+        "mirror": generate(CONF / "mirror.properties", ports, {"exactly.once.enabled": "true"}),
         "load": generate(CONF / "datacenter" / "nightly_load.properties", ports),
         "audit": generate(
             CONF / "audit.properties",
@@ -249,6 +350,7 @@ def main() -> int:
     processes: list[ChildProcess] = []
     codes: dict[str, int] = {}
     audit_status = 1
+    duplicates: dict[str, int] = {}
     try:
         step(f"ZooKeeper on 127.0.0.1:{port['zookeeper']} (Debian's package)")
         zk = sluice(
@@ -281,14 +383,9 @@ def main() -> int:
         step(f"topics on the live cluster: {TOPIC} ({PARTITIONS} partitions), {AUDIT_TOPIC}")
         create_topics(live)
 
-        step("two mirror processes, one group, live -> offline (sluice mirror)")
-        mirrors = [
-            sluice(f"mirror-{i}", "mirror", "--config", str(configs["mirror"]),
-                   *(["--override", "metrics.listener="] if i else []))
-            for i in range(2)
-        ]  # fmt: skip
-        for m in mirrors:
-            processes.append(m.spawn())
+        step("one mirror process, exactly-once, live -> offline (sluice mirror)")
+        mirror = sluice("mirror", "mirror", "--config", str(configs["mirror"]))
+        processes.append(mirror.spawn())
 
         step(f"front-end servers fe-1, fe-2 produce for {PRODUCE_SECONDS:.0f}s "
              f"({RATE_PER_SERVER}/s each, audit window {WINDOW_MS // 1000}s)")  # fmt: skip
@@ -301,19 +398,27 @@ def main() -> int:
         for t in fronts:
             t.start()
         time.sleep(PRODUCE_SECONDS / 2)
-        print("    kill -9 mirror-1 mid-traffic, restarting it", flush=True)
-        mirrors[1].kill()
+        held = kill_mid_transaction(mirror, offline, PRODUCE_SECONDS / 4)
+        print(f"    kill -9 the mirror mid-traffic ({held or 0} mirrored records in its open "
+              "transaction on the offline cluster), restarting it", flush=True)  # fmt: skip
         time.sleep(2)
-        mirrors[1].spawn()
+        mirror.spawn()
         for t in fronts:
             t.join()
         if errors:
             raise SystemExit("a front-end server failed: " + "; ".join(errors))
 
-        step("waiting for the mirrors to catch up (lag 0 on every live partition)")
+        step("waiting for the mirror to catch up (lag 0 on every live partition)")
         settle("mirror lag 0", lambda: mirror_caught_up(configs["mirror"]), 120)
         lag = [sys.executable, "-m", "sluice", "mirror", "lag", "--config", str(configs["mirror"])]
         subprocess.run(lag, cwd=REPO)
+        counts = read_counts(offline)
+        print(
+            f"    offline {TOPIC}: {counts['read_uncommitted']} records read_uncommitted, "
+            f"{counts['read_committed']} read_committed (aborted: "
+            f"{counts['read_uncommitted'] - counts['read_committed']})",
+            flush=True,
+        )
 
         step("nightly load: offline cluster -> warehouse/datacenter/page_views")
         if spark_submit(REPO / "jobs" / "nightly_load.py", configs["load"], cwd=REPO) != 0:
@@ -322,6 +427,9 @@ def main() -> int:
         step("audit: producers' counts against live, offline and warehouse, per window")
         audit_status = spark_submit(REPO / "jobs" / "audit.py", configs["audit"], cwd=REPO)
         print(f"    audit exit status {audit_status}; report in {DATA.relative_to(REPO)}/audit")
+        duplicates = audit_duplicates(DATA / "audit" / "audit.json")
+        shown = ", ".join(f"{tier} {n}" for tier, n in duplicates.items())
+        print(f"    duplicates per tier (read_committed readers): {shown}", flush=True)
     finally:
         step("stopping everything (SIGTERM)")
         for proc in reversed(processes):
@@ -335,8 +443,11 @@ def main() -> int:
     if unclean:
         print(f"did not shut down cleanly: {', '.join(unclean)}", file=sys.stderr)
         return 1
+    doubled = {tier: n for tier, n in duplicates.items() if n}
+    if doubled:
+        print(f"the exactly-once mirror left duplicates: {doubled}", file=sys.stderr)
     print(f"\ndatacenter demo finished in {time.monotonic() - began:.0f}s")
-    return 0 if audit_status == 0 else 1
+    return 0 if audit_status == 0 and duplicates and not doubled else 1
 
 
 if __name__ == "__main__":

@@ -350,3 +350,46 @@ def test_render_dir_reads_the_profiles(tmp_path: Path) -> None:
     (tmp_path / "profiles" / "fetch.txt").write_text("fetch: b\n")
     (tmp_path / "profiles" / "consume.txt").write_text(PROFILE_TEXT)
     assert list(report._profiles(tmp_path)) == ["consume", "fetch"]
+
+
+LOAD = rows(
+    ("nightly_load", "sluice", "1,000,000 rows over 8 partitions", 156799.364, "rows/s"),
+    ("nightly_load", "sluice", "phase read+write", 6.133, "s"),
+    ("nightly_load", "sluice", "parquet bytes", 204045586, "B"),
+    ("nightly_load", "spark in-memory write", "1,000,000 rows", 91452.714, "rows/s"),
+    ("nightly_load", "spark in-memory write", "parquet bytes", 214414396, "B"),
+    ("nightly_load", "sluice/in-memory", "rows/s", 1.715, "ratio"),
+    ("nightly_load", "profile", "read_split (pipeline/source/split_reader.py:309)", 18.6, "%"),
+    ("nightly_load", "sluice on standalone-2-workers", "1,000,000 rows over 8 partitions",
+     120000.0, "rows/s"),
+    ("nightly_load", "sluice on standalone-2-workers", "phase read+write", 8.0, "s"),
+    ("nightly_load", "sluice on standalone-2-workers", "parquet bytes", 204000000, "B"),
+    ("nightly_load", "spark in-memory write on standalone-2-workers", "1,000,000 rows",
+     60000.0, "rows/s"),
+    ("nightly_load", "spark in-memory write on standalone-2-workers", "parquet bytes",
+     214000000, "B"),
+    ("nightly_load", "sluice/in-memory on standalone-2-workers", "rows/s", 0.5, "ratio"),
+)  # fmt: skip
+
+
+def test_load_section_puts_local_mode_and_the_cluster_side_by_side() -> None:
+    text = render(context(LOAD, MACHINE))
+    assert "Camus-style" in text and "Arrow" not in text
+    assert ("`local[2]`: 1,000,000 rows over 8 partitions at 156,799 rows/s, 1.72× Spark writing "
+            "the same rows with no source (91,453 rows/s); Parquet 204 MB against 214 MB."
+            ) in text  # fmt: skip
+    assert ("standalone, 2 workers: 1,000,000 rows over 8 partitions at 120,000 rows/s, 0.50× "
+            "Spark writing the same rows with no source (60,000 rows/s); Parquet 204 MB against "
+            "214 MB.") in text  # fmt: skip
+    assert "| system | metric | `local[2]` | standalone, 2 workers |" in text
+    assert "| sluice | phase read+write | 6.13 s | 8 s |" in text
+    assert "| sluice/in-memory | rows/s | 1.72× | 0.50× |" in text
+    assert "\n 18.6%  read_split (pipeline/source/split_reader.py:309)" in text
+    assert "| profile |" not in text
+
+
+def test_load_section_of_a_local_run_alone() -> None:
+    local = [r for r in LOAD if "standalone" not in r.system and r.system != "profile"]
+    text = render(context(local, MACHINE))
+    assert "| system | metric | `local[2]` |" in text
+    assert "standalone, 2 workers:" not in text and "py-spy" not in text
