@@ -19,6 +19,15 @@ Metadata advertises one endpoint per broker: the advertised address of the inter
 listener (``listener`` / ``advertised``), which clients on another listener therefore do not
 reach. Cluster mode needs a ``PLAINTEXT`` inter-broker listener: replication connects in
 plaintext.
+Shutdown (``sluice.broker.server.broker``): the controlled part — leaving the cluster so that
+leadership moves away first — gets ``controlled.shutdown.max.retries`` attempts of at most
+``controlled.shutdown.retry.backoff.ms`` each; after that the broker stops anyway.
+Connection limits (``sluice.broker.server.connection_limits``): as Kafka, a connection beyond
+``max.connections`` or its address's limit is closed as it is accepted, and one idle (or
+stopped halfway through a request) for ``connections.max.idle.ms`` is closed. A
+``max.connections.per.ip.overrides`` entry is ``host:count`` (a name is resolved at startup);
+``max.connections.per.ip`` may be 0 only with overrides (Kafka's rule).
+
 Integers and booleans are parsed by ``sluice.common.options`` (a blank value takes the
 default); a malformed value raises ``ConfigError`` naming the key.
 
@@ -54,6 +63,14 @@ log.flush.scheduler.interval.ms            1000                       flusher wa
 log.retention.check.interval.ms            300000
 log.flush.offset.checkpoint.interval.ms    60000
 metrics.listener (Sluice)                  (unset: off)               http://host:port
+controlled.shutdown.enable                 true                       leave before stopping
+controlled.shutdown.max.retries            3                          attempts to leave
+controlled.shutdown.retry.backoff.ms       5000                       each attempt's bound
+connections.max.idle.ms                    600000                     idle/half-sent: closed
+                                                                      (-1: never)
+max.connections                            2147483647                 total, at accept
+max.connections.per.ip                     2147483647                 per client address
+max.connections.per.ip.overrides           (none)                     host:count,...
 log.*, message.max.bytes                   see ``sluice.broker.log.log_config``
 =========================================  =========================  =====================
 """
@@ -78,6 +95,8 @@ SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: The SASL mechanisms served (GSSAPI and OAUTHBEARER are not).
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 KAFKA_DEFAULT_SASL_MECHANISM: Final = "GSSAPI"
+#: Kafka's "no limit" (``Int.MaxValue``) for the connection limits.
+MAX_INT32: Final = 2_147_483_647
 
 #: Every broker key of Kafka 3.3 (``KafkaConfig``), so that a real server.properties does not
 #: warn for keys Sluice does not act on.
@@ -350,6 +369,39 @@ def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
     return options.boolean(props, key, default, error=ConfigError)
 
 
+def _at_least(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    value = _int(props, key, default)
+    if value < minimum:
+        raise ConfigError(f"{key}: expected at least {minimum}, found {value}")
+    return value
+
+
+def _idle_ms(props: Mapping[str, str]) -> int:
+    """``connections.max.idle.ms``: -1 (or less) never closes an idle connection (Kafka)."""
+    value = _int(props, "connections.max.idle.ms", 600_000)
+    if value == 0:
+        raise ConfigError("connections.max.idle.ms: expected -1 (never) or at least 1, found 0")
+    return max(value, -1)
+
+
+def _per_ip_overrides(props: Mapping[str, str]) -> Mapping[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count,...`` (an IPv6 address keeps its
+    colons: the count is after the last one)."""
+    text = props.get("max.connections.per.ip.overrides", "")
+    found: dict[str, int] = {}
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        host, colon, count = entry.strip().rpartition(":")
+        if not colon or not host.strip() or not count.strip().isdigit():
+            raise ConfigError(
+                "max.connections.per.ip.overrides: expected host:count,..., with a count of 0 "
+                f"or more, found {entry.strip()!r}"
+            )
+        found[host.strip().strip("[]")] = int(count)
+    return MappingProxyType(found)
+
+
 _DEFAULT_LISTENER: Final = Listener("PLAINTEXT", "127.0.0.1", 9092)
 
 
@@ -389,6 +441,16 @@ class BrokerConfig:
     # Sluice's own: how often a log dir taken offline for lack of space is probed (Kafka
     # needs a restart; see broker/log/log_dir_failure_channel.py).
     log_dir_failure_retry_ms: int = 5_000
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    connections_max_idle_ms: int = 600_000
+    max_connections: int = MAX_INT32
+    max_connections_per_ip: int = MAX_INT32
+    #: ``max.connections.per.ip.overrides``: host (name or address, as given) → limit
+    max_connections_per_ip_overrides: Mapping[str, int] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     log: LogConfig = LogConfig()
     transactions: TransactionConfig = TransactionConfig()
 
@@ -486,9 +548,25 @@ class BrokerConfig:
             metrics_host=metrics_host,
             metrics_port=metrics_port,
             log_dir_failure_retry_ms=_int(props, "log.dir.failure.retry.ms", 5_000),
+            controlled_shutdown_enable=_bool(props, "controlled.shutdown.enable", True),
+            controlled_shutdown_max_retries=_at_least(
+                props, "controlled.shutdown.max.retries", 3, 0
+            ),
+            controlled_shutdown_retry_backoff_ms=_at_least(
+                props, "controlled.shutdown.retry.backoff.ms", 5_000, 0
+            ),
+            connections_max_idle_ms=_idle_ms(props),
+            max_connections=_at_least(props, "max.connections", MAX_INT32, 0),
+            max_connections_per_ip=_at_least(props, "max.connections.per.ip", MAX_INT32, 0),
+            max_connections_per_ip_overrides=_per_ip_overrides(props),
             log=log,
             transactions=transactions,
         )
         if config.num_partitions < 1 or config.offsets_topic_num_partitions < 1:
             raise ConfigError("num.partitions and offsets.topic.num.partitions must be >= 1")
+        if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+            raise ConfigError(
+                "max.connections.per.ip: expected at least 1 (0 only with "
+                "max.connections.per.ip.overrides), found 0"
+            )
         return config

@@ -22,9 +22,22 @@ Startup: load (and if need be recover) the logs; standalone, make sure the offse
 exists; start the log manager's background threads; bind the listener; join the cluster (a
 no-op for a single broker; in cluster mode register in ZooKeeper) and start the replica
 manager, which creates the log of every partition this broker holds and takes the roles the
-cluster view gives; then serve. Shutdown (SIGTERM or SIGINT): stop accepting, close
-connections, stop the replicas, leave the cluster (leadership moves away first), flush and
-close every log, write the checkpoints and the clean-shutdown marker.
+cluster view gives; then serve.
+
+Shutdown (SIGTERM or SIGINT; ``shutdown_guard``) finishes whatever ZooKeeper, the peers or the
+clients do — every step that may wait is bounded and logs one line if it gives up: stop
+accepting and close the connections (``CONNECTIONS_CLOSE_TIMEOUT``); stop the replicas
+(``REPLICAS_STOP_TIMEOUT``); leave the cluster, the controlled part (``controlled_shutdown``:
+``controlled.shutdown.max.retries`` attempts of ``controlled.shutdown.retry.backoff.ms``);
+close the ZooKeeper session (``ZOOKEEPER_STOP_TIMEOUT``); then, whatever happened before,
+flush and close every log and write the checkpoints and the clean-shutdown marker. The whole
+is bounded by ``shutdown_bound_s`` (the controlled part's budget + ``SHUTDOWN_GRACE``); a
+second signal ends it at once. Exit statuses are listed in ``shutdown_guard``.
+
+Connections: ``connection_limits`` admits each (``max.connections``,
+``max.connections.per.ip[.overrides]``) and an idle check closes those that waited for bytes
+longer than ``connections.max.idle.ms``; responses are written by ``response_writer``
+(zero-copy fetches).
 
 Listeners (``listeners``): one server socket each, with its security protocol. ``SSL`` and
 ``SASL_SSL`` listeners wrap their connections in TLS (``sluice.broker.security.tls``; the
@@ -37,16 +50,12 @@ request closes the connection, as in Kafka — with frames capped at
 ZooKeeper's ``/config/users`` in cluster mode, ``sluice-users.json`` in the first log dir
 standalone.
 
-Fetch responses go out zero-copy (``sendfile`` from the segment file) on plaintext
-connections. TLS cannot take ``sendfile`` (the bytes must be encrypted in user space), so on a
-TLS connection the file slice is read with ``pread`` in ``TLS_READ_CHUNK`` pieces and written
-through the TLS transport — asyncio's own fallback would hop to a thread for every 16 KiB.
-
 A listener that cannot be bound stops the start with a :class:`ListenerBindError` naming the
 key (``listeners``, ``metrics.listener``) and the address.
 
 Everything here runs on the broker's asyncio loop except the log manager's background threads,
-the fsyncs and the ZooKeeper calls, which run in the loop's default executor.
+the fsyncs and the ZooKeeper calls, which run in the loop's default executor — and the
+shutdown's blocking steps, which run on daemon threads of their own (``controlled_shutdown``).
 """
 
 from __future__ import annotations
@@ -58,7 +67,6 @@ import logging
 import os
 import resource
 import secrets
-import signal
 import ssl
 import time
 from collections.abc import Callable
@@ -66,6 +74,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
+from kazoo.retry import KazooRetry
 from prometheus_client import start_http_server
 
 from sluice.broker.cluster.cluster_metadata import ClusterMetadata
@@ -86,11 +95,9 @@ from sluice.broker.groups.offset_store import OffsetCommitFailedError, OffsetSto
 from sluice.broker.log.log import Log
 from sluice.broker.log.log_config import LogConfig
 from sluice.broker.log.log_manager import LogManager
-from sluice.broker.log.log_segment import FileSlice
 from sluice.broker.protocol import (
     NEED_DATA,
     ApiKey,
-    EncodedFetchResponse,
     FrameDecoder,
     RemoteProtocolError,
     UnsupportedVersion,
@@ -103,7 +110,18 @@ from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.errors import CredentialFormatError
 from sluice.broker.security.scram_store import FileScramStore, ScramStore, ZkScramStore
 from sluice.broker.security.tls import ANONYMOUS, listener_server_context, peer_principal
+from sluice.broker.server.connection_limits import (
+    ConnectionLimits,
+    ConnectionSlot,
+    UnresolvableOverrideError,
+    resolve_overrides,
+)
 from sluice.broker.server.context import CURRENT_PEER, Handler, Response
+from sluice.broker.server.controlled_shutdown import (
+    ControlledShutdown,
+    run_on_thread,
+    start_thread,
+)
 from sluice.broker.server.handlers import HANDLERS
 from sluice.broker.server.handlers.security import (
     CURRENT_PRINCIPAL,
@@ -117,6 +135,9 @@ from sluice.broker.server.handlers.security import (
 from sluice.broker.server.handlers.transactions import attach_coordinator, detach_coordinator
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
+from sluice.broker.server.response_writer import FdFile as FdFile  # its name before the split
+from sluice.broker.server.response_writer import flush_pending, write_response
+from sluice.broker.server.shutdown_guard import ShutdownGuard
 from sluice.broker.transactions.transaction_log import TOPIC as TRANSACTION_STATE_TOPIC
 from sluice.common.topic_partition import TopicPartition
 
@@ -137,8 +158,19 @@ FD_HEADROOM = 64
 _API_NAMES = {int(key): key.name.lower() for key in ApiKey}
 _API_NAMES.update({SASL_HANDSHAKE: "sasl_handshake", SASL_AUTHENTICATE: "sasl_authenticate"})
 _PRODUCE_KEY = int(ApiKey.PRODUCE).to_bytes(2, "big")
-# What a fetch over TLS reads of a segment per pread (sendfile cannot cross TLS).
-TLS_READ_CHUNK = 1 << 20
+
+# Shutdown: each step that may wait on the network gets a bound of its own (seconds); the
+# controlled part gets controlled.shutdown.max.retries x controlled.shutdown.retry.backoff.ms;
+# the whole, that plus SHUTDOWN_GRACE (ShutdownGuard ends the process when it runs out).
+CONNECTIONS_CLOSE_TIMEOUT = 5.0
+REPLICAS_STOP_TIMEOUT = 5.0
+ZOOKEEPER_STOP_TIMEOUT = 5.0
+CLUSTER_STOP_TIMEOUT = 5.0  # the cluster view's threads, after ZooKeeper is closed
+SHUTDOWN_GRACE = 20.0
+# kazoo's own reconnect backoff grows to an hour; a broker retries ZooKeeper at least every
+# ZOOKEEPER_RETRY_MAX_DELAY seconds (so it reconnects soon after an outage, and kazoo's stop,
+# which waits for the reconnect loop to notice it, returns soon).
+ZOOKEEPER_RETRY_MAX_DELAY = 1.0
 
 
 class ListenerBindError(OSError):
@@ -147,31 +179,6 @@ class ListenerBindError(OSError):
 
 class _CloseConnection(Exception):
     """The connection must close after what was answered (a failed SASL exchange)."""
-
-
-class FdFile:
-    """What ``loop.sendfile`` needs of a file, over a segment's open fd: ``fileno`` and
-    ``seek`` for the native ``os.sendfile`` path, and ``readinto`` (with a position kept by
-    ``seek``) for asyncio's fallback, taken when the transport cannot sendfile natively —
-    e.g. while it is closing. Reads use ``pread``, so the shared fd's offset never moves."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._position = 0
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence != 0:
-            raise ValueError(f"expected an absolute seek (whence 0), found whence {whence}")
-        self._position = offset
-        return offset
-
-    def readinto(self, buffer: memoryview | bytearray) -> int:
-        read = os.preadv(self._fd, [buffer], self._position)
-        self._position += read
-        return read
 
 
 class Broker:
@@ -195,7 +202,9 @@ class Broker:
             # Cluster mode: topics, leaders and ISRs live in ZooKeeper (registered once the
             # listener is bound, so the advertised port is known).
             self.zk = KazooClient(
-                hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000
+                hosts=config.zookeeper_connect,
+                timeout=config.zookeeper_session_timeout_ms / 1000,
+                connection_retry=KazooRetry(max_tries=-1, max_delay=ZOOKEEPER_RETRY_MAX_DELAY),
             )
             self.cluster = ClusterMetadata(
                 self.zk,
@@ -279,10 +288,28 @@ class Broker:
             SASL_HANDSHAKE: handle_sasl_without_sasl,
             SASL_AUTHENTICATE: handle_sasl_without_sasl,
         }
+        try:
+            overrides = resolve_overrides(config.max_connections_per_ip_overrides)
+        except UnresolvableOverrideError as exc:
+            raise ConfigError(str(exc)) from None
+        self.connection_limits = ConnectionLimits(
+            max_connections=config.max_connections,
+            max_per_ip=config.max_connections_per_ip,
+            per_ip_overrides=overrides,
+            max_idle_ms=config.connections_max_idle_ms,
+        )
         self._servers: list[asyncio.Server] = []
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], ConnectionSlot] = {}
         self._stopped = asyncio.Event()
         self._joined = False
+        self._shutdown_step = "not shutting down"
+        self.controlled_shutdown = ControlledShutdown(
+            config.controlled_shutdown_enable,
+            config.controlled_shutdown_max_retries,
+            config.controlled_shutdown_retry_backoff_ms,
+        )
+        #: how long a signalled shutdown may take before the process ends regardless
+        self.shutdown_bound_s = self.controlled_shutdown.budget_s + SHUTDOWN_GRACE
 
     # -- topics and partitions -------------------------------------------------------------
 
@@ -411,10 +438,15 @@ class Broker:
         closing the logs it had loaded, so the next start needs no recovery.
         """
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
-                loop.add_signal_handler(sig, self.stop)
+        guard = ShutdownGuard(
+            self.shutdown_bound_s,
+            on_first=self.stop,
+            flush=self._best_effort_flush,
+            describe=lambda: self._shutdown_step,
+        )
+        guard.install(loop)  # SIGTERM, SIGINT: a bounded stop; a second one: at once
         await loop.run_in_executor(None, self.startup)
+        reaper: asyncio.Task[None] | None = None
         try:
             for listener in self.config.listeners:
                 server = await self._bind(listener)
@@ -430,6 +462,7 @@ class Broker:
                 await attach_coordinator(self)
             for server in self._servers:
                 await server.start_serving()
+            reaper = asyncio.create_task(self._close_idle_connections(), name="idle-connections")
             if self.config.metrics_port is not None:
                 host = self.config.metrics_host or "127.0.0.1"
                 try:
@@ -451,7 +484,10 @@ class Broker:
             )
             await self._stopped.wait()
         finally:
+            if reaper is not None:
+                reaper.cancel()
             await self._shutdown()
+            guard.stopped_cleanly()  # and hands the signals back unless one was received
 
     async def _bind(self, listener: Listener) -> asyncio.Server:
         """Bound (so the port is known for the registration) but not yet listening: requests
@@ -487,27 +523,83 @@ class Broker:
         self._stopped.set()
 
     async def _shutdown(self) -> None:
+        """Stop everything, each step bounded (see the module docstring): what a step could
+        not do is logged in one line and the next step runs. The logs are flushed, closed and
+        checkpointed last, whatever happened before."""
         log.info("broker %d shutting down", self.config.broker_id)
+        self._shutdown_step = "closing connections"
         for server in self._servers:
             server.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
+            _, left = await asyncio.wait(self._connections, timeout=CONNECTIONS_CLOSE_TIMEOUT)
+            if left:
+                log.warning(
+                    "%d connections did not close within %.0fs; going on",
+                    len(left), CONNECTIONS_CLOSE_TIMEOUT,
+                )  # fmt: skip
         for server in self._servers:
-            await server.wait_closed()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), CONNECTIONS_CLOSE_TIMEOUT)
         self.groups.close()
-        loop = asyncio.get_running_loop()
         detach_coordinator(self)
-        await self.replicas.stop()
-        if self._joined:
-            # Deregister first: the controller moves leadership away before the logs close.
-            await loop.run_in_executor(None, self.cluster.stop)
+        self._shutdown_step = "stopping the replicas"
+        try:
+            await asyncio.wait_for(self.replicas.stop(), REPLICAS_STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning(
+                "the replica fetchers did not stop within %.0fs; going on", REPLICAS_STOP_TIMEOUT
+            )
+        cluster_stopped = await self._leave_cluster()
         if self.zk is not None:
-            await loop.run_in_executor(None, self.zk.stop)
-            self.zk.close()
-        await loop.run_in_executor(None, self.log_manager.shutdown)
+            self._shutdown_step = "closing the ZooKeeper session"
+            if not await run_on_thread("zookeeper-stop", self.zk.stop, ZOOKEEPER_STOP_TIMEOUT):
+                log.warning(
+                    "the ZooKeeper client did not stop within %.0fs: the session ends when "
+                    "ZooKeeper expires it", ZOOKEEPER_STOP_TIMEOUT,
+                )  # fmt: skip
+            else:
+                self.zk.close()
+        if self._joined and not cluster_stopped:
+            # The cluster view's threads, on a closed client (its calls fail at once).
+            self._shutdown_step = "stopping the cluster view"
+            if not await run_on_thread("cluster-stop", self.cluster.stop, CLUSTER_STOP_TIMEOUT):
+                log.warning(
+                    "the cluster view did not stop within %.0fs; going on", CLUSTER_STOP_TIMEOUT
+                )
+        self._shutdown_step = "flushing, checkpointing and closing the logs"
+        await start_thread("log-shutdown", self.log_manager.shutdown)  # raises what it raises
+        self._shutdown_step = "stopped"
         log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    async def _leave_cluster(self) -> bool:
+        """The controlled part (cluster mode; see ``controlled_shutdown``): whether the
+        cluster view was stopped."""
+        if not self._joined:
+            return True
+        if self.zk is None:
+            self.cluster.stop()  # a single broker: nothing to hand over, nothing to wait for
+            return True
+        zk = self.zk
+
+        def step(attempt: int) -> None:
+            self._shutdown_step = f"controlled shutdown, attempt {attempt}"
+
+        return await self.controlled_shutdown.leave(lambda: zk.connected, self.cluster.stop, step)
+
+    def _best_effort_flush(self) -> None:
+        """What a forced exit does (any thread): fsync every log it can, then the
+        checkpoints. A log that fails (closed meanwhile, its dir offline) is skipped."""
+        failed = 0
+        for partition_log in list(self.log_manager.logs().values()):
+            try:
+                partition_log.flush()
+            except Exception:  # a closed or offline log: the next start recovers it
+                failed += 1
+        self.log_manager.checkpoint()
+        if failed:
+            raise RuntimeError(f"{failed} logs could not be flushed")
 
     # -- connections -----------------------------------------------------------------------
 
@@ -516,8 +608,14 @@ class Broker:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        slot = self.connection_limits.admit(peer[0] if isinstance(peer, tuple) else "")
+        if slot is None or self._stopped.is_set():  # refused (logged once per burst)
+            if slot is not None:
+                self.connection_limits.release(slot)
+            writer.close()  # as Kafka's acceptor: nothing read, nothing answered
+            return
+        self._connections[task] = slot
         CURRENT_PEER.set(f"/{peer[0]}" if isinstance(peer, tuple) else "")
         tls = writer.get_extra_info("ssl_object")
         CURRENT_PRINCIPAL.set(peer_principal(tls) if tls is not None else ANONYMOUS)
@@ -536,7 +634,11 @@ class Broker:
         pending: list[bytes] = []
         try:
             while True:
+                # Waiting for bytes, idle or halfway through a request: the idle check
+                # closes the connection after connections.max.idle.ms of it.
+                slot.waiting_since = time.monotonic()
                 data = await reader.read(1 << 18)
+                slot.waiting_since = None
                 decoder.receive_data(data)
                 # Requests of one connection are handled one at a time, in order, as Kafka
                 # does (it mutes the channel): a producer's pipelined batches are appended in
@@ -562,19 +664,19 @@ class Broker:
                             )  # fmt: skip
                         continue
                     if pending and (frame[:2] != _PRODUCE_KEY or self._produce_may_wait):
-                        await self._flush(writer, pending)
+                        await flush_pending(writer, pending)
                     response = await self.handle_frame(frame)
                     if isinstance(response, bytes):
                         pending.append(response)
                     elif response is not None:
-                        await self._flush(writer, pending)
-                        await self._write(writer, response)
-                await self._flush(writer, pending)
+                        await flush_pending(writer, pending)
+                        await write_response(writer, response)
+                await flush_pending(writer, pending)
                 if not data:
                     break
         except _CloseConnection:
             with contextlib.suppress(ConnectionError):
-                await self._flush(writer, pending)
+                await flush_pending(writer, pending)
                 await writer.drain()
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
@@ -583,10 +685,33 @@ class Broker:
         except Exception:
             log.exception("closing connection from %s after an internal error", peer)
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
+            self.connection_limits.release(slot)
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError, ssl.SSLError):
                 await writer.wait_closed()
+
+    async def _close_idle_connections(self) -> None:
+        """Close every connection that waited for bytes longer than connections.max.idle.ms,
+        checking a few times per that period (forever; cancelled at shutdown)."""
+        interval = self.connection_limits.idle_check_interval
+        if interval is None:
+            return
+        while True:
+            await asyncio.sleep(interval)
+            idle = self.connection_limits.idle(time.monotonic())
+            if not idle:
+                continue
+            tasks = {slot: task for task, slot in self._connections.items()}
+            for slot in idle:
+                task = tasks.get(slot)
+                if task is not None and slot.waiting_since is not None:
+                    log.debug(
+                        "closing a connection from %s idle for more than "
+                        "connections.max.idle.ms=%d", slot.address,
+                        self.config.connections_max_idle_ms,
+                    )  # fmt: skip
+                    task.cancel()
 
     async def _authenticate(
         self, session: SaslSession, frame: bytes | bytearray | memoryview, listener: Listener
@@ -635,51 +760,6 @@ class Broker:
         response = await handler(self, request)
         self.metrics.record_request(_API_NAMES[request.api_key], time.perf_counter() - started)
         return response
-
-    @staticmethod
-    async def _flush(writer: asyncio.StreamWriter, pending: list[bytes]) -> None:
-        if not pending:
-            return
-        writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
-        pending.clear()
-        if writer.transport.get_write_buffer_size() > 1 << 20:
-            await writer.drain()
-
-    async def _write(
-        self, writer: asyncio.StreamWriter, response: bytes | EncodedFetchResponse
-    ) -> None:
-        if isinstance(response, bytes):
-            writer.write(response)
-            if writer.transport.get_write_buffer_size() > 1 << 20:
-                await writer.drain()
-            return
-        loop = asyncio.get_running_loop()
-        tls = writer.get_extra_info("ssl_object") is not None
-        for chunk in response.chunks:
-            if isinstance(chunk, bytes | bytearray | memoryview):
-                writer.write(chunk)
-            elif tls:
-                # No sendfile through TLS: pread the slice and let the transport encrypt it.
-                assert isinstance(chunk, FileSlice)
-                position, end = chunk.position, chunk.position + chunk.size
-                while position < end:
-                    data = os.pread(chunk.fd, min(TLS_READ_CHUNK, end - position), position)
-                    if not data:  # truncated under us: the frame size is wrong now
-                        raise ConnectionResetError("segment truncated during a TLS fetch")
-                    writer.write(data)
-                    position += len(data)
-                    await writer.drain()
-            else:
-                # Zero copy: the record bytes go from the segment file to the socket.
-                assert isinstance(chunk, FileSlice)
-                await writer.drain()
-                await loop.sendfile(
-                    writer.transport,
-                    FdFile(chunk.fd),  # type: ignore[arg-type]  # file-like enough for sendfile
-                    chunk.position,
-                    chunk.size,
-                )
-        await writer.drain()
 
 
 def _reason(exc: OSError) -> str:

@@ -43,6 +43,9 @@ CLUSTER_OVERRIDES = {
     "replica.lag.time.max.ms": "3000",
     "offsets.topic.num.partitions": "3",
     "default.replication.factor": "3",
+    # A broker whose ZooKeeper is gone gives up its controlled shutdown after 3 x 1 s, well
+    # inside BrokerProcess's stop timeout (Kafka's default backoff, 5 s, would not be).
+    "controlled.shutdown.retry.backoff.ms": "1000",
 }
 # What a CreateTopics may meet while the cluster recovers (librdkafka does not mark them).
 RETRIABLE_ADMIN_ERRORS = (KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT)
