@@ -81,7 +81,9 @@ async def handle_heartbeat(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     error = (
         ctx.groups.heartbeat(
-            body.group_id, body.generation_id, body.member_id,
+            body.group_id,
+            body.generation_id,
+            body.member_id,
             getattr(body, "group_instance_id", None),
         )  # fmt: skip
         if ctx.offsets.coordinates(body.group_id)
