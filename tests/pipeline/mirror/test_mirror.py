@@ -485,7 +485,10 @@ def test_a_refused_delivery_is_never_committed_past_and_shows_as_lag(
     port = free_port()
     props = mirror_properties(
         live.bootstrap, offline.bootstrap, topic, unique("group"),
-        **{"producer.message.timeout.ms": "4000", "metrics.listener": f"http://127.0.0.1:{port}"},
+        # Long enough that the lag gauge (refreshed on the loop's own schedule) is scraped
+        # before the loop gives up, even on a loaded machine.
+        **{"producer.message.timeout.ms": "15000",
+           "metrics.listener": f"http://127.0.0.1:{port}"},
     )  # fmt: skip
     config = MirrorConfig.from_properties(props)
     mirror = Mirror(config).start()
@@ -495,8 +498,8 @@ def test_a_refused_delivery_is_never_committed_past_and_shows_as_lag(
             lag = samples_named(scrape(port), "sluice_mirror_lag", topic=topic)
             return len(lag) == 2 and sum(lag.values()) == 40
 
-        wait_until(stalled_lag, 30, "lag 40 while the target refuses the batch")
-        assert mirror.wait(60) == 1  # the loop gave up: the process would exit 1
+        wait_until(stalled_lag, 60, "lag 40 while the target refuses the batch")
+        assert mirror.wait(90) == 1  # the loop gave up: the process would exit 1
     finally:
         mirror.stop()
         mirror.wait(60)
