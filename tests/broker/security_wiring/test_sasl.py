@@ -5,12 +5,11 @@ with Kafka's error; nothing served before authentication; no secret in the broke
 from __future__ import annotations
 
 import socket
-import uuid
 import warnings
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -23,6 +22,7 @@ from sluice.broker.protocol import ApiKey, decode_response, encode_request
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.security.plain import encode_plain_message
+from tests.broker.security_wiring.clients import roundtrip
 from tests.broker.security_wiring.conftest import (
     ADMIN_PASSWORD,
     ALICE_PASSWORD,
@@ -63,26 +63,6 @@ def sasl_client(broker: SecureBroker, mechanism: str, user: str, password: str) 
         "sasl.username": user,
         "sasl.password": password,
     }
-
-
-def roundtrip(config: dict[str, Any], topic: str, count: int = 20) -> list[bytes]:
-    producer = Producer(config)
-    for i in range(count):
-        producer.produce(topic, f"m{i}".encode())
-    assert producer.flush(20) == 0
-    consumer = Consumer(config | {"group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        for _ in range(60):
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-            if len(got) == count:
-                break
-    finally:
-        consumer.close()
-    return got
 
 
 def refused(config: dict[str, Any]) -> str:

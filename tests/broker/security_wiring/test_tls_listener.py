@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import socket
 import ssl
-import uuid
 import warnings
 
 import pytest
-from confluent_kafka import Consumer, Producer
 
+from tests.broker.security_wiring.clients import roundtrip
 from tests.broker.security_wiring.conftest import (
     StartSecure,
     api_versions,
@@ -47,26 +46,6 @@ def confluent_ssl(certs: Certificates, bootstrap: str, *, certificate: bool) -> 
     return config
 
 
-def roundtrip_confluent(config: dict[str, str], topic: str, count: int = 50) -> list[bytes]:
-    producer = Producer(config)
-    for i in range(count):
-        producer.produce(topic, f"m{i}".encode())
-    assert producer.flush(20) == 0
-    consumer = Consumer(config | {"group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        for _ in range(60):
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-            if len(got) == count:
-                break
-    finally:
-        consumer.close()
-    return got
-
-
 @pytest.mark.parametrize("client_auth", ["none", "requested"])
 def test_confluent_over_tls_without_a_certificate(
     certs: Certificates, start_secure: StartSecure, client_auth: str
@@ -75,7 +54,7 @@ def test_confluent_over_tls_without_a_certificate(
         "SSL", keystore(certs, **{"ssl.client.auth": client_auth}), tls=client_tls(certs)
     )
     config = confluent_ssl(certs, f"localhost:{broker.port}", certificate=False)
-    got = roundtrip_confluent(config, f"tls-{client_auth}")
+    got = roundtrip(config, f"tls-{client_auth}", 50)
     assert got == [f"m{i}".encode() for i in range(50)]
 
 
@@ -89,7 +68,7 @@ def test_required_client_certificate(certs: Certificates, start_secure: StartSec
     # without a certificate the handshake fails
     assert api_versions(broker.port, client_tls(certs)) is None
     config = confluent_ssl(certs, f"localhost:{broker.port}", certificate=True)
-    assert len(roundtrip_confluent(config, "tls-required", 10)) == 10
+    assert len(roundtrip(config, "tls-required", 10)) == 10
     assert "as User:CN=registry-client" in broker.output()
 
 
