@@ -355,6 +355,25 @@ class Errors(enum.IntEnum):
         ErrorCode.unacceptable_credential,
         "Requested credential would not meet criteria for acceptability.",
     )
+    # Authorization (ACLs) and transaction fencing (issues 18 and 19), Kafka's messages.
+    CLUSTER_AUTHORIZATION_FAILED = (
+        ErrorCode.cluster_authorization_failed,
+        "Cluster authorization failed.",
+    )
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (
+        ErrorCode.transactional_id_authorization_failed,
+        "Transactional Id authorization failed.",
+    )
+    SECURITY_DISABLED = ErrorCode.security_disabled, "Security features are disabled."
+    TRANSACTION_COORDINATOR_FENCED = (
+        ErrorCode.transaction_coordinator_fenced,
+        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the "
+        "current coordinator for a given producer.",
+    )
+    INVALID_PRINCIPAL_TYPE = (
+        ErrorCode.invalid_principal_type,
+        "Request principal deserialization failed during forwarding.",
+    )
 
 
 def for_code(code: int) -> Errors:
