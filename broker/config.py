@@ -323,6 +323,12 @@ def _check_served(props: Mapping[str, str], listeners: tuple[Listener, ...]) -> 
             )
 
 
+# Read by sluice.broker.security.authorizer, kept with the security keys.
+_AUTHORIZER_KEYS = frozenset(
+    {"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}
+)
+
+
 def _inter_broker_listener(props: Mapping[str, str], listeners: tuple[Listener, ...]) -> str:
     name = options.text(props, "inter.broker.listener.name")
     protocol = options.text(props, "security.inter.broker.protocol")
@@ -415,7 +421,9 @@ class BrokerConfig:
     listeners: tuple[Listener, ...] = (_DEFAULT_LISTENER,)
     connections_max_reauth_ms: int = 0
     sasl_server_max_receive_size: int = 524_288
-    #: the ``ssl.*``, ``sasl.*`` and ``listener.name.*`` keys as given (secrets: not in repr)
+    #: the ``ssl.*``, ``sasl.*`` and ``listener.name.*`` keys and the authorizer's keys
+    #: (``authorizer.class.name``, ``super.users``, ``allow.everyone.if.no.acl.found``) as
+    #: given (secrets: not in repr); ``sluice.broker.security`` reads them
     security_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     log_dirs: tuple[str, ...] = ("./data/broker",)
     num_partitions: int = 1
@@ -524,6 +532,7 @@ class BrokerConfig:
                     key: value
                     for key, value in props.items()
                     if key.startswith(("ssl.", "sasl.", "listener.name."))
+                    or key in _AUTHORIZER_KEYS
                 }
             ),  # fmt: skip
             log_dirs=log_dirs,
