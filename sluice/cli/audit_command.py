@@ -18,7 +18,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sluice.cli.load_command import add_config_arguments, progress_printer
+from sluice.cli.config_arguments import (
+    add_config_arguments,
+    progress_printer,
+    stopping_spark_started_inside,
+)
 from sluice.common.properties import PropertiesError, load_properties
 from sluice.pipeline.audit.config import AuditConfig, AuditConfigError, parse_time
 
@@ -76,25 +80,13 @@ def run_audit_command(args: argparse.Namespace) -> int:
     # builds this parser in an install without it.
     from sluice.pipeline.audit.run import AuditError, run_audit
 
-    before = _active_spark()
     try:
-        result = run_audit(config, until_ms=until, progress=_progress)
+        with stopping_spark_started_inside():
+            result = run_audit(config, until_ms=until, progress=_progress)
     except AuditError as exc:
         print(f"sluice audit: FAILED: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    finally:
-        started = _active_spark()
-        if started is not None and started is not before:  # stop only the session we made
-            started.stop()
     return EXIT_DIFFERS if result.exit_status else EXIT_OK
-
-
-def _active_spark() -> Any:
-    if "pyspark.sql" not in sys.modules:
-        return None
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
 
 
 def audit_main(argv: Sequence[str] | None = None) -> int:

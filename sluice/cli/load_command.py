@@ -8,38 +8,24 @@ stderr as ``[sluice load] ...`` lines (while the data is read and written: split
 total, rows/s and an ETA — one line rewritten in place on a terminal, a line every 10 s
 otherwise), the summary table to stdout. Exit status: 0 when the run
 published or found nothing new, 1 when it failed (nothing published; the message and the report
-say why), 2 for a bad configuration. ``add_config_arguments`` and ``progress_printer`` are shared
-with the other client-side commands. Functions only; no state beyond the call.
+say why), 2 for a bad configuration. Functions only; no state beyond the call.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from sluice.cli.config_arguments import (
+    add_config_arguments,
+    progress_printer,
+    stopping_spark_started_inside,
+)
 from sluice.common.properties import PropertiesError, load_properties
 
-__all__ = [
-    "add_config_arguments",
-    "add_load_parser",
-    "load_main",
-    "main",
-    "progress_printer",
-    "run_load_command",
-]
-
-
-def progress_printer(command: str) -> Callable[[str], None]:
-    """A progress callback printing ``[sluice <command> HH:MM:SS] message`` lines to stderr."""
-
-    def progress(message: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        print(f"[sluice {command} {stamp}] {message}", file=sys.stderr, flush=True)
-
-    return progress
+__all__ = ["add_load_parser", "load_main", "main", "run_load_command"]
 
 
 _progress = progress_printer("load")
@@ -57,19 +43,6 @@ def add_load_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
-    """``--config <file>`` (required) and repeatable ``--override key=value``, as every
-    client-side command takes them (``example`` names the shipped file in the help)."""
-    parser.add_argument("--config", required=True, help=f"a .properties file ({example})")
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a config key over the file (repeatable)",
-    )
-
-
 def run_load_command(args: argparse.Namespace) -> int:
     """Run the load for parsed ``args``; returns the exit status."""
     # Lazy: the load needs pyspark and pyarrow (the optional ``spark`` extra), which the rest
@@ -82,25 +55,13 @@ def run_load_command(args: argparse.Namespace) -> int:
         print(f"sluice load: bad configuration: {exc}", file=sys.stderr)
         return 2
     _progress(f"loading {', '.join(config.topics)} into {config.table_uri}")
-    before = _active_spark()
     try:
-        run_load(config, progress=_progress, live=sys.stderr.isatty())
+        with stopping_spark_started_inside():
+            run_load(config, progress=_progress, live=sys.stderr.isatty())
     except LoadError as exc:
         print(f"sluice load: FAILED: {exc}", file=sys.stderr)
         return 1
-    finally:
-        started = _active_spark()
-        if started is not None and started is not before:  # stop only the session we made
-            started.stop()
     return 0
-
-
-def _active_spark() -> Any:
-    if "pyspark.sql" not in sys.modules:
-        return None  # never imported: no session (the run needed no Spark)
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
 
 
 def load_main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from sluice.cli.config_arguments import add_config_arguments
 from sluice.common.logging_setup import configure
 from sluice.common.properties import PropertiesError, load_properties
 from sluice.pipeline.mirror.config import MirrorConfig, MirrorConfigError
@@ -59,16 +60,7 @@ def _build(parser: argparse.ArgumentParser) -> None:
 def _add_arguments(parser: argparse.ArgumentParser, default: Any) -> None:
     # Accepted before and after the action (``mirror --config f lag`` and ``mirror lag
     # --config f``); the action's parser leaves unset values alone (SUPPRESS).
-    parser.add_argument(
-        "--config", default=default, help="a .properties file (conf/mirror.properties)"
-    )
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[] if default is None else default,
-        metavar="KEY=VALUE",
-        help="set a config key over the file (repeatable)",
-    )
+    add_config_arguments(parser, "conf/mirror.properties", default=default)
     parser.add_argument(
         "--log-level", default="info" if default is None else default, help="default info"
     )
