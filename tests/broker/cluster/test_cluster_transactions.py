@@ -19,6 +19,7 @@ from sluice.broker.groups.offset_store import partition_for as group_partition
 from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
 from sluice.broker.transactions.transaction_log import partition_for as txn_partition
 from sluice.testing.cluster import QUIET, BrokerCluster
+from tests.broker.server import clients
 from tests.broker.server.clients import unique
 
 pytestmark = pytest.mark.broker
@@ -35,12 +36,7 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
 
 
 def txn_producer(bootstrap: str, txn_id: str, **config: Any) -> Producer:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
-         **QUIET, **config}
-    )  # fmt: skip
-    producer.init_transactions(60)
-    return producer
+    return clients.txn_producer(bootstrap, txn_id, init_timeout=60, **QUIET, **config)
 
 
 def spread_topic(cluster: BrokerCluster) -> str:
@@ -63,38 +59,14 @@ def produce_all(producer: Producer, topic: str, tag: str) -> list[bytes]:
 def read_all(
     bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 45.0
 ) -> list[bytes]:
-    """Values of every partition from the start, polled until ``expected`` arrived and one
-    more second passed quietly (or ``timeout``)."""
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
-         "isolation.level": isolation, "enable.auto.commit": False, **QUIET}
-    )  # fmt: skip
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    quiet_until = None
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                got.append(m.value())
-                quiet_until = None
-            if len(got) >= expected:
-                quiet_until = quiet_until or time.monotonic() + 1.0
-                if time.monotonic() >= quiet_until:
-                    break
-    finally:
-        c.close()
-    return got
+    """Values of every partition (see ``clients.read_values``)."""
+    return clients.read_values(
+        bootstrap, topic, range(PARTITIONS), isolation, expected, timeout=timeout, **QUIET
+    )
 
 
 def committed(bootstrap: str, group: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **QUIET})
-    try:
-        (tp,) = c.committed([TopicPartition(topic, 0)], timeout=20)
-        return int(tp.offset)
-    finally:
-        c.close()
+    return clients.committed_offset(bootstrap, group, topic, timeout=20, **QUIET)
 
 
 def coordinator_of(cluster: BrokerCluster, txn_id: str) -> int:

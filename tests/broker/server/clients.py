@@ -252,3 +252,71 @@ class ContinuousProducer:
         assert len(values) == len(expected), f"expected {len(expected)}, read {len(values)}"
         assert list(values) == expected
         assert sorted(self.acked) == list(enumerate(expected))
+
+
+# --- transactions: shared by the standalone and the cluster transaction tests ----------------
+
+
+def txn_producer(
+    bootstrap: str, txn_id: str, *, init_timeout: float = 30.0, **config: Any
+) -> Producer:
+    """A transactional producer with ``init_transactions`` done (``config`` added as given)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **config}
+    )
+    producer.init_transactions(init_timeout)
+    return producer
+
+
+def read_values(
+    bootstrap: str,
+    topic: str,
+    partitions: Iterable[int],
+    isolation: str,
+    expected: int,
+    *,
+    timeout: float = 20.0,
+    **config: Any,
+) -> list[bytes]:
+    """Values of ``partitions`` from the start with ``isolation.level=isolation``, polled
+    until ``expected`` arrived and one more second passed quietly (or ``timeout``): a reader
+    that stopped at exactly ``expected`` would miss what should not be there."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
+         "isolation.level": isolation, "enable.auto.commit": False, **config}
+    )  # fmt: skip
+    c.assign([TopicPartition(topic, p, 0) for p in partitions])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+                quiet_until = None
+            if len(got) >= expected:
+                quiet_until = quiet_until or time.monotonic() + 1.0
+                if time.monotonic() >= quiet_until:
+                    break
+    finally:
+        c.close()
+    return got
+
+
+def committed_offset(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    *,
+    partition: int = 0,
+    timeout: float = 10.0,
+    **config: Any,
+) -> int:
+    """The offset ``group`` has committed for ``topic``'s ``partition`` (negative: none)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **config})
+    try:
+        (tp,) = c.committed([TopicPartition(topic, partition)], timeout=timeout)
+        return int(tp.offset)
+    finally:
+        c.close()

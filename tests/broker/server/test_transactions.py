@@ -10,52 +10,28 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.broker_process import StartBroker
-from tests.broker.server.clients import FAST_RECONNECT, unique
+from tests.broker.server.clients import (
+    FAST_RECONNECT,
+    committed_offset,
+    read_values,
+    txn_producer,
+    unique,
+)
 
 pytestmark = pytest.mark.broker
-
-
-def txn_producer(bootstrap: str, txn_id: str, **config: Any) -> Producer:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **config}
-    )
-    producer.init_transactions(30)
-    return producer
 
 
 def read_all(
     bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20.0
 ) -> list[bytes]:
-    """Values of partition 0 from the start, polled until ``expected`` arrived and one more
-    second passed quietly (or ``timeout``)."""
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
-         "isolation.level": isolation, "enable.auto.commit": False}
-    )  # fmt: skip
-    c.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    quiet_until = None
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                got.append(m.value())
-                quiet_until = None
-            if len(got) >= expected:
-                quiet_until = quiet_until or time.monotonic() + 1.0
-                if time.monotonic() >= quiet_until:
-                    break
-    finally:
-        c.close()
-    return got
+    """Values of partition 0 (see ``clients.read_values``)."""
+    return read_values(bootstrap, topic, [0], isolation, expected, timeout=timeout)
 
 
 def produce_txn(producer: Producer, topic: str, values: list[bytes], *, commit: bool) -> None:
@@ -107,15 +83,6 @@ def test_read_committed_stops_at_an_open_transaction(broker: BrokerProcess) -> N
     ]  # fmt: skip
 
 
-def _committed(bootstrap: str, group: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        (tp,) = c.committed([TopicPartition(topic, 0)], timeout=10)
-        return int(tp.offset)
-    finally:
-        c.close()
-
-
 def test_offsets_sent_to_a_transaction_are_visible_only_after_commit(
     broker: BrokerProcess,
 ) -> None:
@@ -131,12 +98,12 @@ def test_offsets_sent_to_a_transaction_are_visible_only_after_commit(
             p.produce(sink, value=b"out-%d" % offset, partition=0)
             p.send_offsets_to_transaction([TopicPartition(source, 0, offset)], metadata, 30)
             p.flush(30)
-            assert _committed(broker.bootstrap, group, source) < 0  # pending: invisible
+            assert committed_offset(broker.bootstrap, group, source) < 0  # pending: invisible
             if commit:
                 p.commit_transaction(30)
             else:
                 p.abort_transaction(30)
-        assert _committed(broker.bootstrap, group, source) == 11
+        assert committed_offset(broker.bootstrap, group, source) == 11
     finally:
         consumer.close()
     assert read_all(broker.bootstrap, sink, "read_committed", 1) == [b"out-11"]
