@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -255,50 +256,85 @@ def test_a_refused_delivery_aborts_the_transaction_and_stores_nothing(
 # -- processes dying and coming back ---------------------------------------------------------
 
 
+@dataclass
+class TwoMirrors:
+    """Two ``sluice mirror`` processes of one config over a backlog and live traffic: the
+    scaffolding of the kill and the zombie tests."""
+
+    topic: str
+    first: MirrorProcess
+    second: MirrorProcess
+    traffic: Traffic
+    expected: set[Origin]
+
+    def copied_exactly_once(self, offline: str) -> list[Copy]:
+        """Stop the traffic, wait for every acknowledged record in the target, stop the
+        second mirror cleanly; the target's read_committed copies."""
+        acked = self.traffic.finish()
+        assert not self.traffic.errors, self.traffic.errors[:3]
+        self.expected |= {("live", self.topic, p, o) for p, o in acked}
+        copies = wait_copied(offline, self.topic, self.expected, timeout=120)
+        assert self.second.stop() == 0, self.second.output_tail()
+        return copies
+
+
+@contextmanager
+def two_mirrors(
+    datacenters: tuple[str, str], tmp_path: Path, name: str, backlog: int, rate: int,
+    names: tuple[str, str],
+) -> Iterator[TwoMirrors]:  # fmt: skip
+    """A 4-partition topic with ``backlog`` records (so the mirror is busy with full batches
+    when a fault hits), traffic at ``rate`` records/s, and two mirror processes not yet
+    started; everything is stopped, killed or resumed on the way out."""
+    live, offline = datacenters
+    topic = unique(name)
+    create(live, topic, 4)
+    props = eos_properties(live, offline, topic, **{"batch.max.messages": "100"})
+    old = produce(live, topic, [{"partition": i % 4, "value": b"old"} for i in range(backlog)])
+    scenario = TwoMirrors(
+        topic,
+        MirrorProcess(tmp_path, props, names[0]),
+        MirrorProcess(tmp_path, props, names[1]),
+        Traffic(live, topic, 4, rate_per_s=rate),
+        {("live", topic, m.partition(), m.offset()) for m in old},
+    )
+    try:
+        scenario.traffic.start()
+        yield scenario
+    finally:
+        scenario.traffic.finish()
+        for process in (scenario.first, scenario.second):
+            if process.proc is not None and process.running:
+                process.proc.send_signal(signal.SIGCONT)  # a frozen process dies on SIGKILL too
+            process.kill()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_mirror_killed_mid_traffic_leaves_no_duplicate_and_loses_nothing(
     datacenters: tuple[str, str], tmp_path: Path
 ) -> None:
-    live, offline = datacenters
-    topic = unique("killed")
-    create(live, topic, 4)
-    props = eos_properties(live, offline, topic, **{"batch.max.messages": "100"})
-    # A backlog keeps the mirror busy with full batches (begin, produce, commit) when it is
-    # killed; live traffic goes on through the kill and the restart.
-    backlog = produce(live, topic, [{"partition": i % 4, "value": b"old"} for i in range(12000)])
-    expected = {("live", topic, m.partition(), m.offset()) for m in backlog}
-    traffic = Traffic(live, topic, 4, rate_per_s=500)
-    first = MirrorProcess(tmp_path, props, "first")
-    second = MirrorProcess(tmp_path, props, "second")
-    try:
-        traffic.start()
-        first.start()
-        wait_until(lambda: records_total(first) >= 1000, 60, "1000 mirrored")
+    offline = datacenters[1]
+    with two_mirrors(datacenters, tmp_path, "killed", 12000, 500, ("first", "second")) as run:
+        backlog = len(run.expected)
+        run.first.start()
+        wait_until(lambda: records_total(run.first) >= 1000, 60, "1000 mirrored")
         # Killed with a batch written to the target but not committed (what the
         # non-transactional mode would duplicate).
-        freeze_mid_transaction(first, offline, topic)
-        assert first.kill() == -9
-        killed_at = sum(origins(read_target(offline, topic)).values())
-        assert killed_at < len(backlog), "the mirror caught up before the kill"
-        wait_until(lambda: len(traffic.acked) >= 500, 30, "traffic after the kill")
-        second.start()
-        wait_until(lambda: records_total(second) > 0, 60, "the restarted mirror mirroring")
-        acked = traffic.finish()
-        assert not traffic.errors, traffic.errors[:3]
-        expected |= {("live", topic, p, o) for p, o in acked}
-        copies = wait_copied(offline, topic, expected, timeout=120)
-        assert second.stop() == 0, second.output_tail()
-    finally:
-        traffic.finish()
-        first.kill()
-        second.kill()
-    assert origins(copies) == Counter(expected)  # every record exactly once: 0 dup, 0 loss
+        freeze_mid_transaction(run.first, offline, run.topic)
+        assert run.first.kill() == -9
+        killed_at = sum(origins(read_target(offline, run.topic)).values())
+        assert killed_at < backlog, "the mirror caught up before the kill"
+        wait_until(lambda: len(run.traffic.acked) >= 500, 30, "traffic after the kill")
+        run.second.start()
+        wait_until(lambda: records_total(run.second) > 0, 60, "the restarted mirror mirroring")
+        copies = run.copied_exactly_once(offline)
+    assert origins(copies) == Counter(run.expected)  # every record exactly once: 0 dup, 0 loss
     # read_uncommitted sees the killed mirror's aborted batch too, copied again since: the
     # transaction, not luck, keeps it from read_committed readers.
-    uncommitted = origins(read_target(offline, topic, "read_uncommitted"))
-    assert set(uncommitted) == set(expected)
-    assert sum(uncommitted.values()) > len(expected)
+    uncommitted = origins(read_target(offline, run.topic, "read_uncommitted"))
+    assert set(uncommitted) == set(run.expected)
+    assert sum(uncommitted.values()) > len(run.expected)
 
 
 @pytest.mark.slow
@@ -306,22 +342,14 @@ def test_mirror_killed_mid_traffic_leaves_no_duplicate_and_loses_nothing(
 def test_a_frozen_zombie_is_fenced_by_its_restarted_twin(
     datacenters: tuple[str, str], tmp_path: Path
 ) -> None:
-    live, offline = datacenters
-    topic = unique("zombie")
-    create(live, topic, 4)
-    props = eos_properties(live, offline, topic, **{"batch.max.messages": "100"})
-    backlog = produce(live, topic, [{"partition": i % 4, "value": b"old"} for i in range(8000)])
-    expected = {("live", topic, m.partition(), m.offset()) for m in backlog}
-    traffic = Traffic(live, topic, 4, rate_per_s=400)
-    zombie = MirrorProcess(tmp_path, props, "zombie")
-    twin = MirrorProcess(tmp_path, props, "twin")
-    try:
-        traffic.start()
+    offline = datacenters[1]
+    with two_mirrors(datacenters, tmp_path, "zombie", 8000, 400, ("zombie", "twin")) as run:
+        zombie, twin = run.first, run.second
         zombie.start()
         wait_until(lambda: records_total(zombie) >= 500, 60, "500 mirrored")
         # Frozen mid-traffic (a long GC pause, a stalled VM): it still believes it owns its
         # partitions and may hold an open transaction.
-        freeze_mid_transaction(zombie, offline, topic)
+        freeze_mid_transaction(zombie, offline, run.topic)
         assert zombie.proc is not None
         twin.start()  # fences the zombie's transactional.id at once, then waits for the group
         wait_until(lambda: records_total(twin) > 0, 60, "the twin mirroring")
@@ -330,18 +358,8 @@ def test_a_frozen_zombie_is_fenced_by_its_restarted_twin(
         wait_until(lambda: not zombie.running, 60, "the zombie to stop")
         assert zombie.proc.returncode == 1, zombie.output_tail()
         assert "fenced" in zombie.output(), zombie.output_tail()
-        acked = traffic.finish()
-        assert not traffic.errors, traffic.errors[:3]
-        expected |= {("live", topic, p, o) for p, o in acked}
-        copies = wait_copied(offline, topic, expected, timeout=120)
-        assert twin.stop() == 0, twin.output_tail()
-    finally:
-        traffic.finish()
-        if zombie.proc is not None and zombie.running:
-            zombie.proc.send_signal(signal.SIGCONT)
-        zombie.kill()
-        twin.kill()
-    assert origins(copies) == Counter(expected)
+        copies = run.copied_exactly_once(offline)
+    assert origins(copies) == Counter(run.expected)
     # The zombie's open transaction was aborted by the twin's start, never committed.
-    uncommitted = origins(read_target(offline, topic, "read_uncommitted"))
-    assert sum(uncommitted.values()) > len(expected)
+    uncommitted = origins(read_target(offline, run.topic, "read_uncommitted"))
+    assert sum(uncommitted.values()) > len(run.expected)
