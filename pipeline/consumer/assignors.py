@@ -38,6 +38,7 @@ __all__ = [
     "UnknownAssignorError",
     "assign_range",
     "assign_round_robin",
+    "STICKY_ASSIGNORS",
     "assign_sticky",
     "get_assignor",
 ]
@@ -339,6 +340,10 @@ ASSIGNORS: Mapping[str, Assignor] = {
     # the placement it converges to is sticky's, which is what this registry provides.
     "cooperative-sticky": assign_sticky,
 }
+
+
+#: The assignors whose placement depends on the members' previous partitions.
+STICKY_ASSIGNORS = frozenset({"sticky", "cooperative-sticky"})
 
 
 def get_assignor(name: str) -> Assignor:

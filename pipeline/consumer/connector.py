@@ -34,7 +34,9 @@ paper).
 (children of ``ids``), the broker registry or a subscribed topic's ``/brokers/topics`` znode,
 or when the partition counts in the broker's metadata change (standalone brokers do not
 register in ZooKeeper, so their counts are polled every
-``topic.metadata.refresh.interval.ms``). A round that fails all its attempts is retried as a
+``topic.metadata.refresh.interval.ms``); with the sticky assignors, also when another member
+publishes a new ``owned`` list (a data watch: the view is re-read, and a rebalance runs only if
+it changed). A round that fails all its attempts is retried as a
 whole after a backoff; if the first round fails, :meth:`create_message_streams
 <ZookeeperConsumerConnector.create_message_streams>` raises
 :class:`ConsumerRebalanceFailedError`.
@@ -316,6 +318,11 @@ class ZookeeperConsumerConnector:
         if event.type == EventType.NONE:
             # kazoo drops every watch when the connection drops (it fires them with NONE);
             # the state listener asks for a re-check once we are connected again.
+            return
+        if event.type == EventType.CHANGED:
+            # A member's registration data (sticky assignors: its published "owned" list):
+            # rebalance only if the view the assignment depends on changed.
+            self._request_recheck()
             return
         self._request_rebalance(f"{event.type} {event.path}")
 

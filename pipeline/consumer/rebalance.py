@@ -32,7 +32,14 @@ must see the same ones. Reading the owners znodes would not do: consumers releas
 moments, so each would see a different subset. Instead a consumer writes what it acquired into
 its own ids znode (``"owned"``) after each successful rebalance, and everyone reads "previous"
 from the consumer registry it reads anyway. A consumer that failed to acquire keeps its last
-``owned``, so the group's view of "previous" only changes when someone succeeds.
+``owned``, so the group's view of "previous" only changes when someone succeeds. Consumers that
+rebalanced at slightly different moments may have read different "previous" lists and so
+computed different assignments — a conflict no retry of the newcomer could resolve, since the
+others would never look again. So with the sticky assignors the other members' ``owned`` lists
+are part of the view and their ids znodes carry data watches: a consumer that publishes a new
+``owned`` makes the others recompute from the same lists. That ends: the sticky placement of a
+balanced "previous" is that "previous", and a consumer whose share did not change publishes
+nothing.
 
 **Commits** are a multi conditional on our ownership znodes existing, and are refused once our
 ZooKeeper session has changed (the znodes were then someone else's or no one's): a consumer
@@ -75,7 +82,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from sluice.broker.cluster.zk_data import BrokerIdsZNode, TopicZNode, ZkDataError
 from sluice.common.topic_partition import TopicPartition
-from sluice.pipeline.consumer.assignors import get_assignor
+from sluice.pipeline.consumer.assignors import STICKY_ASSIGNORS, get_assignor
 from sluice.pipeline.consumer.config import ConsumerConfig
 from sluice.pipeline.consumer.fetcher import Fetcher
 from sluice.pipeline.consumer.owned import OwnedPartition, OwnedPartitions
@@ -130,7 +137,9 @@ def backoff(base_ms: int, attempt: int) -> float:
 # What an assignment depends on: members and their subscriptions, partition counts, and the
 # live brokers (None when /brokers/ids does not exist: standalone brokers).
 _Members = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
-_View = tuple[_Members, tuple[tuple[str, int], ...], tuple[str, ...] | None]
+# The other members' published "owned" lists (sticky assignors only; empty otherwise).
+_Owned = tuple[tuple[str, tuple[TopicPartition, ...]], ...]
+_View = tuple[_Members, tuple[tuple[str, int], ...], tuple[str, ...] | None, _Owned]
 # Offsets to commit: partition -> (its table entry, the consumed offset to write).
 _Commits = Mapping[TopicPartition, tuple[OwnedPartition, int]]
 
@@ -158,6 +167,8 @@ class Rebalancer:
         self._zk = zk
         self._subscription = dict(subscription)
         self._assignor = get_assignor(config.partition_assignment_strategy)
+        # Whether the assignment depends on the members' previous partitions (see "Sticky").
+        self._sticky = config.partition_assignment_strategy in STICKY_ASSIGNORS
         self._owned = owned
         self._fetcher = fetcher
         # A librdkafka handle of our own (Metadata, ListOffsets): the fetcher's handle would
@@ -468,14 +479,24 @@ class Rebalancer:
         members = tuple(
             (c, tuple(sorted(r.subscription.items()))) for c, r in registrations.items()
         )
-        return registrations, counts, (members, tuple(sorted(counts.items())), brokers)
+        owned: _Owned = ()
+        if self._sticky:
+            owned = tuple(
+                (thread, tuple(sorted(partitions)))
+                for cid, r in registrations.items()
+                if cid != self.consumer_id  # our own list changes only when we rebalance
+                for thread, partitions in sorted(r.owned.items())
+            )
+        return registrations, counts, (members, tuple(sorted(counts.items())), brokers, owned)
 
     def _read_consumers(self) -> dict[str, ConsumerRegistration]:
         ids_path = ConsumerIdsZNode.path(self.group)
         registrations: dict[str, ConsumerRegistration] = {}
         for cid in sorted(self._zk.get_children(ids_path, watch=self._watch)):
             try:
-                data, _ = self._zk.get(f"{ids_path}/{cid}")
+                # Sticky: a data watch too, for the other members' "owned" lists.
+                watch = self._watch if self._sticky and cid != self.consumer_id else None
+                data, _ = self._zk.get(f"{ids_path}/{cid}", watch=watch)
                 registrations[cid] = ConsumerIdZNode.decode(self.group, cid, data)
             except NoNodeError:
                 continue  # left meanwhile; the watch we just set fires for it
