@@ -2,7 +2,8 @@
 delivery failure fails the task, never drops a record, and a rerun writes everything.
 
 Each test has its own broker (``SluiceBroker``), not the session's. The write is slowed by a
-UDF so the kill lands while the tasks are producing. The session's Spark is ``local[2]``,
+UDF, and held back after each partition's first ``HELD_AFTER`` rows until the kill has happened, so the kill
+always lands while the tasks are producing. The session's Spark is ``local[2]``,
 which does not retry a failed task (``spark.task.maxFailures`` is 1 in local mode), so "the
 retry" here is the rerun of the job: every task runs again, as a task retry would.
 """
@@ -28,6 +29,12 @@ from tests.pipeline.topic_reader import read_all
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 ROWS = 3000
+# Rows of each partition written before the rest waits for the kill: enough to pass Spark's
+# Python-UDF and Arrow buffering, so that the first records do reach the broker.
+HELD_AFTER = 1000
+# Each value is padded so that the UDF worker's 64 KiB output buffer fills (and is flushed to
+# the sink) well before a partition's held-back rows: "v<i>:xxx…".
+PAD = "x" * 200
 
 
 @pytest.fixture
@@ -54,12 +61,24 @@ def broker(tmp_path: Path) -> Iterator[SluiceBroker]:
             process.stop()
 
 
-def _slow_frame(spark: Any) -> Any:
+def _slow_frame(spark: Any, gate: Path | None = None) -> Any:
+    """``ROWS`` rows in two partitions, 2 ms each; with ``gate``, every row after a
+    partition's first ``HELD_AFTER`` also waits (up to 60 s) for the file ``gate`` to exist — so the kill
+    always lands mid-write, however slowly the killer's thread gets to it."""
     from pyspark.sql.functions import udf
 
+    half, pad = ROWS // 2, PAD
+    gate_path = None if gate is None else str(gate)
+
     def slow(i: int) -> str:  # nested: pickled by value for the workers
+        import os
+
         time.sleep(0.002)
-        return f"v{i}"
+        if gate_path is not None and i % half >= HELD_AFTER:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(gate_path) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return f"v{i}:{pad}"
 
     return spark.range(0, ROWS, numPartitions=2).select(
         udf(slow, "string", useArrow=False)("id").alias("value")
@@ -67,10 +86,11 @@ def _slow_frame(spark: Any) -> Any:
 
 
 def _kill_when_records_arrive(
-    broker: SluiceBroker, topic: str, *, restart: bool
+    broker: SluiceBroker, topic: str, gate: Path, *, restart: bool
 ) -> tuple[threading.Thread, list[str]]:
     """A thread that SIGKILLs ``broker`` once ``topic`` has a record (and with ``restart``
-    starts it again); its list says what it did, or why it did not."""
+    starts it again), then opens ``gate`` for the held-back rows; its list says what it did,
+    or why it did not."""
     done: list[str] = []
 
     def kill() -> None:
@@ -84,14 +104,18 @@ def _kill_when_records_arrive(
                 time.sleep(0.05)
             else:
                 done.append("no record arrived within 60 s")
+                gate.touch()
                 return
         finally:
             consumer.close()
-        broker.kill()
-        done.append(f"killed after {high} records")
-        if restart:
-            broker.start()
-            done.append("restarted")
+        try:
+            broker.kill()
+            done.append(f"killed after {high} records")
+            if restart:
+                broker.start()
+                done.append("restarted")
+        finally:
+            gate.touch()
 
     # The write stays on the test's thread: a data source registered in the session is
     # found from the thread that registered it.
@@ -102,19 +126,20 @@ def _kill_when_records_arrive(
 
 def _every_row_at_least_once(bootstrap: str, topic: str) -> Counter[bytes]:
     got = Counter(r.value for r in read_all(bootstrap, topic) if r.value is not None)
-    missing = {f"v{i}".encode() for i in range(ROWS)} - set(got)
+    missing = {f"v{i}:{PAD}".encode() for i in range(ROWS)} - set(got)
     assert not missing, f"{len(missing)} rows lost, e.g. {sorted(missing)[:5]}"
     return got
 
 
 def test_a_broker_back_within_the_timeout_loses_nothing(
-    spark: Any, small_batches: None, broker: SluiceBroker, topic_name: str
+    spark: Any, small_batches: None, broker: SluiceBroker, topic_name: str, tmp_path: Path
 ) -> None:
     register_sink(spark)
     create_topic(broker.bootstrap, topic_name, 1)
     options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic_name}
-    killer, done = _kill_when_records_arrive(broker, topic_name, restart=True)
-    _slow_frame(spark).write.format("sluice").options(**options).mode("append").save()
+    gate = tmp_path / "killed"
+    killer, done = _kill_when_records_arrive(broker, topic_name, gate, restart=True)
+    _slow_frame(spark, gate).write.format("sluice").options(**options).mode("append").save()
     killer.join(60)
     assert done[-1] == "restarted", done
     assert int(done[0].split()[2]) < ROWS, f"the kill came after the write: {done}"
@@ -122,7 +147,7 @@ def test_a_broker_back_within_the_timeout_loses_nothing(
 
 
 def test_a_broker_down_too_long_fails_the_task_and_the_rerun_writes_everything(
-    spark: Any, small_batches: None, broker: SluiceBroker, topic_name: str
+    spark: Any, small_batches: None, broker: SluiceBroker, topic_name: str, tmp_path: Path
 ) -> None:
     register_sink(spark)
     create_topic(broker.bootstrap, topic_name, 1)
@@ -131,9 +156,10 @@ def test_a_broker_down_too_long_fails_the_task_and_the_rerun_writes_everything(
         "topic": topic_name,
         "kafka.message.timeout.ms": "3000",
     }
-    killer, done = _kill_when_records_arrive(broker, topic_name, restart=False)
+    gate = tmp_path / "killed"
+    killer, done = _kill_when_records_arrive(broker, topic_name, gate, restart=False)
     with pytest.raises(Exception, match="DeliveryFailedError|UndeliveredRecordsError"):
-        _slow_frame(spark).write.format("sluice").options(**options).mode("append").save()
+        _slow_frame(spark, gate).write.format("sluice").options(**options).mode("append").save()
     killer.join(60)
     assert done and done[0].startswith("killed"), done
 
