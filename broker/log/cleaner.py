@@ -26,15 +26,18 @@ A pass over one log (``Cleaner.clean``), given its first dirty and first unclean
 
 4. **Swap** it in with ``Log.replace_segments`` (crash-safe, see ``log_loader``).
 
-Transactions: only offsets below the last stable offset are cleaned (see ``cleaner_manager``),
-so every transaction there is decided. The batches of aborted transactions (known from the
-transaction indexes, ``Log.collect_aborted_transactions``) are left out of the offset map —
-an aborted record never hides a committed one — and dropped when rewriting, unless one is
-its producer's last batch (kept empty, as any such batch). Control batches are kept whole,
-and a cleaned segment gets the transaction-index entries of the segments it replaces, so
-``read_committed`` fetches still learn of the aborted transactions whose markers it holds.
-Not done (Kafka's ``CleanedTransactionMetadata``): removing a marker once no batch of its
-transaction remains and its delete horizon has passed.
+Transactions (Kafka's ``CleanedTransactionMetadata``, see ``cleaned_transactions``): only
+offsets below the last stable offset are cleaned (see ``cleaner_manager``), so every
+transaction there is decided. The batches of aborted transactions (known from the
+transaction indexes) are left out of the offset map — an aborted record never hides a
+committed one — and dropped when rewriting, unless one is its producer's last batch (kept
+empty, as any such batch). A marker (control batch) stays while any batch of its
+transaction is left in the log; once none is (a pass found none), that pass stamps the
+marker's batch with a delete horizon (``delete.retention.ms`` on, as for tombstones,
+KIP-534) and the first pass after the horizon removes it — unless it is its producer's last
+batch (the producer's epoch, for fencing), which stays, emptied. A cleaned segment's
+``.txnindex`` holds the entries of the ABORT markers kept whose aborted data is still there,
+so ``read_committed`` fetches still learn of every aborted batch they may receive.
 
 Thread safety: a ``Cleaner`` is used by one thread at a time (it holds its lock while
 cleaning). The log is read without its lock while appends, reads and fetches go on: only
@@ -52,13 +55,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sluice.broker.log.cleaned_transactions import CleanedTransactions
 from sluice.broker.log.cleaner_config import CleanerConfig
 from sluice.broker.log.cleaner_manager import LogCleanerManager, LogToClean, segments_overlapping
 from sluice.broker.log.compaction_errors import CleaningAbortedError, OffsetMapTooSmallError
+from sluice.broker.log.control_batch import read_marker
 from sluice.broker.log.log import Log, now_ms
 from sluice.broker.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.broker.log.log_segment import CLEANED_SUFFIX, LogSegment
 from sluice.broker.log.offset_map import OffsetMap
+from sluice.broker.log.producer_state import LastRecord
 from sluice.broker.log.record_batch import BatchHeader, parse_header
 from sluice.broker.log.record_filter import (
     BatchRetention,
@@ -126,14 +132,6 @@ def group_segments_by_size(
     return groups
 
 
-def _aborted_ranges(target: Log, upper: int) -> dict[int, list[tuple[int, int]]]:
-    """Producer id → (first, last offset) of its aborted transactions below ``upper``."""
-    ranges: dict[int, list[tuple[int, int]]] = {}
-    for txn in target.collect_aborted_transactions(target.log_start_offset, upper):
-        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-    return ranges
-
-
 class Cleaner:
     """Compacts one log at a time with its own offset map. See the module docstring."""
 
@@ -143,7 +141,6 @@ class Cleaner:
         check_done: Callable[[TopicPartition], None] = lambda _tp: None,
     ) -> None:
         self.offset_map = OffsetMap(max_keys)
-        self._aborted: dict[int, list[tuple[int, int]]] = {}  # of the log being cleaned
         self._check_done = check_done
         self.lock = threading.Lock()
 
@@ -166,7 +163,6 @@ class Cleaner:
             if upper <= start:
                 stats.end_offset = start  # nothing dirty is cleanable yet
                 return stats
-            self._aborted = _aborted_ranges(target, upper)
             self._build_offset_map(tp, target, inactive, start, upper, stats)
             end_offset = self.offset_map.latest_offset + 1
             if end_offset <= start:
@@ -176,12 +172,15 @@ class Cleaner:
                 )
             to_clean = [s for s in inactive if s.base_offset < end_offset]
             config = target.config
-            producers = target.last_data_offsets_of_producers()
+            producers = target.last_records_of_producers()
+            txns = CleanedTransactions()  # carried from group to group, as Kafka does
             for group in group_segments_by_size(
                 to_clean, config.segment_bytes, config.segment_index_bytes, upper
             ):
                 stats.groups.append([s.base_offset for s in group])
-                self._clean_segments(tp, target, group, now, producers, upper, generation, stats)
+                self._clean_segments(
+                    tp, target, group, now, producers, txns, upper, generation, stats
+                )
             stats.end_offset = end_offset
             stats.elapsed_s = time.perf_counter() - stats.started
             return stats
@@ -201,22 +200,30 @@ class Cleaner:
     ) -> None:
         self.offset_map.clear()
         dirty = segments_overlapping(inactive, start, end)
+        txns = CleanedTransactions(target.collect_aborted_transactions(start, end))
         for i, segment in enumerate(dirty):
             self._check_done(tp)
             following = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(target, segment, start, stats):
+            if self._map_segment(target, segment, start, txns, stats):
                 return  # the map is full: clean what it covers
             # Offsets may have gaps (an earlier cleaning): the segment is mapped to its end.
             self.offset_map.update_latest_offset(following - 1)
 
     def _map_segment(
-        self, target: Log, segment: LogSegment, start: int, stats: CleanerStats
+        self,
+        target: Log,
+        segment: LogSegment,
+        start: int,
+        txns: CleanedTransactions,
+        stats: CleanerStats,
     ) -> bool:
         offset_map = self.offset_map
         for header, batch in segment.iter_batches(target.config.max_message_bytes + 1024):
-            if header.last_offset < start:
-                continue
-            if not header.is_control and not self._is_aborted(header):
+            if header.is_control:
+                txns.on_marker(header, read_marker(batch, header._replace(position=0)))
+            elif header.last_offset < start:
+                txns.on_batch(header)
+            elif not txns.on_batch(header):  # an aborted batch hides no key
                 for record in iter_records(record_bytes(batch, header), header):
                     stats.map_records_read += 1
                     key = record.key
@@ -226,7 +233,8 @@ class Cleaner:
                         and not offset_map.put(key, record.offset)
                     ):
                         return True
-            offset_map.update_latest_offset(header.last_offset)
+            if header.last_offset >= start:
+                offset_map.update_latest_offset(header.last_offset)
         return False
 
     # -- steps 3 and 4: rewrite a group and swap it in --------------------------------------
@@ -237,18 +245,24 @@ class Cleaner:
         target: Log,
         group: list[LogSegment],
         now: int,
-        producers: dict[int, int],
+        producers: dict[int, LastRecord],
+        txns: CleanedTransactions,
         upper_bound: int,
         generation: int,
         stats: CleanerStats,
     ) -> None:
         cleaned = target.new_cleaned_segment(group[0].base_offset)
         try:
-            for segment in group:
+            for i, segment in enumerate(group):
                 self._check_done(tp)
-                self._clean_into(target, segment, cleaned, now, producers, upper_bound, stats)
-                for txn in segment.txn_index.entries:
+                # Every aborted transaction with a batch in the segment, from the whole log's
+                # indexes (its marker may lie in a later segment), as Kafka's cleanSegments.
+                end = group[i + 1].base_offset if i + 1 < len(group) else segment.next_offset
+                txns.add_aborted(target.collect_aborted_transactions(segment.base_offset, end))
+                self._clean_into(target, segment, cleaned, now, producers, txns, upper_bound, stats)
+                for txn in txns.cleaned_index:
                     cleaned.txn_index.append(txn)
+                txns.cleaned_index.clear()
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified_ms())
@@ -269,7 +283,8 @@ class Cleaner:
         source: LogSegment,
         dest: LogSegment,
         now: int,
-        producers: dict[int, int],
+        producers: dict[int, LastRecord],
+        txns: CleanedTransactions,
         upper_bound: int,
         stats: CleanerStats,
     ) -> None:
@@ -279,10 +294,10 @@ class Cleaner:
         out = bytearray()
         headers: list[BatchHeader] = []
 
-        def keep(record: RawRecord, header: BatchHeader, aborted: bool) -> bool:
+        def keep(record: RawRecord, header: BatchHeader, discard: bool) -> bool:
             stats.records_read += 1
-            if aborted:
-                return False  # an aborted transaction's record, even in a batch kept empty
+            if discard:
+                return False  # aborted data or an expired marker, even in a batch kept empty
             if record.offset > latest or header.is_control:
                 return True
             if record.key is None:
@@ -294,14 +309,20 @@ class Cleaner:
 
         for header, batch in source.iter_batches(target.config.max_message_bytes + 1024):
             stats.bytes_read += header.size
-            aborted = self._is_aborted(header)
+            if header.is_control:
+                may_go = txns.on_marker(header, read_marker(batch, header._replace(position=0)))
+                horizon = header.delete_horizon_ms
+                discard = may_go and horizon is not None and horizon <= now
+            else:
+                may_go = discard = txns.on_batch(header)
             data, kept = filter_batch(
                 batch,
                 header,
-                self._batch_retention(header, producers, upper_bound, aborted),
-                lambda r, h=header, a=aborted: keep(r, h, a),  # type: ignore[misc]
+                _batch_retention(header, producers, upper_bound, discard),
+                lambda r, h=header, d=discard: keep(r, h, d),  # type: ignore[misc]
                 now_ms=now,
                 delete_retention_ms=delete_retention_ms,
+                contains_marker_for_empty_txn=may_go and header.is_control,
             )
             stats.records_kept += kept
             if data is None:
@@ -316,25 +337,23 @@ class Cleaner:
             dest.append(out, headers)
             stats.bytes_written += len(out)
 
-    def _is_aborted(self, header: BatchHeader) -> bool:
-        """Whether a data batch belongs to an aborted transaction."""
-        if not header.is_transactional or header.is_control:
-            return False
-        ranges = self._aborted.get(header.producer_id, ())
-        return any(first <= header.base_offset <= last for first, last in ranges)
 
-    @staticmethod
-    def _batch_retention(
-        header: BatchHeader, producers: dict[int, int], upper_bound: int, aborted: bool
-    ) -> BatchRetention:
-        # Kafka's checkBatchRetention, without removing markers (see the module docstring).
-        if header.producer_id >= 0 and producers.get(header.producer_id) == header.last_offset:
-            return BatchRetention.RETAIN_EMPTY  # the producer's last sequence and epoch
-        if header.next_offset == upper_bound:
-            return BatchRetention.RETAIN_EMPTY  # the last offset of the cleaned range
-        if aborted:
-            return BatchRetention.DELETE
-        return BatchRetention.DELETE_EMPTY
+def _batch_retention(
+    header: BatchHeader, producers: dict[int, LastRecord], upper_bound: int, discard: bool
+) -> BatchRetention:
+    """Kafka's ``checkBatchRetention``: a producer's last batch stays (emptied if need be) —
+    its last data batch holds its last sequence, and a marker that is its last batch holds
+    its epoch, for fencing; so does the last batch of the cleaned range (its last offset)."""
+    last = producers.get(header.producer_id) if header.producer_id >= 0 else None
+    if last is not None and (
+        header.last_offset == last.last_data_offset
+        if last.last_data_offset is not None
+        else header.is_control and header.producer_epoch == last.producer_epoch
+    ):
+        return BatchRetention.RETAIN_EMPTY
+    if header.next_offset == upper_bound:
+        return BatchRetention.RETAIN_EMPTY
+    return BatchRetention.DELETE if discard else BatchRetention.DELETE_EMPTY
 
 
 class LogCleaner:

@@ -9,12 +9,18 @@ producer id and epoch, BaseSequence -1, and one record (uncompressed)::
 
 Clients never write control batches (``Log.append`` refuses them from producers); consumers
 skip them, and a ``read_committed`` consumer uses an ABORT marker to stop skipping the
-aborted transaction's batches. Pure functions; thread-safe.
+aborted transaction's batches.
+
+The log cleaner may leave a marker's batch **empty** (RecordCount 0): its transaction's data
+is gone and the marker is kept only for its producer's epoch (see ``cleaned_transactions``).
+:func:`read_marker` returns None for it, and the producer state ignores it, as Kafka's
+``ProducerAppendInfo.append`` does. Pure functions; thread-safe.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from sluice.broker.log.errors import CorruptRecordError
 from sluice.broker.log.record_batch import BatchHeader
@@ -40,9 +46,19 @@ def encode_marker(
     )
 
 
-def marker_type(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int:
-    """ABORT or COMMIT: the type of the control batch ``header`` of ``buf`` (whose position
-    is relative to ``buf``). Raises :class:`CorruptRecordError` for anything else."""
+class EndTxnMarker(NamedTuple):
+    """What a control batch says (Kafka's ``EndTransactionMarker``)."""
+
+    kind: int  # ABORT or COMMIT
+    coordinator_epoch: int
+
+
+def read_marker(buf: bytes | bytearray | memoryview, header: BatchHeader) -> EndTxnMarker | None:
+    """The marker of the control batch ``header`` of ``buf`` (whose position is relative to
+    ``buf``); None for an empty one (cleaned). Raises :class:`CorruptRecordError` for a
+    record that is not a marker."""
+    if header.record_count == 0:
+        return None
     records = decode_batch(buf, header.position)
     key = records[0].key if records else None
     if key is None or len(key) < _KEY.size:
@@ -55,4 +71,11 @@ def marker_type(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int
             f"control batch at offset {header.base_offset}: expected type 0 (abort) or "
             f"1 (commit), found {kind}"
         )
-    return int(kind)
+    value = records[0].value
+    if value is None or len(value) < _VALUE.size:
+        raise CorruptRecordError(
+            f"control batch at offset {header.base_offset}: expected a 6-byte value, "
+            f"found {value!r}"
+        )
+    _, coordinator_epoch = _VALUE.unpack_from(value)
+    return EndTxnMarker(int(kind), int(coordinator_epoch))

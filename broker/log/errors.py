@@ -59,6 +59,11 @@ class InvalidProducerEpochError(StorageError):
     """A batch carries an older epoch than the producer id's current one (a zombie)."""
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from an older coordinator epoch than the last marker the
+    partition wrote for that producer id (a coordinator that lost its partition)."""
+
+
 class UnknownProducerIdError(StorageError):
     """A non-zero sequence from a producer id the log holds no state for."""
 

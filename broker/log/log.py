@@ -54,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sluice.broker.log.compaction_errors import CleaningAbortedError
-from sluice.broker.log.control_batch import encode_marker, marker_type
+from sluice.broker.log.control_batch import EndTxnMarker, encode_marker, read_marker
 from sluice.broker.log.errors import (
     InvalidRecordError,
     LogDirFailureError,
@@ -75,7 +75,7 @@ from sluice.broker.log.log_segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
-from sluice.broker.log.producer_state import ProducerStateManager
+from sluice.broker.log.producer_state import LastRecord, ProducerStateManager
 from sluice.broker.log.record_batch import (
     CONTROL_BIT,
     LOG_OVERHEAD,
@@ -192,12 +192,14 @@ class Log:
                 if h.base_offset < start:
                     continue
                 if h.is_control:
-                    marker = marker_type(segment.read_batch(h), h._replace(position=0))
+                    marker = read_marker(segment.read_batch(h), h._replace(position=0))
                     self._record_marker(segment, h, marker)
                 else:
                     self.producer_state.update(h)
 
-    def _record_marker(self, segment: LogSegment, header: BatchHeader, marker: int) -> None:
+    def _record_marker(
+        self, segment: LogSegment, header: BatchHeader, marker: EndTxnMarker | None
+    ) -> None:
         """Close the transaction a marker ends; an aborted one goes into the marker's
         segment's transaction index."""
         done = self.producer_state.update(header, marker)
@@ -299,6 +301,8 @@ class Log:
                 duplicate = self.producer_state.check_batches(headers)
                 if duplicate is not None:
                     return duplicate_info(duplicate, headers[0], self._log_start_offset)
+                if control and first.is_control:  # one marker per append (append_marker)
+                    self.producer_state.check_marker(first, read_marker(buf, first))
                 if config.compact:
                     check_keys(buf, headers, self.directory.name)
                 headers, append_time = assign_leader_offsets(
@@ -326,7 +330,7 @@ class Log:
             try:
                 for h in headers:
                     if h.attributes & CONTROL_BIT:
-                        self._record_marker(segment, h, marker_type(buf, h))
+                        self._record_marker(segment, h, read_marker(buf, h))
                     elif h.producer_id >= 0:  # a batch without a producer id leaves no state
                         self.producer_state.update(h)
                     self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
@@ -352,7 +356,9 @@ class Log:
     ) -> AppendInfo:  # fmt: skip
         """Append the COMMIT or ABORT marker ending ``producer_id``'s transaction here (the
         coordinator's path). Raises ``InvalidProducerEpochError`` for an epoch older than the
-        producer's current one in this log (a fenced producer or coordinator)."""
+        producer's current one in this log (a fenced producer), and
+        ``TransactionCoordinatorFencedError`` for a ``coordinator_epoch`` older than the last
+        marker's of the producer (a fenced coordinator)."""
         batch = encode_marker(
             producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
             timestamp=self._clock(),
@@ -722,15 +728,11 @@ class Log:
             self._segments[new.base_offset] = new
             self._bases = sorted(self._segments)
 
-    def last_data_offsets_of_producers(self) -> dict[int, int]:
-        """Producer id → last offset of its last batch (Kafka's
-        ``lastRecordsOfActiveProducers``): the cleaner keeps those batches."""
+    def last_records_of_producers(self) -> dict[int, LastRecord]:
+        """Producer id → its last batch (Kafka's ``lastRecordsOfActiveProducers``): the
+        cleaner keeps those batches."""
         with self._lock:
-            return {
-                pid: entry.batches[-1].last_offset
-                for pid, entry in self.producer_state.entries.items()
-                if entry.batches
-            }
+            return self.producer_state.last_records()
 
     # -- storage failures ------------------------------------------------------------------
 

@@ -16,10 +16,19 @@ is then, in order of the checks:
 
 Transactions (KIP-98): a transactional batch of a producer with no open transaction opens
 one at its base offset; the producer's next control batch (a COMMIT or ABORT marker, see
-``control_batch``) closes it. A marker is checked only for its epoch (an older one than the
-current: :class:`InvalidProducerEpochError`, a fenced coordinator or zombie); a newer epoch
-(the coordinator fenced the producer when it aborted) becomes the current one and restarts
-the sequences. The open transactions give the partition's **first unstable offset**, the
+``control_batch``) closes it. A marker is checked for its producer epoch (an older one than
+the current: :class:`InvalidProducerEpochError`, a zombie) and, on the leader's path, for
+its **coordinator epoch** (:meth:`ProducerStateManager.check_marker`): each producer id
+remembers the coordinator epoch of the last marker written for it, and a marker from an
+older coordinator epoch — a transaction coordinator that lost its ``__transaction_state``
+partition and has not learnt it yet — raises :class:`TransactionCoordinatorFencedError`
+(Kafka's ``ProducerAppendInfo.checkCoordinatorEpoch``; a follower copying its leader does
+not check, as Kafka's REPLICATION origin only logs). A newer producer epoch (the
+coordinator fenced the producer when it aborted) becomes the current one and restarts the
+sequences; the coordinator epoch survives epoch changes, as Kafka's entry keeps it. An
+empty control batch (a marker the cleaner emptied) changes nothing.
+
+The open transactions give the partition's **first unstable offset**, the
 smallest of their first offsets: the last stable offset (LSO) is it, or the high watermark
 when no transaction is open. :meth:`update` returns a :class:`CompletedTxn` for a marker; for
 an ABORT the log adds it to its transaction index with :meth:`last_stable_offset_after`.
@@ -29,10 +38,12 @@ log end offset the state is valid for)::
 
     {"version": 1, "offset": 1842,
      "producers": [{"id": 4000, "epoch": 0, "txn_first_offset": 1830,
+                    "coordinator_epoch": 3,
                     "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}]}
 
 ``txn_first_offset`` (null or absent: no open transaction) came with transactions; a
 snapshot without it is read as having none open, which is what it meant.
+``coordinator_epoch`` (absent: -1, no marker seen) came with the coordinator-epoch check.
 
 A snapshot is taken when a segment rolls and when the log closes; on load the newest snapshot
 at or below the log end is read and the batches after it are replayed from their headers.
@@ -51,11 +62,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from sluice.broker.log.control_batch import COMMIT
+from sluice.broker.log.control_batch import COMMIT, EndTxnMarker
 from sluice.broker.log.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
 from sluice.broker.log.record_batch import BatchHeader
@@ -84,6 +96,16 @@ class ProducerEntry:
         default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER)
     )
     txn_first_offset: int | None = None  # the open transaction's first offset, if any
+    coordinator_epoch: int = -1  # of the last marker written for this producer id
+
+
+class LastRecord(NamedTuple):
+    """A producer's last batch in the log, as the cleaner must keep it (Kafka's
+    ``LastRecord``): the last offset of its last data batch, or None when its last batch is
+    a marker of ``producer_epoch`` (which then must stay, for fencing)."""
+
+    last_data_offset: int | None
+    producer_epoch: int
 
 
 @dataclass(frozen=True)
@@ -151,6 +173,26 @@ class ProducerStateManager:
                 )
         return None
 
+    def check_marker(self, header: BatchHeader, marker: EndTxnMarker | None) -> None:
+        """Refuse a coordinator's marker from an older coordinator epoch than the last marker
+        of this producer id (:class:`TransactionCoordinatorFencedError`)."""
+        entry = self.entries.get(header.producer_id)
+        if marker is None or entry is None:
+            return
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"producer {header.producer_id}: expected a marker from coordinator epoch >= "
+                f"{entry.coordinator_epoch}, found {marker.coordinator_epoch} (a zombie "
+                "coordinator)"
+            )
+
+    def last_records(self) -> dict[int, LastRecord]:
+        """Producer id → its :class:`LastRecord` (Kafka's ``lastRecordsOfActiveProducers``)."""
+        return {
+            pid: LastRecord(e.batches[-1].last_offset if e.batches else None, e.epoch)
+            for pid, e in self.entries.items()
+        }
+
     def check_batches(self, headers: Sequence[BatchHeader]) -> BatchMetadata | None:
         """:meth:`check` for the batches of one append. An idempotent producer sends one
         batch per partition per request (Kafka's rule too): more than one with a producer id
@@ -163,25 +205,32 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader, marker: int | None = None) -> CompletedTxn | None:
-        """Record an appended batch (offsets already assigned). ``marker``: the type of a
-        control batch (``control_batch.ABORT`` or ``COMMIT``); the transaction it closes is
-        returned (None if the producer had none open here)."""
+    def update(
+        self, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> CompletedTxn | None:
+        """Record an appended batch (offsets already assigned). ``marker``: what a control
+        batch says (None for an empty one, which changes nothing); the transaction it closes
+        is returned (None if the producer had none open here)."""
         pid = header.producer_id
-        if pid < 0:
+        if pid < 0 or (header.is_control and marker is None):
             return None
         entry = self.entries.get(pid)
         if entry is None or entry.epoch != header.producer_epoch:
-            txn_first = entry.txn_first_offset if entry is not None else None
-            entry = ProducerEntry(pid, header.producer_epoch, txn_first_offset=txn_first)
+            entry = ProducerEntry(
+                pid,
+                header.producer_epoch,
+                txn_first_offset=entry.txn_first_offset if entry is not None else None,
+                coordinator_epoch=entry.coordinator_epoch if entry is not None else -1,
+            )
             self.entries[pid] = entry
-        if header.is_control:
+        if marker is not None:
             first = entry.txn_first_offset
             entry.txn_first_offset = None
+            entry.coordinator_epoch = marker.coordinator_epoch
             self.ongoing.pop(pid, None)
             if first is None:
                 return None
-            return CompletedTxn(pid, first, header.base_offset, marker != COMMIT)
+            return CompletedTxn(pid, first, header.base_offset, marker.kind != COMMIT)
         if header.is_transactional and entry.txn_first_offset is None:
             entry.txn_first_offset = header.base_offset
             self.ongoing[pid] = header.base_offset
@@ -220,6 +269,7 @@ class ProducerStateManager:
                     "id": e.producer_id,
                     "epoch": e.epoch,
                     "txn_first_offset": e.txn_first_offset,
+                    "coordinator_epoch": e.coordinator_epoch,
                     "batches": [
                         [b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches
                     ],
@@ -257,6 +307,7 @@ class ProducerStateManager:
                         int(p["id"]),
                         int(p["epoch"]),
                         txn_first_offset=None if txn_first is None else int(txn_first),
+                        coordinator_epoch=int(p.get("coordinator_epoch", -1)),
                     )
                     for first_seq, last_seq, first_offset, last_offset in p["batches"]:
                         entry.batches.append(

@@ -21,8 +21,8 @@ value) stamps its batch with attributes bit 6 and sets FirstTimestamp to ``now +
 delete.retention.ms``; timestamp deltas are rewritten from that base, so every record's
 timestamp is unchanged. A later cleaning drops the batch's tombstones once ``now`` passes
 the horizon. Control batches get the same stamp once their transaction's data is gone
-(``BatchRetentionResult.contains_marker_for_empty_txn``); that case needs the transaction
-index (issue 18 part 2) and is never set today.
+(``contains_marker_for_empty_txn``, Kafka's ``BatchRetentionResult``; the cleaner decides it
+with ``cleaned_transactions``), and the cleaner drops them after it.
 
 :func:`check_keys` is the append-time rule of a compacted log: every record has a key.
 

@@ -37,6 +37,7 @@ _TABLE: list[tuple[type[BaseException], Errors]] = [
     (le.OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (le.InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
     (le.UnknownProducerIdError, Errors.UNKNOWN_PRODUCER_ID),
+    (le.TransactionCoordinatorFencedError, Errors.TRANSACTION_COORDINATOR_FENCED),
     (InvalidTopicError, Errors.INVALID_TOPIC_EXCEPTION),
     (le.StorageError, Errors.KAFKA_STORAGE_ERROR),
     (tm.TopicExistsError, Errors.TOPIC_ALREADY_EXISTS),

@@ -1,9 +1,16 @@
 """Transactions in the log: the last stable offset, markers, the aborted-transaction index
-kept at append and rebuilt on recovery, reads bounded by the LSO, and fencing by epoch."""
+kept at append and rebuilt on recovery, reads bounded by the LSO, and fencing by producer
+epoch and by coordinator epoch."""
+
+import struct
 
 import pytest
 
-from sluice.broker.log.errors import InvalidProducerEpochError, InvalidRecordError
+from sluice.broker.log.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    TransactionCoordinatorFencedError,
+)
 from sluice.broker.log.log import Log
 from sluice.broker.log.log_config import LogConfig
 from sluice.broker.log.records import encode_batch
@@ -87,6 +94,54 @@ def test_clients_may_not_write_markers_and_old_epochs_are_fenced(log):
     with pytest.raises(InvalidProducerEpochError):
         log.append_marker(1, 0, commit=True)
     log.append(txn_batch(1, 0, epoch=1))  # the new epoch starts at sequence 0
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced(tmp_path, clean):
+    directory = tmp_path / "t-0"
+    lg = Log(directory, CONFIG)
+    lg.append(txn_batch(1, 0))
+    lg.append_marker(1, 0, commit=True, coordinator_epoch=3)
+    lg.append(txn_batch(1, 2))
+    end = lg.log_end_offset
+    with pytest.raises(TransactionCoordinatorFencedError, match="epoch >= 3, found 2"):
+        lg.append_marker(1, 0, commit=False, coordinator_epoch=2)
+    assert lg.log_end_offset == end  # nothing written
+    assert lg.last_stable_offset < end  # the transaction is still open
+    # Another producer id has its own coordinator epoch; a new producer epoch keeps it.
+    lg.append(txn_batch(2, 0))
+    lg.append_marker(2, 0, commit=True, coordinator_epoch=0)
+    lg.append_marker(1, 1, commit=False, coordinator_epoch=3)
+    lg.append(txn_batch(1, 0, epoch=1))
+    if clean:
+        lg.close()
+    else:  # a kill -9: the state is replayed from the markers
+        lg.flush()
+        for segment in lg.segments():
+            segment.close()
+    again = Log(directory, CONFIG, clean_shutdown=clean)
+    try:
+        with pytest.raises(TransactionCoordinatorFencedError):
+            again.append_marker(1, 1, commit=True, coordinator_epoch=2)
+        again.append_marker(1, 1, commit=True, coordinator_epoch=4)
+        with pytest.raises(TransactionCoordinatorFencedError):
+            again.append_marker(1, 1, commit=True, coordinator_epoch=3)
+    finally:
+        again.close()
+
+
+def test_a_follower_copies_a_marker_of_an_older_coordinator_epoch(log):
+    """Kafka's REPLICATION origin: the leader decided, a follower only copies."""
+    from sluice.broker.log.control_batch import encode_marker
+
+    log.append(txn_batch(1, 0))
+    log.append_marker(1, 0, commit=True, coordinator_epoch=5)
+    log.append(txn_batch(1, 2))
+    marker = bytearray(encode_marker(1, 0, commit=False, coordinator_epoch=4, timestamp=0))
+    struct.pack_into(">q", marker, 0, log.log_end_offset)  # BaseOffset: outside the CRC
+    log.append(marker, assign=False)
+    assert log.last_stable_offset == log.log_end_offset
+    assert [t.first_offset for t in all_aborted(log)] == [3]
 
 
 @pytest.mark.parametrize("clean", [True, False])
