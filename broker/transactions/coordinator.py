@@ -38,6 +38,12 @@ Requests (each answers a Kafka error code, :class:`~sluice.broker.protocol.error
 * Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` the transactions open
   longer than their ``transaction.timeout.ms`` are aborted with an epoch bump (the producer
   is fenced), and prepared ones are retried.
+* **Expiry** (Kafka's ``removeExpiredTransactionalIds``): every
+  ``transaction.remove.expired.transaction.cleanup.interval.ms`` the ids in Empty,
+  CompleteCommit or CompleteAbort — no transaction open or being ended — whose last change is
+  ``transactional.id.expiration.ms`` old or older are removed: a tombstone in
+  ``__transaction_state``, then forgotten. A producer that comes back with the id gets a new
+  producer id from InitProducerId.
 
 A fenced producer gets PRODUCER_FENCED; the handlers answer INVALID_PRODUCER_EPOCH to the
 request versions older than KIP-588's.
@@ -79,6 +85,8 @@ RETRY_BACKOFF_S = (0.5, 5.0)
 
 TopicPartitionKey = tuple[str, int]
 _S = TransactionState
+#: Kafka's ``isExpirationAllowed``: no transaction open or being ended.
+_EXPIRABLE = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
 
 
 class CoordinatorHost(Protocol):
@@ -155,16 +163,21 @@ class TransactionCoordinator:
 
     async def run(self) -> None:
         interval = self.config.abort_timed_out_interval_ms / 1000
+        expiry_interval = self.config.remove_expired_interval_ms / 1000
         loop = asyncio.get_running_loop()
         next_scan = loop.time() + interval
+        next_expiry = loop.time() + expiry_interval
         while True:
-            await asyncio.sleep(min(SYNC_INTERVAL_S, interval))
+            await asyncio.sleep(min(SYNC_INTERVAL_S, interval, expiry_interval))
             try:
                 await self.sync_partitions()
                 if loop.time() >= next_scan:
                     next_scan = loop.time() + interval
                     await self.abort_timed_out()
                     await self.retry_prepared()
+                if loop.time() >= next_expiry:
+                    next_expiry = loop.time() + expiry_interval
+                    await self.remove_expired()
             except Exception:  # the next round retries; never let the task die
                 log.exception("transaction coordinator background round failed")
 
@@ -439,6 +452,36 @@ class TransactionCoordinator:
                     await self._end(current, commit=False, fence=True)
                     aborted.append(current.transactional_id)
         return aborted
+
+    async def remove_expired(self, now: int | None = None) -> list[str]:
+        """Remove the idle transactional ids (see the module docstring); returns them."""
+        now = now_ms() if now is None else now
+        horizon = now - self.config.id_expiration_ms
+        removed = []
+        for meta in self.state.all():
+            if meta.state not in _EXPIRABLE or meta.last_update_ms > horizon:
+                continue
+            txn_id = meta.transactional_id
+            async with self._lock(txn_id):
+                current = self.state.get(txn_id)  # a request may have come meanwhile
+                if current is None or current.state not in _EXPIRABLE:
+                    continue
+                if current.last_update_ms > horizon or not self.state.coordinates(txn_id):
+                    continue
+                try:
+                    await self.state.remove(txn_id)
+                except TransactionStateWriteError as exc:
+                    log.warning("transactional id %r: expiry postponed: %s", txn_id, exc)
+                    continue
+                log.info(
+                    "transactional id %r (producer %d) expired: idle %d ms",
+                    txn_id, current.producer_id, now - current.last_update_ms,
+                )  # fmt: skip
+                self._pending.pop(txn_id, None)
+                removed.append(txn_id)
+        # The ids' locks stay: a request may be waiting on one (a new lock for the same id
+        # would let two requests in at once).
+        return removed
 
     def _retry_later(self, txn_id: str) -> None:
         """Resend the markers of a prepared transaction with backoff until it completes or

@@ -10,6 +10,10 @@ transaction.max.timeout.ms                                             900000   
                                                                                    producer
                                                                                    timeout
 transaction.abort.timed.out.transaction.cleanup.interval.ms            10000       timeout scan
+transactional.id.expiration.ms                                         604800000   idle id
+                                                                                   removed
+                                                                                   after
+transaction.remove.expired.transaction.cleanup.interval.ms             3600000     expiry scan
 =====================================================================  ==========  ==========
 
 Pure value object; thread-safe.
@@ -33,6 +37,8 @@ class TransactionConfig:
     state_log_replication_factor: int = 3
     max_timeout_ms: int = 900_000
     abort_timed_out_interval_ms: int = 10_000
+    id_expiration_ms: int = 604_800_000  # 7 days
+    remove_expired_interval_ms: int = 3_600_000
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TransactionConfig:
@@ -49,5 +55,9 @@ class TransactionConfig:
             max_timeout_ms=positive("transaction.max.timeout.ms", 900_000),
             abort_timed_out_interval_ms=positive(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000
+            ),
+            id_expiration_ms=positive("transactional.id.expiration.ms", 604_800_000),
+            remove_expired_interval_ms=positive(
+                "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000
             ),
         )

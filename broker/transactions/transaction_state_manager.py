@@ -4,8 +4,9 @@
 Each change is one record appended durably (acks=-1, through the replica manager: at once on
 a standalone broker) by the ``append`` callable the broker gives; only then does the change
 replace the in-memory metadata (:meth:`put`). When this broker becomes a partition's leader
-it replays the partition (:meth:`load_partition`), the last record per id winning; when it
-stops leading it, the partition's ids are forgotten (:meth:`unload_partition`).
+it replays the partition (:meth:`load_partition`), the last record per id winning (a
+tombstone, written when an idle id expires, :meth:`remove`, ends it); when it stops leading
+it, the partition's ids are forgotten (:meth:`unload_partition`).
 
 The **coordinator epoch** of an id is the leader epoch of its partition at the time this
 broker loaded it (Kafka's ``coordinatorEpoch``): every leadership change bumps it, so the
@@ -72,6 +73,13 @@ class TransactionStateManager:
         )
         await self._append(self.partition_for(meta.transactional_id), batch)
         self._txns[meta.transactional_id] = meta
+
+    async def remove(self, transactional_id: str) -> None:
+        """Append the id's tombstone (the compacted topic then forgets it), then forget it
+        here (Kafka's ``removeExpiredTransactionalIds``)."""
+        batch = encode_batch([(txn_log.encode_key(transactional_id), None)])
+        await self._append(self.partition_for(transactional_id), batch)
+        self._txns.pop(transactional_id, None)
 
     @staticmethod
     def _records(partition_log: Log) -> Iterator[tuple[bytes | None, bytes | None]]:

@@ -265,3 +265,42 @@ def test_failed_markers_are_retried_and_block_a_reinit_meanwhile(host, monkeypat
         c.close()
 
     run(scenario())
+
+
+def test_idle_transactional_ids_expire_with_a_tombstone(host):
+    """Kafka's ``removeExpiredTransactionalIds``: only ids with no transaction open or being
+    ended, idle for ``transactional.id.expiration.ms``; a reload does not bring them back."""
+
+    async def scenario():
+        c = coordinator(host, id_expiration_ms=1_000)
+        await c.sync_partitions()
+        _, done_pid, _ = await c.init_producer_id("done", 60_000)
+        _, pid, epoch = await c.init_producer_id("open", 60_000)
+        await c.add_partitions("open", pid, epoch, [DATA])
+        produce(host, pid, epoch)
+        _, idle_pid, idle_epoch = await c.init_producer_id("idle-commit", 60_000)
+        await c.add_partitions("idle-commit", idle_pid, idle_epoch, [DATA])
+        await c.end_txn("idle-commit", idle_pid, idle_epoch, True)
+        start = c.state.get("done").last_update_ms
+        assert await c.remove_expired(start + 999) == []
+        later = max(m.last_update_ms for m in c.state.all()) + 1_000
+        assert sorted(await c.remove_expired(later)) == ["done", "idle-commit"]
+        assert c.state.get("done") is None and c.state.get("open") is not None
+        # The tombstones are in the state log: a coordinator that loads it has only "open".
+        again = coordinator(host, id_expiration_ms=1_000)
+        await again.sync_partitions()
+        assert [m.transactional_id for m in again.state.all()] == ["open"]
+        # A producer coming back with an expired id gets a new producer id.
+        code, new_pid, new_epoch = await again.init_producer_id("done", 60_000)
+        assert (code, new_epoch) == (Errors.NONE, 0) and new_pid != done_pid
+
+    run(scenario())
+
+
+def test_expiry_settings_under_kafkas_keys():
+    config = TransactionConfig.from_properties({
+        "transactional.id.expiration.ms": "5000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "100",
+    })  # fmt: skip
+    assert (config.id_expiration_ms, config.remove_expired_interval_ms) == (5_000, 100)
+    assert TransactionConfig().id_expiration_ms == 7 * 24 * 3600 * 1000
