@@ -13,7 +13,10 @@ Modules, each named after what it holds:
 - ``apis``            the dispatch table: APIs, implemented and advertised versions, kio schemas
 - ``bounds``          pre-flight check of array counts before kio allocates
 - ``codec``           ``decode_request``, ``encode_response``, the UNSUPPORTED_VERSION answer
-- ``fetch_response``  the zero-copy Fetch response encoder
+- ``produce_codec``   Produce by hand (the hot path), v0–2's message sets up-converted
+- ``fetch_response``  the zero-copy Fetch response encoder (v0–3: down-converted, in memory)
+- ``legacy``          up-/down-conversion of the versions Kafka 4.0 dropped (KIP-896)
+- ``*_v0*``           those versions' schemas in kio's shape (``list_offsets_v0``, ``fetch_v0_3``…)
 """
 
 from .apis import APIS, ApiKey, ApiSpec, supported_api_versions

@@ -1,15 +1,19 @@
 """The dispatch table: which Kafka APIs Sluice speaks, at which versions, with which schemas.
 
-For every API: its key and name, the versions Sluice *implements* (decodes and answers) and
-the versions it *advertises* in ApiVersions. The advertised range may be wider: Produce
-advertises 0–8 but implements 3–8, because librdkafka stops compressing when a broker does not
-list Produce 0–2 (librdkafka#4956, KAFKA-18659); a client that really sends v0–2 gets its
-connection closed, as from a Kafka broker that dropped those versions.
+For every API: its key and name, the versions Sluice *implements* (decodes and answers), the
+versions it *advertises* in ApiVersions (the same ranges: every version Kafka 3.x accepts for
+the APIs Sluice serves, up to what the handlers do), and the lowest version its handler sees
+(``handler_min``). A request below ``handler_min`` is up-converted by the codec to that
+version and its response down-converted to the client's (``legacy``), so handlers never meet
+the versions Kafka 4.0 dropped (KIP-896). Produce v0–2 and Fetch v0–3 carry message sets of
+magic 0/1 instead of record batches: ``produce_codec`` up-converts the records and
+``fetch_response`` down-converts them (``sluice.broker.log.legacy_records``).
 
 Message schemas are kio's generated dataclasses (``kio.schema.<api>.v<N>.request|response``),
 loaded on first use and cached. kio follows Kafka 4.0, which dropped versions Kafka 2.x and 3.x
-still accept; those Sluice answers are written in kio's shape in modules of their own
-(``list_offsets_v0``) and listed in ``_LEGACY``. Flexibility (compact strings, tagged fields,
+still accept; those are written in kio's shape in modules of their own (``list_offsets_v0``,
+``fetch_v0_3``, ``offset_commit_v0_1``...; one per API, one class per version, suffixed
+``V<n>``) and listed in ``_LEGACY``. Flexibility (compact strings, tagged fields,
 header v2/v1) comes from the schemas' ``__flexible__`` flag, i.e. from Kafka's
 ``flexibleVersions``.
 
@@ -30,7 +34,23 @@ from typing import Any, Final
 from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.static.constants import EntityType
 
-from . import list_offsets_v0
+from . import (
+    alter_replica_log_dirs_v0,
+    create_acls_v0,
+    create_topics_v0_1,
+    delete_acls_v0,
+    delete_topics_v0,
+    describe_acls_v0,
+    describe_configs_v0,
+    describe_log_dirs_v0,
+    fetch_v0_3,
+    list_offsets_v0,
+    offset_commit_v0_1,
+    offset_fetch_v0,
+    offset_for_leader_epoch_v0_1,
+    produce_v0_2,
+    write_txn_markers_v0,
+)
 
 __all__ = [
     "ApiKey",
@@ -74,6 +94,9 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -101,10 +124,15 @@ class ApiSpec:
     max_version: int
     advertised_min: int
     advertised_max: int
+    handler_min: int = -1  # the lowest version the handler sees; -1: min_version
 
     def __post_init__(self) -> None:
         if not (self.advertised_min <= self.min_version <= self.max_version <= self.advertised_max):
             raise ValueError(f"{self.name}: implemented range must lie in the advertised range")
+        if self.handler_min == -1:
+            object.__setattr__(self, "handler_min", self.min_version)
+        if not self.min_version <= self.handler_min <= self.max_version:
+            raise ValueError(f"{self.name}: handler_min must lie in the implemented range")
 
     def implements(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -115,21 +143,24 @@ class ApiSpec:
         return range(self.min_version, self.max_version + 1)
 
 
-def _spec(key: ApiKey, name: str, lo: int, hi: int, adv_lo: int | None = None) -> ApiSpec:
-    return ApiSpec(key, name, lo, hi, lo if adv_lo is None else adv_lo, hi)
+def _spec(key: ApiKey, name: str, lo: int, hi: int, handler_min: int | None = None) -> ApiSpec:
+    return ApiSpec(key, name, lo, hi, lo, hi, lo if handler_min is None else handler_min)
 
 
 APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
     {
         spec.key: spec
         for spec in (
-            _spec(ApiKey.PRODUCE, "Produce", 3, 8, adv_lo=0),
-            _spec(ApiKey.FETCH, "Fetch", 4, 11),
-            # v0 (old-style offset lists) from list_offsets_v0: kio starts at v1.
+            # v0-2 carry magic 0/1 message sets, up-converted by produce_codec.
+            _spec(ApiKey.PRODUCE, "Produce", 0, 8),
+            # v0-3 get magic 0/1 message sets, down-converted by fetch_response.
+            _spec(ApiKey.FETCH, "Fetch", 0, 11, handler_min=4),
+            # v0 (old-style offset lists): the handler answers it itself.
             _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 5),
-            _spec(ApiKey.METADATA, "Metadata", 1, 8),
-            _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 7),
-            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 5),
+            # v0: an empty topic list means every topic (v1+: null does).
+            _spec(ApiKey.METADATA, "Metadata", 0, 8, handler_min=1),
+            _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 7, handler_min=2),
+            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 5, handler_min=1),
             _spec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 2),
             _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 5),
             _spec(ApiKey.HEARTBEAT, "Heartbeat", 0, 3),
@@ -138,32 +169,30 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 2),
             _spec(ApiKey.LIST_GROUPS, "ListGroups", 0, 2),
             _spec(ApiKey.API_VERSIONS, "ApiVersions", 0, 3),
-            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 4),
-            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 3),
+            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 4, handler_min=2),
+            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 3, handler_min=1),
             _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4),
-            # Transactions (KIP-98). AddPartitionsToTxn v4+ is broker-to-broker (KIP-890);
-            # kio has WriteTxnMarkers from v1 only (v0 is Kafka 0.11's and never flexible).
+            # Transactions (KIP-98). AddPartitionsToTxn v4+ is broker-to-broker (KIP-890).
             _spec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 3),
             _spec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 3),
             _spec(ApiKey.END_TXN, "EndTxn", 0, 3),
-            _spec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1),
+            _spec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 0, 1, handler_min=1),
             _spec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 3),
-            # Followers truncate with it (KIP-101); kio starts at v2, v3 adds replica_id.
-            _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 3),
-            # Administration. DescribeConfigs and DescribeLogDirs v0 are gone from kio (and
-            # Kafka 4); every client of the last five years sends v1 or later.
+            # Followers truncate with it (KIP-101); v3 adds replica_id.
+            _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 3, handler_min=2),
+            # Administration.
             _spec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2),
-            _spec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+            _spec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, handler_min=1),
             _spec(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2),
-            _spec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+            _spec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 4, handler_min=1),
             _spec(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3),
             _spec(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2),
             _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
             _spec(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0),
             _spec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
-            # The controller's partition administration (KIP-460, KIP-455). kio has
-            # AlterReplicaLogDirs from v1; AlterPartitionReassignments v1 is KIP-860's.
-            _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),
+            # The controller's partition administration (KIP-460, KIP-455).
+            # AlterPartitionReassignments v1 is KIP-860's.
+            _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 0, 2, handler_min=1),
             _spec(ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 2),
             _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
             _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
@@ -173,6 +202,10 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
             _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
             _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
+            # ACLs (KIP-140; v1 adds prefixed patterns, KIP-290; a v0 pattern is LITERAL).
+            _spec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 3, handler_min=1),
+            _spec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 3, handler_min=1),
+            _spec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 3, handler_min=1),
         )
     }
 )
@@ -184,33 +217,53 @@ def spec_for(api_key: int) -> ApiSpec | None:
     return APIS.get(api_key)
 
 
-#: Schemas kio does not generate, in kio's shape: (api key, version, kind) → module.
-_LEGACY: Final[Mapping[tuple[int, int, EntityType], ModuleType]] = MappingProxyType(
+#: Schemas kio does not generate, in kio's shape: (api key, version) → the module holding the
+#: request and response classes (``<Name>Request`` / ``<Name>Response``, suffixed ``V<n>``
+#: in the modules that hold several versions).
+_LEGACY: Final[Mapping[tuple[int, int], ModuleType]] = MappingProxyType(
     {
-        (ApiKey.LIST_OFFSETS, 0, EntityType.request): list_offsets_v0,
-        (ApiKey.LIST_OFFSETS, 0, EntityType.response): list_offsets_v0,
+        (ApiKey.LIST_OFFSETS, 0): list_offsets_v0,
+        **{(ApiKey.PRODUCE, v): produce_v0_2 for v in range(3)},
+        **{(ApiKey.FETCH, v): fetch_v0_3 for v in range(4)},
+        **{(ApiKey.OFFSET_COMMIT, v): offset_commit_v0_1 for v in range(2)},
+        (ApiKey.OFFSET_FETCH, 0): offset_fetch_v0,
+        **{(ApiKey.CREATE_TOPICS, v): create_topics_v0_1 for v in range(2)},
+        (ApiKey.DELETE_TOPICS, 0): delete_topics_v0,
+        (ApiKey.WRITE_TXN_MARKERS, 0): write_txn_markers_v0,
+        **{(ApiKey.OFFSET_FOR_LEADER_EPOCH, v): offset_for_leader_epoch_v0_1 for v in range(2)},
+        (ApiKey.DESCRIBE_CONFIGS, 0): describe_configs_v0,
+        (ApiKey.DESCRIBE_LOG_DIRS, 0): describe_log_dirs_v0,
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0): alter_replica_log_dirs_v0,
+        (ApiKey.DESCRIBE_ACLS, 0): describe_acls_v0,
+        (ApiKey.CREATE_ACLS, 0): create_acls_v0,
+        (ApiKey.DELETE_ACLS, 0): delete_acls_v0,
     }
 )
 
 
 @cache
-def _module(api_key: int, version: int, kind: EntityType) -> ModuleType | None:
-    legacy = _LEGACY.get((api_key, version, kind))
+def _class(api_key: int, version: int, kind: EntityType) -> type[Any] | None:
+    """The payload class of (api key, version, kind): a legacy one, else kio's; None if none."""
+    spec = APIS.get(api_key)
+    if spec is None:
+        return None
+    name = spec.name + ("Request" if kind is EntityType.request else "Response")
+    legacy = _LEGACY.get((api_key, version))
     if legacy is not None:
-        return legacy
+        cls: type[Any] = getattr(legacy, f"{name}V{version}", None) or getattr(legacy, name)
+        return cls
     try:
-        return load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
+        module = load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
     except (UnknownAPIKey, UnknownEntity):
         return None
+    found: type[Any] = getattr(module, name)
+    return found
 
 
 def _payload_class(api_key: int, version: int, kind: EntityType) -> type[Any]:
-    module = _module(api_key, version, kind)
-    spec = APIS.get(api_key)
-    if module is None or spec is None:
+    cls = _class(api_key, version, kind)
+    if cls is None:
         raise KeyError(f"no {kind.name} schema for api key {api_key} version {version}")
-    name = spec.name + ("Request" if kind is EntityType.request else "Response")
-    cls: type[Any] = getattr(module, name)
     return cls
 
 
@@ -234,8 +287,8 @@ def first_flexible_version(api_key: int) -> int | None:
     if spec is None:
         return None
     for version in range(0, 64):
-        module = _module(api_key, version, EntityType.request)
-        if module is not None and getattr(module, spec.name + "Request").__flexible__:
+        cls = _class(api_key, version, EntityType.request)
+        if cls is not None and cls.__flexible__:
             return version
     return None
 
@@ -264,9 +317,10 @@ def supported_api_versions(response_version: int = 3) -> tuple[Any, ...]:
     Each item is the ``ApiVersion`` dataclass of that response version's kio module, sorted by
     key, carrying the *advertised* ranges.
     """
-    module = _module(ApiKey.API_VERSIONS, response_version, EntityType.response)
-    if module is None:
-        raise KeyError(f"no ApiVersions response version {response_version}")
+    try:
+        module = load_payload_module(ApiKey.API_VERSIONS, response_version, EntityType.response)
+    except (UnknownAPIKey, UnknownEntity):
+        raise KeyError(f"no ApiVersions response version {response_version}") from None
     item = module.ApiVersion
     return tuple(
         item(

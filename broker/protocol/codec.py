@@ -23,10 +23,14 @@ Decoding, in order, each failure with its own error:
    ``ValueError``, ``KeyError`` for an unknown tagged field, ``UnicodeDecodeError``...) becomes a
    ``RemoteProtocolError`` chained to the original.
 
-Bytes after the body are ignored, as Kafka ignores them. Produce skips steps 4 and 5: its
+6. A version below the API's ``handler_min`` (one Kafka 4.0 dropped) is up-converted to it
+   (``legacy.up_convert``); the header then carries the handler's version as ``api_version``
+   and the client's as ``wire_version``, and ``encode_response`` down-converts the answer.
+
+Bytes after the body are ignored, as Kafka ignores them. Produce skips steps 4 to 6: its
 hand-written decoder (``produce_codec``) checks every length itself, and its records come out as
 ``memoryview`` slices of the frame holding exactly the bytes the producer sent; nothing
-re-encodes them.
+re-encodes them — except at v0–2, whose magic 0/1 message sets it up-converts to one v2 batch.
 
 Unsupported versions, what Sluice does and why (it is what Kafka does):
 
@@ -47,7 +51,7 @@ Unsupported versions, what Sluice does and why (it is what Kafka does):
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from kio.serial import entity_reader, entity_writer
@@ -70,6 +74,7 @@ from .headers import (
     parse_request_header,
     peek_request_ids,
 )
+from .legacy import down_convert, up_convert
 from .primitives import INT32, skip_tagged_fields
 from .produce_codec import decode_produce_body
 
@@ -137,7 +142,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     header, pos = parse_request_header(data, request_header_version(api_key, api_version))
     if api_key == _PRODUCE:
         # The hot path: hand-written, zero-copy records (see produce_codec).
-        return Request(header, decode_produce_body(data, pos))
+        return Request(header, decode_produce_body(data, pos, api_version))
     body_type = request_type(api_key, api_version)
     check_bounds(body_type, data, pos)
     try:
@@ -146,6 +151,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         raise RemoteProtocolError(
             f"malformed {spec.name} v{api_version} request body: {type(exc).__name__}: {exc}"
         ) from exc
+    if api_version < spec.handler_min:
+        body = up_convert(api_key, body, request_type(api_key, spec.handler_min))
+        header = replace(header, api_version=spec.handler_min, wire_version=api_version)
     return Request(header, body)
 
 
@@ -180,12 +188,16 @@ def _check_body(body: Any, api_key: int, api_version: int, kind: str) -> None:
 def encode_response(header: RequestHeader, body: Any) -> bytes:
     """Encode a response to the request with ``header``: size prefix, header, body.
 
-    ``body`` must be kio's response dataclass of the request's API and version, else
-    ``LocalProtocolError``.
+    ``body`` must be kio's response dataclass of the request's API and version (the version
+    the handler saw), else ``LocalProtocolError``; it is down-converted to the client's
+    version when the codec up-converted the request.
     """
     _check_body(body, header.api_key, header.api_version, "response")
-    version = response_header_version(header.api_key, header.api_version)
-    return _encode(encode_response_header(header.correlation_id, version), body)
+    version = header.client_version
+    if version != header.api_version:
+        body = down_convert(header.api_key, body, response_type(header.api_key, version))
+    header_version = response_header_version(header.api_key, version)
+    return _encode(encode_response_header(header.correlation_id, header_version), body)
 
 
 def encode_unsupported_version(exc: UnsupportedVersion) -> bytes:

@@ -1,4 +1,4 @@
-"""A hand-written Fetch response encoder (v4–v11) that never copies record bytes.
+"""A hand-written Fetch response encoder (v0–v11) that never copies record bytes (v4+).
 
 kio would need the records of every partition as one ``bytes`` object and would copy them
 into its output buffer; a fetch of 50 MiB would be read into memory and copied twice. This
@@ -32,6 +32,26 @@ Layout (non-flexible versions 4–11; response header v0 = CorrelationId INT32):
         PreferredReadReplica INT32           v11+
         Records             NULLABLE BYTES   (INT32 length, -1 = null)
 
+Versions 0–3 (Kafka 4.0 dropped them; 3.x answers them) are older clients that read message
+sets of magic 0 (v0–v1) or magic 1 (v2–v3), not batches. Their records are read into memory
+(``records.read()`` for a file slice) and down-converted (``legacy_records.to_message_set``:
+control batches skipped, headers dropped, offsets and timestamps kept), so these responses
+lose zero copy — as they do on Kafka, which down-converts in the broker too. A partition with
+a zstd batch answers UNSUPPORTED_COMPRESSION_TYPE with no records (zstd needs magic 2 and
+Fetch v10, KIP-110), as Kafka does. Their layout::
+
+    ThrottleTimeMs          INT32            v1+
+    Responses               ARRAY
+      Topic                 STRING
+      Partitions            ARRAY
+        PartitionIndex      INT32
+        ErrorCode           INT16
+        HighWatermark       INT64
+        Records             NULLABLE BYTES   a message set
+
+The handler sees such a request up-converted to v4 (``legacy``): ``header.api_version`` is 4
+and ``header.wire_version`` the client's, which picks the layout here.
+
 Thread-safety: pure functions of their arguments.
 """
 
@@ -41,6 +61,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
+
+from sluice.broker.log.legacy_records import codecs, to_message_set
+from sluice.broker.log.records import ZSTD
 
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
@@ -56,7 +79,9 @@ __all__ = [
     "FETCH_RESPONSE_VERSIONS",
 ]
 
-FETCH_RESPONSE_VERSIONS: Final = range(4, 12)
+FETCH_RESPONSE_VERSIONS: Final = range(0, 12)
+#: Below this version the records are message sets (magic 0 up to v1, magic 1 from v2).
+FIRST_BATCH_VERSION: Final = 4
 
 
 class RecordSlice(Protocol):
@@ -122,12 +147,14 @@ def encode_fetch_response(
     error_code: int = Errors.NONE,
     session_id: int = 0,
 ) -> EncodedFetchResponse:
-    """Encode the Fetch response to the request with ``header`` (Fetch v4–v11)."""
-    version = header.api_version
+    """Encode the Fetch response to the request with ``header`` (Fetch v0–v11)."""
+    version = header.client_version
     if header.api_key != ApiKey.FETCH or version not in FETCH_RESPONSE_VERSIONS:
         raise LocalProtocolError(
-            f"encode_fetch_response handles Fetch v4-v11, got api key {header.api_key} v{version}"
+            f"encode_fetch_response handles Fetch v0-v11, got api key {header.api_key} v{version}"
         )
+    if version < FIRST_BATCH_VERSION:
+        return _encode_legacy(header.correlation_id, version, topics, throttle_time_ms)
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
     with_replica = version >= 11
     chunks: list[bytes | Records] = []
@@ -193,3 +220,58 @@ def encode_fetch_response(
         else:
             chunks.append(piece)
     return EncodedFetchResponse(chunks, size)
+
+
+_PARTITION_V0: Final = struct.Struct(">ihq")
+
+
+def _read(records: Records) -> bytes | memoryview:
+    if isinstance(records, bytes | memoryview):
+        return records
+    read = getattr(records, "read", None)
+    if read is None:
+        raise LocalProtocolError(
+            f"Fetch v0-v3 down-converts its records: expected bytes or a slice with read(), "
+            f"found {type(records).__name__}"
+        )
+    data = read()
+    if not isinstance(data, bytes):
+        raise LocalProtocolError(f"records slice read() returned {type(data).__name__}")
+    return data
+
+
+def _encode_legacy(
+    correlation_id: int, version: int, topics: Sequence[FetchTopic], throttle_time_ms: int
+) -> EncodedFetchResponse:
+    """A Fetch v0–v3 response, all in memory, its batches down-converted (module docstring)."""
+    magic = 0 if version < 2 else 1
+    buf = bytearray(_I32.pack(0))  # size prefix, patched below
+    buf += _I32.pack(correlation_id)
+    if version >= 1:
+        buf += _I32.pack(throttle_time_ms)
+    try:
+        buf += _I32.pack(len(topics))
+        for topic in topics:
+            name = topic.topic.encode("utf-8")
+            buf += _I16.pack(len(name))
+            buf += name
+            buf += _I32.pack(len(topic.partitions))
+            for p in topic.partitions:
+                error_code = p.error_code
+                converted: bytes | None = None
+                if p.records is not None:
+                    data = _read(p.records)
+                    if ZSTD in codecs(data):
+                        error_code, converted = Errors.UNSUPPORTED_COMPRESSION_TYPE, b""
+                    else:
+                        converted = to_message_set(data, magic)
+                buf += _PARTITION_V0.pack(p.partition_index, error_code, p.high_watermark)
+                if converted is None:
+                    buf += _I32.pack(-1)
+                else:
+                    buf += _I32.pack(len(converted))
+                    buf += converted
+    except struct.error as exc:
+        raise LocalProtocolError(f"Fetch response value out of range: {exc}") from exc
+    _I32.pack_into(buf, 0, len(buf) - 4)
+    return EncodedFetchResponse([bytes(buf)], len(buf))

@@ -51,13 +51,25 @@ _IDS_LEN_SIZE: Final = 10
 
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
-    """A decoded request header; ``header_version`` is 1 or 2."""
+    """A decoded request header; ``header_version`` is 1 or 2.
+
+    ``wire_version`` is the version the client sent when the codec up-converted the request
+    (``legacy``): ``api_version`` is then the version the handler sees and answers, and
+    ``encode_response`` / ``encode_fetch_response`` write the answer at ``wire_version``.
+    None when the two are the same.
+    """
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     header_version: int = 1
+    wire_version: int | None = None
+
+    @property
+    def client_version(self) -> int:
+        """The version on the wire: the one the answer is written at."""
+        return self.api_version if self.wire_version is None else self.wire_version
 
 
 def peek_request_ids(frame: bytes | memoryview) -> tuple[int, int, int]:

@@ -1,4 +1,4 @@
-"""Produce v3–8 by hand: the hot path of every producer, decoded and answered without kio.
+"""Produce v0–8 by hand: the hot path of every producer, decoded and answered without kio.
 
 Profiling a batch-of-1 producer showed most of a request's time in kio's generic, pure-Python
 encoder and in building versioned dataclasses; Produce is simple and non-flexible at v3–8,
@@ -12,7 +12,7 @@ reader-object decoder and frozen dataclasses before it), and ``decode_request`` 
 
 Request body (after the v1 request header)::
 
-    TransactionalId  nullable string (int16 length, -1 null)
+    TransactionalId  nullable string (int16 length, -1 null)   v3+
     Acks             int16
     TimeoutMs        int32
     [Topics]         int32 count, each:
@@ -26,7 +26,14 @@ Response (header v0 = CorrelationId int32)::
         LogStartOffset int64 (v5+),
         [RecordErrors] int32 count of (BatchIndex int32, Message nullable string) (v8+),
         ErrorMessage nullable string (v8+)
-    ThrottleTimeMs int32
+    ThrottleTimeMs int32 (v1+)
+
+Produce v0–2 (Kafka 4.0 dropped them; 3.x accepts them) carry message sets of magic 0/1, not
+record batches: each partition's records are up-converted to one magic-2 batch
+(``legacy_records.to_record_batch``, CRCs checked, as Kafka's ``LogValidator`` does), so the
+handler and the log see what a v3 producer sends. A partition whose message set does not
+convert keeps ``records=None`` and carries the error in ``error`` (a corrupt set:
+``CorruptRecordError``, answered CORRUPT_MESSAGE), and the request's other partitions go on.
 
 Pure functions; thread-safe.
 """
@@ -38,11 +45,16 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
+from sluice.broker.log.errors import CorruptRecordError, InvalidRecordError
+from sluice.broker.log.legacy_records import to_record_batch
 from sluice.broker.protocol.errors import Errors, LocalProtocolError, RemoteProtocolError
 
-VERSIONS: Final = range(3, 9)
+VERSIONS: Final = range(0, 9)
+#: The first version with record batches (and a TransactionalId); below it, message sets.
+FIRST_BATCH_VERSION: Final = 3
 _H: Final = struct.Struct(">h")
 _I: Final = struct.Struct(">i")
+_PART_V0: Final = struct.Struct(">ihq")
 _PART_V3: Final = struct.Struct(">ihqq")
 _PART_V5: Final = struct.Struct(">ihqqq")
 # v8 without an error message: the partition, an empty RecordErrors and a null ErrorMessage.
@@ -54,6 +66,8 @@ class PartitionProduceData(NamedTuple):
     # ``index`` shadows ``tuple.index`` (kio's name, and Kafka's); nothing calls the method.
     index: int  # type: ignore[assignment]
     records: memoryview | None
+    #: Why a v0–2 message set could not be up-converted (records is then None); else None.
+    error: CorruptRecordError | InvalidRecordError | None = None
 
 
 class TopicProduceData(NamedTuple):
@@ -106,18 +120,22 @@ def _utf8(frame: bytes | memoryview, pos: int, n: int, what: str) -> str:
         raise RemoteProtocolError(f"{what} is not UTF-8: {exc}") from None
 
 
-def decode_produce_body(frame: bytes | memoryview, pos: int) -> ProduceRequest:
-    """Decode a Produce v3–8 body starting at ``pos`` of ``frame``.
+def decode_produce_body(frame: bytes | memoryview, pos: int, version: int = 3) -> ProduceRequest:
+    """Decode a Produce body of ``version`` (0–8) starting at ``pos`` of ``frame``.
 
     Every length and count is checked against the bytes left before it is used (an array
     count against its items' smallest encoding), so a hostile frame costs at most linear time
-    and raises ``RemoteProtocolError``; the records are zero-copy views of ``frame``.
+    and raises ``RemoteProtocolError``; the records are zero-copy views of ``frame`` (v3+) or
+    the up-converted batch of a message set (v0–2).
     """
     end = len(frame)
-    if end - pos < 2:
-        raise _truncated("transactional id", 2, end - pos)
-    (n,) = _unpack_h(frame, pos)
-    pos += 2
+    legacy = version < FIRST_BATCH_VERSION
+    n = -1
+    if not legacy:
+        if end - pos < 2:
+            raise _truncated("transactional id", 2, end - pos)
+        (n,) = _unpack_h(frame, pos)
+        pos += 2
     transactional_id: str | None = None
     if n != -1:
         if n < 0:
@@ -155,6 +173,7 @@ def decode_produce_body(frame: bytes | memoryview, pos: int) -> ProduceRequest:
             index, size = _unpack_ii(frame, pos)
             pos += _MIN_PARTITION
             records: memoryview | None = None
+            error: CorruptRecordError | InvalidRecordError | None = None
             if size >= 0:
                 if size > end - pos:
                     raise _truncated("records", size, end - pos)
@@ -162,9 +181,14 @@ def decode_produce_body(frame: bytes | memoryview, pos: int) -> ProduceRequest:
                     view = frame if isinstance(frame, memoryview) else memoryview(frame)
                 records = view[pos : pos + size]
                 pos += size
+                if legacy:
+                    try:
+                        records = memoryview(to_record_batch(records))
+                    except (CorruptRecordError, InvalidRecordError) as exc:
+                        records, error = None, exc
             elif size != -1:
                 raise RemoteProtocolError(f"records size: expected >= -1, found {size}")
-            partitions.append(_new(PartitionProduceData, (index, records)))
+            partitions.append(_new(PartitionProduceData, (index, records, error)))
         topics.append(_new(TopicProduceData, (name, tuple(partitions))))
     return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
 
@@ -195,7 +219,7 @@ def encode_produce_response(
 ) -> bytes:
     """The whole response frame (size prefix and header v0 included)."""
     if version not in VERSIONS:
-        raise LocalProtocolError(f"encode_produce_response handles v3-v8, got v{version}")
+        raise LocalProtocolError(f"encode_produce_response handles v0-v8, got v{version}")
     out = bytearray(8)  # size + correlation id, filled in below
     out += _I.pack(len(topics))
     for name, partitions in topics:
@@ -213,8 +237,11 @@ def encode_produce_response(
                     _string(message, out)
             elif version >= 5:
                 out += _PART_V5.pack(index, error_code, base_offset, append_time, start_offset)
-            else:
+            elif version >= 2:
                 out += _PART_V3.pack(index, error_code, base_offset, append_time)
-    out += _I.pack(throttle_time_ms)
+            else:
+                out += _PART_V0.pack(index, error_code, base_offset)
+    if version >= 1:
+        out += _I.pack(throttle_time_ms)
     _SIZE_AND_CORRELATION.pack_into(out, 0, len(out) - 4, correlation_id)
     return bytes(out)

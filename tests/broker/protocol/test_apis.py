@@ -7,15 +7,15 @@ import pytest
 from sluice.broker.protocol import apis
 from sluice.broker.protocol.apis import APIS, ApiKey
 
-# (implemented, advertised) per shared/protocol.md, plus ListGroups and DescribeGroups, ListOffsets
-# v0 (Kafka 2.x/3.x accept it), the admin APIs of issue 17 and the transaction APIs of issue 18.
+# (implemented, advertised) per shared/protocol.md, widened (issue 17) to every version Kafka 3.x
+# accepts for the APIs Sluice serves: the ones Kafka 4.0 dropped (KIP-896) from legacy schemas.
 EXPECTED = {
-    0: ((3, 8), (0, 8)),
-    1: ((4, 11), (4, 11)),
+    0: ((0, 8), (0, 8)),
+    1: ((0, 11), (0, 11)),
     2: ((0, 5), (0, 5)),
-    3: ((1, 8), (1, 8)),
-    8: ((2, 7), (2, 7)),
-    9: ((1, 5), (1, 5)),
+    3: ((0, 8), (0, 8)),
+    8: ((0, 7), (0, 7)),
+    9: ((0, 5), (0, 5)),
     10: ((0, 2), (0, 2)),
     11: ((0, 5), (0, 5)),
     12: ((0, 3), (0, 3)),
@@ -25,21 +25,24 @@ EXPECTED = {
     16: ((0, 2), (0, 2)),
     17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
     18: ((0, 3), (0, 3)),
-    19: ((2, 4), (2, 4)),
-    20: ((1, 3), (1, 3)),
+    19: ((0, 4), (0, 4)),
+    20: ((0, 3), (0, 3)),
     21: ((0, 2), (0, 2)),
     22: ((0, 4), (0, 4)),
-    23: ((2, 3), (2, 3)),
-    # Transactions (issue 18): the client APIs, and WriteTxnMarkers from kio's v1.
+    23: ((0, 3), (0, 3)),
+    # Transactions (issue 18).
     24: ((0, 3), (0, 3)),
     25: ((0, 3), (0, 3)),
     26: ((0, 3), (0, 3)),
-    27: ((1, 1), (1, 1)),
+    27: ((0, 1), (0, 1)),
     28: ((0, 3), (0, 3)),
-    32: ((1, 4), (1, 4)),
+    29: ((0, 3), (0, 3)),  # the ACL APIs
+    30: ((0, 3), (0, 3)),
+    31: ((0, 3), (0, 3)),
+    32: ((0, 4), (0, 4)),
     33: ((0, 2), (0, 2)),
-    34: ((1, 2), (1, 2)),
-    35: ((1, 4), (1, 4)),
+    34: ((0, 2), (0, 2)),
+    35: ((0, 4), (0, 4)),
     36: ((0, 2), (0, 2)),  # SaslAuthenticate
     37: ((0, 3), (0, 3)),
     42: ((0, 2), (0, 2)),
@@ -53,10 +56,16 @@ EXPECTED = {
     60: ((0, 1), (0, 1)),
 }
 
+# The lowest version each handler sees, where the codec up-converts the versions below (the
+# versions kio does not generate; ListOffsets v0 and Produce v0-2 reach their handlers as they are).
+HANDLER_MIN = {1: 4, 3: 1, 8: 2, 9: 1, 19: 2, 20: 1, 23: 2, 27: 1, 29: 1, 30: 1, 31: 1, 32: 1,
+               34: 1, 35: 1}  # fmt: skip
+
 # First flexible version of each API, from Kafka's message JSON ("flexibleVersions").
 FIRST_FLEXIBLE = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
-    18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3,
+    18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2,
+    31: 2,
     32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0,
     60: 0,
 }  # fmt: skip
@@ -72,6 +81,11 @@ def test_table_matches_protocol_md() -> None:
     assert got == EXPECTED
 
 
+def test_handler_min() -> None:
+    got = {key: s.handler_min for key, s in APIS.items() if s.handler_min != s.min_version}
+    assert got == HANDLER_MIN
+
+
 @pytest.mark.parametrize("key", sorted(EXPECTED))
 def test_schemas_exist_for_every_implemented_version(key: int) -> None:
     spec = APIS[key]
@@ -79,7 +93,8 @@ def test_schemas_exist_for_every_implemented_version(key: int) -> None:
         req, resp = apis.request_type(key, version), apis.response_type(key, version)
         assert req.__api_key__ == key and req.__version__ == version
         assert resp.__api_key__ == key and resp.__version__ == version
-        assert req.__name__ == spec.name + "Request"
+        assert req.__name__.startswith(spec.name + "Request")
+        assert resp.__name__.startswith(spec.name + "Response")
 
 
 @pytest.mark.parametrize(("key", "first"), sorted(FIRST_FLEXIBLE.items()))
@@ -110,6 +125,9 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
             26,
             27,
             28,
+            29,
+            30,
+            31,
             32,
             33,
             34,
@@ -156,4 +174,6 @@ def test_unknown_key() -> None:
     with pytest.raises(KeyError):
         apis.request_type(4, 0)
     with pytest.raises(KeyError):
-        apis.request_type(0, 2)  # kio has no Produce < 3
+        apis.request_type(0, 99)  # no Produce v99 anywhere
+    with pytest.raises(KeyError):
+        apis.request_type(24, 9)

@@ -193,7 +193,7 @@ def test_kafka_python_reads_it() -> None:
     assert bytes(partition.records) == batch
 
 
-@pytest.mark.parametrize(("key", "version"), [(1, 3), (1, 12), (0, 8)])
+@pytest.mark.parametrize(("key", "version"), [(1, -1), (1, 12), (0, 8)])
 def test_wrong_api_or_version_is_local_error(key: int, version: int) -> None:
     with pytest.raises(LocalProtocolError):
         encode_fetch_response(RequestHeader(key, version, 1, None, 1), [])
@@ -212,4 +212,69 @@ def test_out_of_range_values_are_local_errors() -> None:
         encode_fetch_response(
             RequestHeader(1, 11, 1, None, 1),
             [FetchTopic("t", [FetchPartition(0, records=BadSlice())])],
+        )
+
+
+# -- Fetch v0-v3: message sets down-converted from the batches ------------------------------
+
+
+@dataclass
+class ReadableSlice:
+    """Stands for FileSlice where the records must be read (Fetch v0-v3): ``size`` and
+    ``read()``."""
+
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def read(self) -> bytes:
+        return self.data
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_legacy_versions_carry_message_sets(version: int) -> None:
+    from sluice.broker.log.legacy_records import read_message_set
+    from sluice.broker.log.records import GZIP, ZSTD, encode_batch
+
+    batches = encode_batch([(b"k1", b"v1"), (None, b"v2")], base_offset=10,
+                           timestamps=[1000, 2000], codec=GZIP)  # fmt: skip
+    batches += encode_batch([(b"c", b"")], base_offset=12, control=True)
+    batches += encode_batch([(b"k3", None, [("h", b"x")])], base_offset=13, timestamps=[3000])
+    topics = [
+        FetchTopic("t", [
+            FetchPartition(0, high_watermark=14, records=ReadableSlice(batches)),
+            FetchPartition(1, error_code=6, high_watermark=-1, records=None),
+            FetchPartition(2, high_watermark=1, records=encode_batch([(b"z", b"z")], codec=ZSTD)),
+            FetchPartition(3, high_watermark=0, records=b""),
+        ])
+    ]  # fmt: skip
+    # The handler saw the request as v4; the client sent ``version``.
+    header = RequestHeader(1, 4, 77, None, 1, wire_version=version)
+    encoded = encode_fetch_response(header, topics, throttle_time_ms=5)
+    assert len(encoded.chunks) == 1  # in memory: no zero copy below v4
+    corr, body = decode_response(join(encoded)[4:], 1, version)
+    assert corr == 77
+    assert getattr(body, "throttle_time", timedelta(milliseconds=5)) == timedelta(milliseconds=5)
+    data, error, zstd, empty = body.responses[0].partitions
+    magic = 0 if version < 2 else 1
+    got = [(m.offset, m.magic, m.key, m.value, m.timestamp)
+           for m in read_message_set(data.records)]  # fmt: skip
+    assert got == [
+        (10, magic, b"k1", b"v1", 1000 if magic else -1),
+        (11, magic, None, b"v2", 2000 if magic else -1),
+        (13, magic, b"k3", None, 3000 if magic else -1),  # control batch 12 skipped
+    ]
+    assert (data.error_code, data.high_watermark) == (ErrorCode.none, 14)
+    assert (error.error_code, error.records) == (ErrorCode.not_leader_or_follower, None)
+    assert (zstd.error_code, zstd.records) == (ErrorCode.unsupported_compression_type, b"")
+    assert (empty.error_code, empty.records) == (ErrorCode.none, b"")
+
+
+def test_legacy_versions_need_readable_slices() -> None:
+    header = RequestHeader(1, 4, 1, None, 1, wire_version=2)
+    with pytest.raises(LocalProtocolError, match="read"):
+        encode_fetch_response(
+            header, [FetchTopic("t", [FetchPartition(0, records=FakeSlice(b"x"))])]
         )

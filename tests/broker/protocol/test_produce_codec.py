@@ -1,4 +1,5 @@
-"""The hand-written Produce codec against kio, byte for byte, for v3–8."""
+"""The hand-written Produce codec against kio, byte for byte, for v0–8; v0–2's message sets
+up-converted to one record batch."""
 
 import datetime
 
@@ -67,7 +68,7 @@ def test_decode_matches_kio(version, tx, acks, timeout, topic_list):
 
 
 @given(
-    st.integers(3, 8),
+    st.integers(0, 8),
     st.lists(
         st.tuples(
             names,
@@ -131,13 +132,13 @@ def test_garbage_is_a_remote_protocol_error(body):
         decode_produce_body(memoryview(body), 0)
 
 
-@given(st.integers(3, 8), st.one_of(st.none(), names), topics)
+@given(st.integers(0, 8), st.one_of(st.none(), names), topics)
 def test_every_truncation_is_a_remote_protocol_error(version, tx, topic_list):
     frame = encode_request(7, "client", _kio_request(version, tx, 1, 30_000, topic_list))[4:]
     header_end = 8 + 2 + len("client")
     for cut in range(header_end, len(frame)):
         with pytest.raises(RemoteProtocolError):
-            decode_produce_body(frame[:cut], header_end)
+            decode_produce_body(frame[:cut], header_end, version)
 
 
 def test_bytes_and_views_decode_alike_records_zero_copy():
@@ -176,3 +177,45 @@ def test_bytes_and_views_decode_alike_records_zero_copy():
 def test_errors_say_what_was_expected_and_found(body, message):
     with pytest.raises(RemoteProtocolError, match=message):
         decode_produce_body(body, 0)
+
+
+def _legacy_set(magic, codec, n):
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i in range(n):
+        builder.append(i, timestamp=1_700_000_000_000 + i if magic else None,
+                       key=None if i % 2 else b"k%d" % i, value=b"v" * i)  # fmt: skip
+    return bytes(builder.build())
+
+
+# kafka-python loads its schemas with deprecated importlib.resources calls on first import.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize(
+    ("version", "magic", "codec"), [(0, 0, 0), (1, 0, 1), (2, 1, 0), (2, 1, 2), (2, 1, 3)]
+)
+def test_legacy_message_sets_come_out_as_one_batch(version, magic, codec):
+    """kafka-python's message sets (an independent writer) become one v2 batch with the same
+    keys, values and timestamps (magic 0: none), compressed as sent; a bad CRC leaves that
+    partition without records and with a CorruptRecordError, the others go on."""
+    from sluice.broker.log.errors import CorruptRecordError
+    from sluice.broker.log.record_batch import validate_batch
+    from sluice.broker.log.records import decode_batch
+
+    good = _legacy_set(magic, codec, 6)
+    bad = bytearray(_legacy_set(magic, codec, 2))
+    bad[-1] ^= 0xFF  # the last value byte: the (outer) CRC no longer matches
+    kio = _kio_request(version, None, 1, 1000, [("t", [(0, good), (1, bytes(bad)), (2, None)])])
+    request = decode_request(encode_request(7, "client", kio)[4:])
+    assert request.api_version == version and request.body.transactional_id is None
+    converted, corrupt, empty = request.body.topic_data[0].partition_data
+    assert validate_batch(converted.records).compression == codec
+    records = decode_batch(converted.records)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (i, None if i % 2 else b"k%d" % i, b"v" * i, 1_700_000_000_000 + i if magic else -1)
+        for i in range(6)
+    ]
+    assert converted.error is None
+    assert corrupt.records is None and isinstance(corrupt.error, CorruptRecordError)
+    assert "CRC" in str(corrupt.error)
+    assert (empty.records, empty.error) == (None, None)

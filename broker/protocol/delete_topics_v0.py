@@ -1,0 +1,58 @@
+"""DeleteTopics **v0** (Kafka 4.0 dropped it, KIP-896; 3.x accepts 0–6).
+
+From Kafka 3.x's ``DeleteTopicsRequest.json`` / ``DeleteTopicsResponse.json`` ("Version 1 adds
+the throttle time")::
+
+    Request   TopicNames [STRING], TimeoutMs INT32
+    Response  Responses [Name, ErrorCode]
+
+Written in kio's shape (frozen slotted dataclasses, ``kafka_type`` field metadata, the
+``__api_key__``/``__version__``/``__flexible__`` class variables) from kio's lowest generated
+version, one class per version (suffix ``V<n>``), so kio's reader and writer and
+``bounds.check_bounds`` handle them like generated schemas. ``apis._LEGACY`` lists them;
+``legacy.py`` up-converts the requests to the lowest version the handlers see and
+down-converts the responses. No ``from __future__ import annotations``: kio reads the field
+types off the dataclass fields. Pure; thread-safe.
+"""
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader
+from kio.schema.types import TopicName
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32Timedelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicsRequestV0:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(20)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_names: tuple[TopicName, ...] = field(metadata={"kafka_type": "string"}, default=())
+    timeout: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletableTopicResultV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(20)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    name: TopicName = field(metadata={"kafka_type": "string"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicsResponseV0:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(20)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    responses: tuple[DeletableTopicResultV0, ...]
