@@ -15,6 +15,8 @@ Modules, each named after what it holds:
 - ``tls``               a listener's ``ssl.*`` keys; a peer certificate's principal (contexts:
                         ``sluice.common.tls``)
 - ``scram_store``       SCRAM credentials of a standalone broker, in a file beside its metadata
+- ``acl_store``         the ACLs: Kafka's ``/kafka-acl`` znodes and change notifications in
+                        cluster mode, ``sluice-acls.json`` beside a standalone broker's metadata
 
 Where each piece sits in a connection's life (the wiring, in ``broker/server``):
 
@@ -25,5 +27,6 @@ Where each piece sits in a connection's life (the wiring, in ``broker/server``):
    succeeds: ``plain.PlainAuthenticator.authenticate`` (one message) or a
    ``scram.ScramServer`` per connection (two messages); a ``SaslError`` answers with its
    ``code`` and closes; success makes the principal ``User:<name>``;
-3. every later request is checked with ``authorizer.AclAuthorizer.authorize``.
+3. every later request is checked with ``authorizer.AclAuthorizer.authorize`` when
+   ``authorizer.class.name`` asks for it (``sluice.broker.server.authorization``).
 """

@@ -66,6 +66,7 @@ __all__ = [
     "AclAuthorizer",
     "implied_by",
     "parse_super_users",
+    "authorizer_configured",
 ]
 
 # authorizer.class.name values that select this authorizer: Kafka's ZooKeeper-era names and
@@ -111,6 +112,21 @@ def parse_super_users(value: str | None) -> frozenset[str]:
         except AclBindingError as exc:
             raise AuthorizerConfigError(f"super.users: {exc}") from None
     return frozenset(users)
+
+
+def authorizer_configured(properties: Mapping[str, str]) -> bool:
+    """Whether ``authorizer.class.name`` asks for this authorizer; unset or empty: no
+    authorizer (everything allowed, as Kafka). Another class is an ``AuthorizerConfigError``:
+    a broker must not serve unprotected what its config says is protected."""
+    name = (text(properties, "authorizer.class.name") or "").strip()
+    if not name:
+        return False
+    if name not in AUTHORIZER_CLASS_NAMES:
+        raise AuthorizerConfigError(
+            f"authorizer.class.name: expected one of {', '.join(sorted(AUTHORIZER_CLASS_NAMES))} "
+            f"or nothing, found {name!r}"
+        )
+    return True
 
 
 @dataclass(frozen=True)
@@ -299,6 +315,46 @@ class AclAuthorizer:
         if matching(AclPermissionType.DENY, frozenset({operation})):
             return False
         return matching(AclPermissionType.ALLOW, implied_by(operation))
+
+    def authorize_any(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether ``principal`` may do ``operation`` on some resource of the type (Kafka's
+        ``authorizeByResourceType``; InitProducerId without a transactional id asks for WRITE
+        on any topic): a DENY on ``*`` denies; ``allow.everyone.if.no.acl.found`` allows;
+        else some ALLOW pattern not covered by a DENY of the same principal allows."""
+        if principal in self.super_users:
+            return True
+
+        def names(permission: AclPermissionType, pattern_type: PatternType) -> set[str]:
+            return {
+                pattern.name
+                for pattern, entries in self._snapshot.all.items()
+                if pattern.resource_type is resource_type and pattern.pattern_type is pattern_type
+                and any(
+                    e.permission is permission
+                    and e.principal in (principal, WILDCARD_PRINCIPAL)
+                    and e.host in (host, WILDCARD_HOST)
+                    and e.operation in (operation, AclOperation.ALL)
+                    for e in entries
+                )
+            }  # fmt: skip
+
+        deny_literals = names(AclPermissionType.DENY, PatternType.LITERAL)
+        if WILDCARD_RESOURCE in deny_literals:
+            return False
+        if self.allow_everyone_if_no_acl_found:
+            return True
+        deny_prefixes = names(AclPermissionType.DENY, PatternType.PREFIXED)
+        allow_prefixes = names(AclPermissionType.ALLOW, PatternType.PREFIXED)
+        allow_literals = names(AclPermissionType.ALLOW, PatternType.LITERAL)
+
+        def dominated(name: str) -> bool:
+            return any(name.startswith(prefix) for prefix in deny_prefixes)
+
+        return any(not dominated(p) for p in allow_prefixes) or any(
+            not dominated(n) and n not in deny_literals for n in allow_literals
+        )
 
     # -- CreateAcls / DescribeAcls / DeleteAcls ----------------------------------------------
 

@@ -65,7 +65,6 @@ import contextlib
 import functools
 import logging
 import os
-import resource
 import secrets
 import ssl
 import time
@@ -107,9 +106,16 @@ from sluice.broker.protocol import (
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.security.authorizer import AclAuthorizer
 from sluice.broker.security.errors import CredentialFormatError
 from sluice.broker.security.scram_store import FileScramStore, ScramStore, ZkScramStore
 from sluice.broker.security.tls import ANONYMOUS, listener_server_context, peer_principal
+from sluice.broker.server.authorization import (
+    AclChangeWatcher,
+    authorizer_wanted,
+    cluster_denied,
+    start_authorizer,
+)
 from sluice.broker.server.connection_limits import (
     ConnectionLimits,
     ConnectionSlot,
@@ -122,6 +128,7 @@ from sluice.broker.server.controlled_shutdown import (
     run_on_thread,
     start_thread,
 )
+from sluice.broker.server.file_descriptors import check_file_descriptors
 from sluice.broker.server.handlers import HANDLERS
 from sluice.broker.server.handlers.security import (
     CURRENT_PRINCIPAL,
@@ -145,15 +152,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Every partition is a directory and three open files (the active segment's .log, .index and
-# .timeindex), created on the event loop. Kafka sets no limit on partitions, but one int32 in a
-# CreateTopics request must not make this broker try to create 2^31 - 1 of them: it would
-# block the loop for minutes and run out of file descriptors. Out of descriptors, the broker
-# can neither accept a connection nor close a log cleanly (closing writes a producer-state
-# snapshot), so a topic that would leave fewer than FD_HEADROOM free is refused up front.
+# One int32 in a CreateTopics request must not make this broker try to create 2^31 - 1
+# partitions (see file_descriptors for the check of what is left).
 MAX_PARTITIONS_PER_TOPIC = 1000
-FDS_PER_PARTITION = 3
-FD_HEADROOM = 64
 
 _API_NAMES = {int(key): key.name.lower() for key in ApiKey}
 _API_NAMES.update({SASL_HANDSHAKE: "sasl_handshake", SASL_AUTHENTICATE: "sasl_authenticate"})
@@ -273,6 +274,10 @@ class Broker:
             )
         except CredentialFormatError as exc:  # a damaged users file: one line, not a traceback
             raise ConfigError(str(exc)) from None
+        # The ACL authorizer (authorization.py): its keys checked now, its store read at start.
+        authorizer_wanted(config)
+        self.authorizer: AclAuthorizer | None = None
+        self._acl_watcher: AclChangeWatcher | None = None
         # One secret per broker: an unknown SCRAM user always gets the same fake salt.
         self._fake_salt_key = secrets.token_bytes(32)
         if self._sasl and config.connections_max_reauth_ms > 0:
@@ -347,7 +352,7 @@ class Broker:
             log_settings(self.config.log, config)  # every Kafka topic key; the log's applied
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from None
-        _check_file_descriptors(partitions)
+        check_file_descriptors(partitions)
         return self.cluster.create_topic(
             name, partitions, replication_factor, config, validate_only=validate_only
         )
@@ -422,6 +427,7 @@ class Broker:
                 {"cleanup.policy": "compact"},
                 internal=True,
             )
+        self.authorizer, self._acl_watcher = start_authorizer(self.config, self.zk)
         self.log_manager.start_background()
         log.info(
             "broker %d loaded %d partitions in %.2fs (%d bytes cut by recovery)",
@@ -552,6 +558,8 @@ class Broker:
                 "the replica fetchers did not stop within %.0fs; going on", REPLICAS_STOP_TIMEOUT
             )
         cluster_stopped = await self._leave_cluster()
+        if self._acl_watcher is not None:
+            self._acl_watcher.stop()
         if self.zk is not None:
             self._shutdown_step = "closing the ZooKeeper session"
             if not await run_on_thread("zookeeper-stop", self.zk.stop, ZOOKEEPER_STOP_TIMEOUT):
@@ -757,7 +765,8 @@ class Broker:
                 f"api key {request.api_key} is not handled by this broker",
             )  # fmt: skip
         started = time.perf_counter()
-        response = await handler(self, request)
+        denied = cluster_denied(self, request)  # an API of the cluster the principal may not use
+        response = denied if denied is not None else await handler(self, request)
         self.metrics.record_request(_API_NAMES[request.api_key], time.perf_counter() - started)
         return response
 
@@ -765,22 +774,3 @@ class Broker:
 def _reason(exc: OSError) -> str:
     """``Address already in use``: the errno's text, without asyncio's wrapping."""
     return os.strerror(exc.errno) if exc.errno else str(exc)
-
-
-def _check_file_descriptors(partitions: int) -> None:
-    """Refuse ``partitions`` new logs if they would leave fewer than ``FD_HEADROOM`` file
-    descriptors free (Linux: counted in /proc/self/fd; elsewhere not checked)."""
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return
-    try:
-        in_use = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return
-    needed = partitions * FDS_PER_PARTITION
-    if in_use + needed + FD_HEADROOM > soft:
-        raise InvalidPartitionsError(
-            f"{partitions} partitions need {needed} file descriptors and only "
-            f"{soft - in_use - FD_HEADROOM} are free (ulimit -n {soft}, {in_use} in use, "
-            f"{FD_HEADROOM} kept for connections); raise the limit or use fewer partitions"
-        )

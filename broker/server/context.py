@@ -19,7 +19,11 @@ What it offers:
 * ``create_topic``, ``delete_topic``: topic administration with the broker's own limits.
 * ``off_loop``: run a metadata call that may block on ZooKeeper without stalling the loop.
 
-``CURRENT_PEER`` holds the client address of the connection a handler is serving.
+* ``authorizer``: the ACL authorizer, or None when ``authorizer.class.name`` is unset
+  (everything allowed); handlers ask it through ``sluice.broker.server.authorization``.
+
+``CURRENT_PEER`` holds the client address of the connection a handler is serving,
+``CURRENT_PRINCIPAL`` its principal (what the authorizer checks).
 
 Every member is used on the broker's event loop.
 """
@@ -37,6 +41,7 @@ from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import OffsetStore
 from sluice.broker.protocol import EncodedFetchResponse
 from sluice.broker.replication.replica_manager import ReplicaManager
+from sluice.broker.security.authorizer import AclAuthorizer
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
 
@@ -49,6 +54,12 @@ Response = bytes | EncodedFetchResponse | None
 # The client address of the connection a handler is serving (each connection runs in its
 # own task, so its own context); DescribeGroups reports it as the member's host.
 CURRENT_PEER: contextvars.ContextVar[str] = contextvars.ContextVar("CURRENT_PEER", default="")
+
+#: The principal of the connection a handler is serving: ``User:ANONYMOUS``, a TLS client
+#: certificate's ``User:<subject>``, or ``User:<name>`` after SASL (what the authorizer checks).
+CURRENT_PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "CURRENT_PRINCIPAL", default="User:ANONYMOUS"
+)
 
 
 class BrokerContext(Protocol):
@@ -77,6 +88,9 @@ class BrokerContext(Protocol):
 
     @property
     def handlers(self) -> Mapping[int, Handler]: ...
+
+    @property
+    def authorizer(self) -> AclAuthorizer | None: ...
 
     def create_topic(
         self,

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from sluice import __version__
 from sluice.cli import (
+    acls_command,
     admin_commands,
     audit_command,
     broker_command,
@@ -42,6 +43,7 @@ commands, after Kafka's scripts:
   sluice produce / sluice consume --topic T                     kafka-console-producer/consumer.sh
   sluice groups list|describe|reset-offsets|delete ...          kafka-consumer-groups.sh
   sluice get-offsets --topic T [--time -1|-2|MS]                kafka-get-offsets.sh
+  sluice acls list|add|remove --topic T --allow-principal User:U  kafka-acls.sh
   sluice delete-records --offset-json-file F                    kafka-delete-records.sh
   sluice zookeeper start --config conf/zookeeper.properties
   sluice registry start|register|list ...                       the Avro schema registry
@@ -59,6 +61,7 @@ KAFKA_ACTION_FLAGS = {
                "--delete": "delete", "--alter": "alter"},
     "groups": {"--list": "list", "--describe": "describe", "--delete": "delete",
                "--reset-offsets": "reset-offsets"},
+    "acls": {"--list": "list", "--add": "add", "--remove": "remove"},
 }  # fmt: skip
 
 
@@ -79,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics_actions = client_commands.add_parsers(sub)
     groups_actions = groups_command.add_parser(sub)
     admin_commands.add_parsers(sub, topics_actions, groups_actions)
+    acls_command.add_parser(sub)
     zookeeper_command.add_parser(sub)
     registry_command.add_registry_parser(sub)
     load_command.add_load_parser(sub)

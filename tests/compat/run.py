@@ -72,6 +72,9 @@ BROKER_OVERRIDES = {
     "metrics.listener": "",
     "group.min.session.timeout.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
+    # kafka-python's own test broker (its fixtures.py) runs the ACL authorizer, open by default
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
 }
 # Cluster brokers: the suite creates replication-factor-1 topics and produces with acks=all.
 CLUSTER_OVERRIDES = {**BROKER_OVERRIDES, "min.insync.replicas": "1"}

@@ -15,8 +15,10 @@ which standalone is a cluster of one led entirely by this broker. Error codes ar
 from __future__ import annotations
 
 from sluice.broker.protocol import ApiKey
+from sluice.broker.server.authorization import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from sluice.broker.server.context import Handler
 from sluice.broker.server.handlers import (
+    acls,
     cluster_admin,
     configs,
     epochs,
@@ -74,4 +76,8 @@ HANDLERS: dict[int, Handler] = {
     # SaslHandshake and SaslAuthenticate are the connection's (broker.py), not a handler's.
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.handle_alter_user_scram_credentials,
+    # Until ApiKey lists them: the keys from Kafka's message definitions.
+    DESCRIBE_ACLS: acls.handle_describe_acls,
+    CREATE_ACLS: acls.handle_create_acls,
+    DELETE_ACLS: acls.handle_delete_acls,
 }

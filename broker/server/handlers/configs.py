@@ -38,12 +38,15 @@ from sluice.broker.config import BrokerConfig
 from sluice.broker.log.log_config import TOPIC_KEYS, LogConfig
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import respond
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -113,6 +116,11 @@ def _broker_settings(config: BrokerConfig) -> dict[str, tuple[str | None, str | 
         None,
     )
     settings["log.dirs"] = (",".join(config.log_dirs), None)
+    # Read by the ACL authorizer (sluice.broker.server.authorization); Kafka's default is "".
+    settings["authorizer.class.name"] = (
+        config.security_properties.get("authorizer.class.name", ""),
+        "",
+    )
     for key, definition in tc.TOPIC_CONFIGS.items():
         if key in TOPIC_KEYS and definition.synonyms:
             settings[definition.synonyms[0]] = (
@@ -196,6 +204,25 @@ def _entry_values(entry: tc.ConfigEntry, synonyms: bool) -> dict[str, Any]:
     }
 
 
+def _refusal(ctx: BrokerContext, resource: Any, operation: AclOperation) -> dict[str, Any] | None:
+    """KafkaApis: a topic needs ``operation`` on the topic, a broker (or broker logger) on the
+    cluster; refused, the resource's answer (other types are left to the handler)."""
+    if resource.resource_type == TOPIC:
+        if allowed(ctx, operation, ResourceType.TOPIC, resource.resource_name):
+            return None
+        code = Errors.TOPIC_AUTHORIZATION_FAILED
+    elif resource.resource_type in (BROKER, BROKER_LOGGER):
+        if cluster_allowed(ctx, operation):
+            return None
+        code = Errors.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        return None
+    return {
+        "error_code": code, "error_message": "Authorization failed.",
+        "resource_type": resource.resource_type, "resource_name": resource.resource_name,
+    }  # fmt: skip
+
+
 async def handle_describe_configs(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     synonyms = bool(getattr(body, "include_synonyms", False))
@@ -207,6 +234,10 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> bytes
             "configs": [],
         }  # fmt: skip
         results.append(result)
+        refusal = _refusal(ctx, resource, AclOperation.DESCRIBE_CONFIGS)
+        if refusal is not None:
+            result.update(refusal)
+            continue
         entries: list[tc.ConfigEntry]
         if resource.resource_type == TOPIC:
             info = ctx.cluster.get(resource.resource_name)
@@ -290,6 +321,10 @@ async def handle_alter_configs(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     responses = []
     for resource in body.resources:
+        refusal = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
+        if refusal is not None:
+            responses.append(refusal)
+            continue
         dupes = _duplicates([c.name for c in resource.configs])
         given = {c.name: c.value for c in resource.configs}
 
@@ -348,6 +383,10 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
     body = request.body
     responses = []
     for resource in body.resources:
+        refusal = _refusal(ctx, resource, AclOperation.ALTER_CONFIGS)
+        if refusal is not None:
+            responses.append(refusal)
+            continue
         dupes = _duplicates([c.name for c in resource.configs])
         if dupes:
             responses.append(_invalid(resource, f"Error due to duplicate config keys {dupes}"))

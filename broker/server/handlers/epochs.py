@@ -14,18 +14,26 @@ from typing import Any
 
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.responses import respond
 
 
 async def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> bytes:
     topics = []
+    # KafkaApis: CLUSTER_ACTION (a follower truncating), else DESCRIBE on each topic (KIP-320).
+    replica = cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []
+        described = replica or allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
         for p in t.partitions:
             out = {"error_code": Errors.NONE, "partition": p.partition, "leader_epoch": -1,
                    "end_offset": -1}  # fmt: skip
             partitions.append(out)
+            if not described:
+                out["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             leading, error = ctx.replicas.leader_or_error(t.topic, p.partition)
             if leading is None:
                 out["error_code"] = error

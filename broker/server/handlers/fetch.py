@@ -1,4 +1,6 @@
-"""Fetch (v4–11), with long polling and zero-copy record bytes.
+"""Fetch (v4–11; v0–3 arrive up-converted to v4 and their responses are down-converted to
+message sets of magic 0/1 by ``sluice.broker.protocol.fetch_response``), with long polling and
+zero-copy record bytes.
 
 Every partition is read as a slice of whole batches of its segment file; the response is
 encoded around the slices (``encode_fetch_response``) and the server sends them with
@@ -35,14 +37,28 @@ from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.fetch_response import encode_fetch_response
 from sluice.broker.replication.partition import Partition
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
 from sluice.broker.server.handlers.transactions import attach_coordinator
 from sluice.common.topic_partition import TopicPartition
 
 
+def _refused(ctx: BrokerContext, body: Any) -> set[str]:
+    """The topics the fetch may not read (TOPIC_AUTHORIZATION_FAILED): for a follower all
+    of them unless it has CLUSTER_ACTION on the cluster, for a consumer those without READ
+    (KafkaApis.handleFetchRequest)."""
+    if ctx.authorizer is None:
+        return set()
+    names = {t.topic for t in body.topics}
+    if body.replica_id >= 0:
+        return set() if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else names
+    return {n for n in names if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, n)}
+
+
 def _read_all(
-    ctx: BrokerContext, request: Request, *, first: bool
+    ctx: BrokerContext, request: Request, refused: set[str], *, first: bool
 ) -> tuple[list[FetchTopic], int, bool]:
     """Read every partition of the request. ``first``: this is the read on the request's
     arrival, the only one that records a follower's position (a re-read after a long-poll
@@ -62,6 +78,10 @@ def _read_all(
         for p in t.partitions:
             out = FetchPartition(partition_index=p.partition, records=b"")
             partitions.append(out)
+            if t.topic in refused:
+                out.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                has_error = True
+                continue
             leading, error = ctx.replicas.leader_or_error(t.topic, p.partition)
             if leading is not None:
                 error = _check_leader_epoch(leading, p)
@@ -128,8 +148,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResp
     deadline = loop.time() + ms(body.max_wait) / 1000
     watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]
     first = True
+    refused = _refused(ctx, body)
     while True:
-        topics, total, has_error = _read_all(ctx, request, first=first)
+        topics, total, has_error = _read_all(ctx, request, refused, first=first)
         first = False
         if total >= body.min_bytes or has_error or total >= body.max_bytes:
             break
@@ -137,7 +158,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResp
         if remaining <= 0:
             break
         if not await ctx.purgatory.wait(watched, remaining):
-            topics, total, has_error = _read_all(ctx, request, first=False)
+            topics, total, has_error = _read_all(ctx, request, refused, first=False)
             break
     for topic in topics:
         sent = sum(p.records.size for p in topic.partitions if isinstance(p.records, FileSlice))

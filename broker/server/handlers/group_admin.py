@@ -16,6 +16,8 @@ from typing import Any
 from sluice.broker.groups.offset_store import OffsetCommitFailedError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
@@ -29,7 +31,9 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request) -> bytes:
     results = []
     for group_id in request.body.groups_names:
         code = Errors.NONE
-        if not ctx.offsets.coordinates(group_id):
+        if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            code = Errors.GROUP_AUTHORIZATION_FAILED
+        elif not ctx.offsets.coordinates(group_id):
             code = Errors.NOT_COORDINATOR
         elif not _known(ctx, group_id):
             code = Errors.GROUP_ID_NOT_FOUND
@@ -48,7 +52,9 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     group_id = body.group_id
     top = Errors.NONE
-    if not ctx.offsets.coordinates(group_id):
+    if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+        top = Errors.GROUP_AUTHORIZATION_FAILED
+    elif not ctx.offsets.coordinates(group_id):
         top = Errors.NOT_COORDINATOR
     elif not _known(ctx, group_id):
         top = Errors.GROUP_ID_NOT_FOUND
@@ -59,8 +65,11 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request) -> bytes:
     doomed: list[tuple[str, int]] = []
     for t in body.topics:
         partitions = []
+        readable = allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             code = Errors.GROUP_SUBSCRIBED_TO_TOPIC if t.name in subscribed else Errors.NONE
+            if not readable:
+                code = Errors.TOPIC_AUTHORIZATION_FAILED
             if code == Errors.NONE:
                 doomed.append((t.name, p.partition_index))
             partitions.append({"partition_index": p.partition_index, "error_code": code})

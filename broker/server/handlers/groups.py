@@ -16,6 +16,8 @@ from sluice.broker.groups.coordinator import GroupState
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import CURRENT_PEER, BrokerContext
 from sluice.broker.server.responses import respond
 
@@ -24,10 +26,17 @@ def _client(request: Request) -> str:
     return request.header.client_id or ""
 
 
+def _readable(ctx: BrokerContext, group_id: str) -> bool:
+    """KafkaApis: the member APIs (join, sync, heartbeat, leave) need READ on the group."""
+    return allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 async def handle_join_group(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    if not ctx.offsets.coordinates(body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": Errors.NOT_COORDINATOR,
+    refused = not _readable(ctx, body.group_id)
+    if refused or not ctx.offsets.coordinates(body.group_id):
+        code = Errors.GROUP_AUTHORIZATION_FAILED if refused else Errors.NOT_COORDINATOR
+        return respond(request, {"throttle_time": 0, "error_code": code,
                                  "generation_id": -1, "protocol_name": "", "leader": "",
                                  "member_id": body.member_id, "members": []})  # fmt: skip
     session_ms = ms(body.session_timeout)
@@ -63,8 +72,10 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> bytes:
 
 async def handle_sync_group(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
-    if not ctx.offsets.coordinates(body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": Errors.NOT_COORDINATOR,
+    refused = not _readable(ctx, body.group_id)
+    if refused or not ctx.offsets.coordinates(body.group_id):
+        code = Errors.GROUP_AUTHORIZATION_FAILED if refused else Errors.NOT_COORDINATOR
+        return respond(request, {"throttle_time": 0, "error_code": code,
                                  "assignment": b""})  # fmt: skip
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
     result = await ctx.groups.sync(
@@ -79,6 +90,10 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> bytes:
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
+    if not _readable(ctx, body.group_id):
+        return respond(
+            request, {"throttle_time": 0, "error_code": Errors.GROUP_AUTHORIZATION_FAILED}
+        )
     error = (
         ctx.groups.heartbeat(
             body.group_id,
@@ -94,6 +109,11 @@ async def handle_heartbeat(ctx: BrokerContext, request: Request) -> bytes:
 
 async def handle_leave_group(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
+    if not _readable(ctx, body.group_id):
+        return respond(
+            request,
+            {"throttle_time": 0, "error_code": Errors.GROUP_AUTHORIZATION_FAILED, "members": []},
+        )
     if request.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
@@ -118,6 +138,11 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> bytes:
 
 async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
     groups = ctx.groups.list_groups(sorted(ctx.offsets.groups()))
+    # KafkaApis: DESCRIBE on the cluster lists every group, else those one may DESCRIBE.
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        groups = [
+            g for g in groups if allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0])
+        ]
     return respond(
         request,
         {
@@ -131,6 +156,11 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
 async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
     described: list[dict[str, Any]] = []
     for group_id in request.body.groups:
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append({"error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+                              "group_id": group_id, "group_state": "", "protocol_type": "",
+                              "protocol_data": "", "members": []})  # fmt: skip
+            continue
         group = ctx.groups.describe(group_id)
         if group is None:
             state = GroupState.EMPTY.value if group_id in ctx.offsets.groups() else "Dead"

@@ -16,6 +16,8 @@ from typing import Any
 from sluice.broker.log.log import Log
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.handlers.transactions import attach_coordinator
 from sluice.broker.server.responses import respond
@@ -50,11 +52,15 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
     topics = []
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []
+        described = allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             out = {"partition_index": p.partition_index, "error_code": Errors.NONE,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1,
                    "old_style_offsets": []}  # fmt: skip
             partitions.append(out)
+            if not described:
+                out["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             leading, error = ctx.replicas.leader_or_error(t.name, p.partition_index)
             if leading is None:
                 out["error_code"] = error

@@ -5,6 +5,10 @@ partitions with their leader, leader epoch, replicas and ISR — standalone, thi
 leading every partition at epoch 0. A partition with no leader yet (being created) or none
 alive is LEADER_NOT_AVAILABLE, and clients retry after a refresh. A requested topic that does
 not exist is created if ``auto.create.topics.enable`` (and, from v4, the client) allows it.
+
+Authorization (KafkaApis): a topic needs DESCRIBE. Asked for all topics, the others are left
+out; asked by name, they answer TOPIC_AUTHORIZATION_FAILED (whether they exist or not).
+Auto-creation also needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.topic_metadata import TopicInfo
 from sluice.broker.protocol import APIS, Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS
 from sluice.broker.server.responses import respond
@@ -59,12 +65,21 @@ def _topic_entry(cluster: ClusterView, info: TopicInfo) -> dict[str, Any]:
     }
 
 
+def _refused(name: str) -> dict[str, Any]:
+    return {"error_code": Errors.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": [],
+            "is_internal": False}  # fmt: skip
+
+
 async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     cfg = ctx.config
     cluster = ctx.cluster
     if body.topics is None:
-        infos = list(cluster.topics().values())
+        infos = [
+            info
+            for info in cluster.topics().values()
+            if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name)
+        ]
         topics = [_topic_entry(cluster, info) for info in infos]
     else:
         # v4+ lets the client forbid auto-creation; before v4 it is always allowed.
@@ -72,8 +87,16 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
         topics = []
         for requested in body.topics:
             name = requested.name
+            if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(_refused(name))
+                continue
             info = cluster.get(name)
             if info is None and allow:
+                if not cluster_allowed(ctx, AclOperation.CREATE) and not allowed(
+                    ctx, AclOperation.CREATE, ResourceType.TOPIC, name
+                ):
+                    topics.append(_refused(name))
+                    continue
                 try:
                     validate_topic(name)
                     info = await ctx.off_loop(

@@ -19,6 +19,8 @@ from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
@@ -33,6 +35,11 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes
                                  "error_code": Errors.COORDINATOR_NOT_AVAILABLE,
                                  "error_message": "transactions are not supported",
                                  "node_id": -1, "host": "", "port": -1})  # fmt: skip
+    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.body.key):
+        return respond(request, {
+            "throttle_time": 0, "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
+            "error_message": None, "node_id": -1, "host": "", "port": -1,
+        })  # fmt: skip
     try:
         found = await _coordinator(ctx, request.body.key)
         error = Errors.NONE if found is not None else Errors.COORDINATOR_NOT_AVAILABLE
@@ -86,24 +93,35 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> bytes:
     accepted: list[tuple[str, int, CommittedOffset]] = []
     topics = []
     # Members of a managed group commit for their generation; assign() consumers with -1.
+    # KafkaApis: READ on the group for all, then READ on each topic.
+    group_readable = allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id)
     group_error = (
-        ctx.groups.validate_commit(
-            body.group_id,
-            body.generation_id_or_member_epoch,
-            body.member_id,
-            getattr(body, "group_instance_id", None),
-        )  # fmt: skip
-        if ctx.offsets.coordinates(body.group_id)
-        else Errors.NOT_COORDINATOR
+        Errors.GROUP_AUTHORIZATION_FAILED
+        if not group_readable
+        else (
+            ctx.groups.validate_commit(
+                body.group_id,
+                body.generation_id_or_member_epoch,
+                body.member_id,
+                getattr(body, "group_instance_id", None),
+            )  # fmt: skip
+            if ctx.offsets.coordinates(body.group_id)
+            else Errors.NOT_COORDINATOR
+        )
     )
     for t in body.topics:
         partitions: list[dict[str, Any]] = []
+        readable = allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             code = Errors.NONE
-            if not body.group_id:
+            if group_error == Errors.GROUP_AUTHORIZATION_FAILED:
+                code = group_error
+            elif not body.group_id:
                 code = Errors.INVALID_GROUP_ID
             elif group_error != Errors.NONE:
                 code = group_error
+            elif not readable:
+                code = Errors.TOPIC_AUTHORIZATION_FAILED
             elif not _exists(ctx, t.name, p.partition_index):
                 code = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif p.committed_metadata and len(p.committed_metadata) > MAX_METADATA_BYTES:
@@ -128,21 +146,44 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "topics": topics})
 
 
+def _offset_fetch_error(request: Request, code: Errors) -> bytes:
+    """Every requested partition and the top-level code (v2+) carry ``code``."""
+    topics = [
+        {"name": t.name, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+             "metadata": "", "error_code": code}
+            for p in t.partition_indexes
+        ]}
+        for t in request.body.topics or ()
+    ]  # fmt: skip
+    return respond(request, {"throttle_time": 0, "topics": topics, "error_code": code})
+
+
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
+    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, body.group_id):
+        return _offset_fetch_error(request, Errors.GROUP_AUTHORIZATION_FAILED)
     if not ctx.offsets.coordinates(body.group_id):
         return respond(request, {"throttle_time": 0, "topics": [],
                                  "error_code": Errors.NOT_COORDINATOR})  # fmt: skip
     if body.topics is None:
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(ctx.offsets.committed(body.group_id)):
-            wanted.setdefault(topic, []).append(partition)
+            # KafkaApis: asked for all, the topics one may not DESCRIBE are left out.
+            if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+                wanted.setdefault(topic, []).append(partition)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in body.topics}
     topics = []
     for topic, partitions in wanted.items():
         out = []
+        described = allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
         for partition in partitions:
+            if not described:
+                out.append({"partition_index": partition, "committed_offset": -1,
+                            "committed_leader_epoch": -1, "metadata": "",
+                            "error_code": Errors.TOPIC_AUTHORIZATION_FAILED})  # fmt: skip
+                continue
             c = ctx.offsets.fetch(body.group_id, topic, partition)
             out.append(
                 {"partition_index": partition,

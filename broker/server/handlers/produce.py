@@ -1,6 +1,7 @@
-"""Produce (v3–8) and InitProducerId (v0–1).
+"""Produce (v0–8) and InitProducerId (v0–1).
 
-Each partition's records must be exactly one batch (Kafka's rule for Produce v3+); the
+Each partition's records must be exactly one batch (Kafka's rule for Produce v3+; the codec
+up-converts the message sets of v0–2 to one batch, see ``produce_codec``); the
 partition's leader appends it through the replica manager, whose log validates it, checks
 idempotence, assigns offsets and stamps the leader epoch without re-encoding. With
 ``acks=-1`` the answer waits until the ISR has the batch (at once on a standalone broker,
@@ -36,6 +37,8 @@ from sluice.broker.log.record_batch import peek_size
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.produce_codec import PartitionResult, encode_produce_response
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, allowed_any, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for, coordinator_code_for
 from sluice.broker.server.responses import respond
@@ -95,8 +98,14 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
     timeout_ms = body.timeout_ms  # the decoder keeps the wire integer (no timedelta per request)
     to_flush: dict[Log, list[int]] = {}  # log → the slots of ``results`` it answers
     partitions = [(t.name, pd) for t in body.topic_data for pd in t.partition_data]
+    refused = _refused(ctx, body)
     appends: list[Coroutine[Any, Any, PartitionResult]] = [
-        _append(ctx, topic, pd.index, pd.records, acks, timeout_ms, to_flush, slot)
+        _answer(PartitionResult(pd.index, refused[topic]))
+        if topic in refused
+        # A v0-2 message set the codec could not up-convert (a bad CRC: CORRUPT_MESSAGE).
+        else _answer(PartitionResult(pd.index, code_for(pd.error), error_message=str(pd.error)))
+        if pd.error is not None
+        else _append(ctx, topic, pd.index, pd.records, acks, timeout_ms, to_flush, slot)
         for slot, (topic, pd) in enumerate(partitions)
     ]
     # Every append starts (and, unless it waits for the ISR, ends) in request order: tasks
@@ -111,6 +120,28 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
     for topic_data in body.topic_data:
         topics.append((topic_data.name, [next(done) for _ in topic_data.partition_data]))
     return encode_produce_response(request.correlation_id, request.api_version, topics)
+
+
+def _refused(ctx: BrokerContext, body: Any) -> dict[str, Errors]:
+    """The topics the principal may not write to, and the code each answers (KafkaApis: a
+    transactional id without WRITE refuses every partition)."""
+    if ctx.authorizer is None:
+        return {}
+    names = {t.name for t in body.topic_data}
+    transactional_id = getattr(body, "transactional_id", None)
+    if transactional_id is not None and not allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return dict.fromkeys(names, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return {
+        name: Errors.TOPIC_AUTHORIZATION_FAILED
+        for name in names
+        if not allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
+    }
+
+
+async def _answer(result: PartitionResult) -> PartitionResult:
+    return result
 
 
 async def _flush(to_flush: dict[Log, list[int]], results: list[PartitionResult]) -> None:
@@ -139,6 +170,15 @@ async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> bytes
             request,
             {"throttle_time": 0, "error_code": Errors.INVALID_REQUEST, "producer_id": -1,
              "producer_epoch": -1},
+        )  # fmt: skip
+    # KafkaApis (Kafka 3, KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
+    if not cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) and not allowed_any(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return respond(
+            request,
+            {"throttle_time": 0, "error_code": Errors.CLUSTER_AUTHORIZATION_FAILED,
+             "producer_id": -1, "producer_epoch": -1},
         )  # fmt: skip
     try:
         producer_id = await ctx.off_loop(ctx.cluster.next_producer_id)

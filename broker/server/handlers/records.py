@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from sluice.broker.log.errors import StorageError
 from sluice.broker.protocol import Request
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
 from sluice.broker.server.responses import respond
@@ -23,9 +26,13 @@ async def handle_delete_records(ctx: BrokerContext, request: Request) -> bytes:
     topics = []
     for t in request.body.topics:
         partitions = []
+        deletable = allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             try:
-                low, error = ctx.replicas.delete_records(t.name, p.partition_index, p.offset)
+                if not deletable:
+                    low, error = -1, Errors.TOPIC_AUTHORIZATION_FAILED
+                else:
+                    low, error = ctx.replicas.delete_records(t.name, p.partition_index, p.offset)
             except StorageError as exc:
                 low, error = -1, code_for(exc)
             partitions.append(

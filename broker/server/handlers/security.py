@@ -27,8 +27,8 @@ the error class only.
 The admin handlers read and write the broker's ``ScramStore`` (ZooKeeper's
 ``/config/users`` or the standalone file): iterations 4096–16384, mechanisms
 SCRAM-SHA-256/512, a user named twice in one request is DUPLICATE_RESOURCE, describing or
-deleting what does not exist RESOURCE_NOT_FOUND, as Kafka answers. Nothing is authorized yet
-(Kafka asks for ALTER / DESCRIBE on the cluster).
+deleting what does not exist RESOURCE_NOT_FOUND, as Kafka answers. Both ask for DESCRIBE /
+ALTER on the cluster, checked before the handler runs (``sluice.broker.server.authorization``).
 
 One session per connection, used from that connection's task; the handlers run on the
 broker's event loop, their store calls through ``ctx.off_loop``.
@@ -36,7 +36,6 @@ broker's event loop, their store calls through ``ctx.off_loop``.
 
 from __future__ import annotations
 
-import contextvars
 import enum
 import logging
 from collections.abc import Callable
@@ -60,7 +59,7 @@ from sluice.broker.security.scram_credential import (
     ScramMechanism,
 )
 from sluice.broker.security.scram_store import ScramStore
-from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.context import CURRENT_PRINCIPAL, BrokerContext
 from sluice.broker.server.responses import respond
 
 log = logging.getLogger(__name__)
@@ -89,12 +88,6 @@ _UNACCEPTABLE_CREDENTIAL: Final = ErrorCode.unacceptable_credential
 SASL_HANDSHAKE: Final = int(SaslHandshakeRequest.__api_key__)
 SASL_AUTHENTICATE: Final = int(SaslAuthenticateRequest.__api_key__)
 SASL_API_KEYS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
-
-#: The principal of the connection a handler is serving: ``User:ANONYMOUS``, a TLS client
-#: certificate's ``User:<subject>``, or ``User:<name>`` after SASL (what an authorizer checks).
-CURRENT_PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "CURRENT_PRINCIPAL", default="User:ANONYMOUS"
-)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from typing import Any
 from sluice.broker.cluster.topic_metadata import InvalidPartitionsError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.handlers.configs import check_topic_config
@@ -37,10 +39,16 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     cfg = ctx.config
     results: list[dict[str, Any]] = []
+    # KafkaApis: CREATE on the cluster allows every topic, else CREATE on each topic.
+    on_cluster = cluster_allowed(ctx, AclOperation.CREATE)
     for topic in body.topics:
         result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
                                   "error_message": None}  # fmt: skip
         results.append(result)
+        if not on_cluster and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+            result["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
+            result["error_message"] = "Authorization failed."
+            continue
         partitions = topic.num_partitions
         replication = topic.replication_factor
         if topic.assignments:
@@ -68,7 +76,15 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
     for name in request.body.topic_names:
         code = Errors.NONE
         info = ctx.cluster.get(name)
-        if info is not None and info.internal:
+        if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            # KafkaApis: a topic one may describe but that does not exist is unknown.
+            describable = allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            code = (
+                Errors.UNKNOWN_TOPIC_OR_PARTITION
+                if describable and info is None
+                else Errors.TOPIC_AUTHORIZATION_FAILED
+            )
+        elif info is not None and info.internal:
             code = Errors.INVALID_REQUEST  # Kafka refuses to delete internal topics too
         else:
             try:
@@ -86,6 +102,10 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> byte
         result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
                                   "error_message": None}  # fmt: skip
         results.append(result)
+        if not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            result["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
+            result["error_message"] = "Authorization failed."
+            continue
         assignment = (
             None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
         )

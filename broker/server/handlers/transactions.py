@@ -42,6 +42,8 @@ from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.partition import Partition
+from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for, coordinator_code_for
 from sluice.broker.server.handlers import offsets, produce
@@ -292,10 +294,20 @@ def _fenced(code: Errors, request: Request, first_version: int) -> Errors:
     return code
 
 
+def _txn_writable(ctx: BrokerContext, transactional_id: str) -> bool:
+    """KafkaApis: every transactional request needs WRITE on its transactional id."""
+    return allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     if body.transactional_id is None:
         return await produce.handle_init_producer_id(ctx, request)
+    if not _txn_writable(ctx, body.transactional_id):
+        return respond(request, {
+            "throttle_time": 0, "error_code": Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1, "producer_epoch": -1,
+        })  # fmt: skip
     try:
         coordinator = await attach_coordinator(ctx)
     except MetadataUnavailableError as exc:
@@ -317,6 +329,11 @@ async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> bytes
 async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes:
     if getattr(request.body, "key_type", 0) != TRANSACTION_KEY_TYPE:
         return await offsets.handle_find_coordinator(ctx, request)
+    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.body.key):
+        return respond(request, {
+            "throttle_time": 0, "error_code": Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "error_message": None, "node_id": -1, "host": "", "port": -1,
+        })  # fmt: skip
     found = None
     try:
         coordinator = await attach_coordinator(ctx)
@@ -343,11 +360,13 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes
 async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body  # v0-3: the client's request (v4+ batches are broker-to-broker)
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-    coordinator = await attach_coordinator(ctx)
-    results = await coordinator.add_partitions(
-        body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-        body.v3_and_below_producer_epoch, wanted,
-    )  # fmt: skip
+    results = _add_partitions_refusal(ctx, body.v3_and_below_transactional_id, wanted)
+    if results is None:
+        coordinator = await attach_coordinator(ctx)
+        results = await coordinator.add_partitions(
+            body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch, wanted,
+        )  # fmt: skip
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), code in results.items():
         by_topic.setdefault(topic, []).append(
@@ -357,8 +376,34 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> 
     return respond(request, {"throttle_time": 0, "results_by_topic_v3_and_below": out})
 
 
+def _add_partitions_refusal(
+    ctx: BrokerContext, transactional_id: str, wanted: list[tuple[str, int]]
+) -> dict[tuple[str, int], Errors] | None:
+    """KafkaApis: without WRITE on the transactional id every partition is refused; with a
+    topic not writable, or unknown, nothing is added (the others OPERATION_NOT_ATTEMPTED)."""
+    if ctx.authorizer is None:
+        return None
+    if not _txn_writable(ctx, transactional_id):
+        return dict.fromkeys(wanted, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    refused = {t for t, _ in wanted if not allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t)}
+    if not refused:
+        return None
+    return {
+        (t, p): Errors.TOPIC_AUTHORIZATION_FAILED if t in refused
+        else Errors.OPERATION_NOT_ATTEMPTED
+        for t, p in wanted
+    }  # fmt: skip
+
+
 async def handle_add_offsets_to_txn(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
+    if not _txn_writable(ctx, body.transactional_id):
+        code = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return respond(request, {"throttle_time": 0, "error_code": code})
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return respond(
+            request, {"throttle_time": 0, "error_code": Errors.GROUP_AUTHORIZATION_FAILED}
+        )
     coordinator = await attach_coordinator(ctx)
     code = await coordinator.add_offsets(
         body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
@@ -368,6 +413,9 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, request: Request) -> byt
 
 async def handle_end_txn(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
+    if not _txn_writable(ctx, body.transactional_id):
+        code = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return respond(request, {"throttle_time": 0, "error_code": code})
     coordinator = await attach_coordinator(ctx)
     code = await coordinator.end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed
@@ -379,7 +427,11 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
     body = request.body
     coordinator = await attach_coordinator(ctx)
     group_error = Errors.NONE
-    if not ctx.offsets.coordinates(body.group_id):
+    if not _txn_writable(ctx, body.transactional_id):
+        group_error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        group_error = Errors.GROUP_AUTHORIZATION_FAILED
+    elif not ctx.offsets.coordinates(body.group_id):
         group_error = Errors.NOT_COORDINATOR
     elif getattr(body, "generation_id", -1) >= 0:
         group_error = ctx.groups.validate_commit(body.group_id, body.generation_id, body.member_id)
@@ -390,7 +442,11 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
         for p in t.partitions:
             code = group_error
             info = ctx.cluster.get(t.name)
-            if code == Errors.NONE and (
+            if code == Errors.NONE and not allowed(
+                ctx, AclOperation.READ, ResourceType.TOPIC, t.name
+            ):
+                code = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif code == Errors.NONE and (
                 info is None or not 0 <= p.partition_index < info.partitions
             ):
                 code = Errors.UNKNOWN_TOPIC_OR_PARTITION

@@ -293,3 +293,45 @@ def test_decision_matches_the_model(
     auth.create_acls(acls)
     expected = model(acls, principal, host, op, resource, name, super_users, allow_everyone)
     assert auth.authorize(principal, host, op, resource, name) is expected
+
+
+# -- authorize_any (Kafka's authorizeByResourceType) ---------------------------------------
+
+
+def test_authorize_any_needs_an_allow_on_some_resource_of_the_type() -> None:
+    assert not authorizer().authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    assert authorizer(binding("t", Op.WRITE)).authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    assert authorizer(binding("t", Op.ALL)).authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    # another principal's, another operation's, another type's ALLOW does not count
+    assert not authorizer(binding("t", Op.WRITE, principal="User:bob")).authorize_any(
+        "User:alice", "h", Op.WRITE, TOPIC
+    )
+    assert not authorizer(binding("t", Op.READ)).authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    assert not authorizer(binding("g", Op.WRITE, resource=GROUP)).authorize_any(
+        "User:alice", "h", Op.WRITE, TOPIC
+    )
+
+
+def test_authorize_any_denies_what_a_deny_covers() -> None:
+    # a literal DENY on the very name, or a DENY prefix covering the ALLOW
+    assert not authorizer(binding("t", Op.WRITE), binding("t", Op.WRITE, DENY)).authorize_any(
+        "User:alice", "h", Op.WRITE, TOPIC
+    )
+    covered = authorizer(
+        binding("pay-eu", Op.WRITE),
+        binding("pay-", Op.WRITE, DENY, pattern=PatternType.PREFIXED),
+    )
+    assert not covered.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    # a DENY on one name leaves an ALLOW on another
+    assert authorizer(binding("a", Op.WRITE), binding("b", Op.WRITE, DENY)).authorize_any(
+        "User:alice", "h", Op.WRITE, TOPIC
+    )
+    # a DENY for everyone on "*" denies, even with allow.everyone.if.no.acl.found
+    everyone = authorizer(
+        binding("*", Op.WRITE, DENY, principal="User:*"), allow_everyone_if_no_acl_found=True
+    )
+    assert not everyone.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    assert authorizer(allow_everyone_if_no_acl_found=True).authorize_any(
+        "User:alice", "h", Op.WRITE, TOPIC
+    )
+    assert authorizer(super_users={"User:root"}).authorize_any("User:root", "h", Op.WRITE, TOPIC)
