@@ -8,7 +8,8 @@ Layout of each log dir (Kafka's)::
         cleaner-offset-checkpoint         per compacted partition: where cleaning resumes
         log-start-offset-checkpoint       per partition: the log start offset
         <topic>-<partition>/              one ``Log`` (segments, indexes)
-        <topic>-<partition>.<id>-delete/  a deleted partition, removed in the background
+        <topic>-<partition>.<id>-delete/  a deleted (or moved away) partition, removed
+        <topic>-<partition>.<id>-future/  a partition being moved here (see ``log_mover``)
 
 Startup: a dir with the clean-shutdown marker loads its logs as they are (indexes are only
 sanity-checked); without it every log re-validates its batches from its recovery point and
@@ -16,7 +17,17 @@ cuts at the first torn or corrupt one. The marker is removed once loading is don
 from then on counts as unclean; ``shutdown`` flushes everything, writes the checkpoints and
 writes the marker last.
 
-Placement: a new partition goes to the log dir holding the fewest partitions.
+Placement: a new partition goes to the log dir named for it by ``set_preferred_dir``
+(AlterReplicaLogDirs before the replica exists, Kafka's ``preferredLogDirs``), else to the
+log dir holding the fewest partitions.
+
+Moves (AlterReplicaLogDirs): ``move_log`` moves a partition's log to another log dir while
+it serves, crash-safe (``log_mover`` documents the steps and the crash states, which
+``startup`` resolves before loading); ``start_move`` runs it on a thread of its own and
+``future_logs`` reports the moves under way (Kafka's future replicas). During a move the
+log cleaner leaves the partition alone; a second request for another dir, ``delete_log``,
+``shutdown`` and a failure of either dir cancel it. The partition's cleaner checkpoint is
+dropped with the move (its next cleaning starts from the log start: slower, not wrong).
 
 Background work, on daemon threads: the flusher (every ``log.flush.scheduler.interval.ms``,
 and at once when a log reaches ``flush.messages``), retention (every
@@ -43,12 +54,13 @@ Thread safety: every public method is thread-safe.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from sluice.broker.log.checkpoint import CorruptCheckpointError, OffsetCheckpoint, fsync_dir
@@ -58,7 +70,8 @@ from sluice.broker.log.cleaner_manager import LogCleanerManager
 from sluice.broker.log.errors import LogDirectoryError, LogDirOfflineError, StorageError
 from sluice.broker.log.log import Log, now_ms
 from sluice.broker.log.log_config import LogConfig
-from sluice.broker.log.log_dir_failure_channel import LogDirFailureChannel
+from sluice.broker.log.log_dir_failure_channel import LogDirFailure, LogDirFailureChannel
+from sluice.broker.log.log_mover import LogMove, LogMoveCancelledError, resolve_interrupted_moves
 from sluice.common.topic_partition import InvalidTopicError, TopicPartition, validate_topic
 
 log = logging.getLogger(__name__)
@@ -110,15 +123,23 @@ class LogManager:
         self.dir_failures = dir_failures or LogDirFailureChannel()
         self.log_dir_retry_ms = log_dir_retry_ms
         self.log_dir_probe_free_bytes = log_dir_probe_free_bytes
+        self._checkpoint_lock = threading.Lock()  # one writer of the checkpoint files
+        self._moves: dict[TopicPartition, LogMove] = {}
+        self._move_threads: dict[TopicPartition, threading.Thread] = {}
+        self._preferred: dict[TopicPartition, Path] = {}
+        self.dir_failures.add_listener(self._on_dir_failure)
 
     # -- startup ---------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Create missing log dirs, load (and if need be recover) every log."""
+        """Create missing log dirs, resolve interrupted moves, load (and if need be recover)
+        every log."""
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             if not os.access(log_dir, os.W_OK):
                 raise LogDirectoryError(f"{log_dir}: expected a writable log dir")
+        resolve_interrupted_moves(self.log_dirs)
+        for log_dir in self.log_dirs:
             self._load_dir(log_dir)
         for log_dir in self.log_dirs:
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
@@ -190,7 +211,7 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
-            log_dir = self._least_loaded_dir()
+            log_dir = self._preferred.pop(tp, None) or self._least_loaded_dir()
             partition_log = Log(
                 log_dir / tp.dir_name,
                 config or self._topic_config(topic),
@@ -223,7 +244,9 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log: renamed ``...-delete`` at once, then removed."""
         tp = TopicPartition(topic, partition)
+        self.cancel_move(tp, "the partition is deleted")
         with self._lock:
+            self._preferred.pop(tp, None)
             partition_log = self._logs.pop(tp, None)
             log_dir = self._dir_of.pop(tp, None)
         if partition_log is None or log_dir is None:
@@ -247,6 +270,168 @@ class LogManager:
 
     def _dir_of_tp(self, tp: TopicPartition) -> Path | None:
         return self._dir_of.get(tp)
+
+    # -- moves between log dirs ------------------------------------------------------------
+
+    def log_dir_of(self, path: str | Path) -> Path | None:
+        """The configured log dir ``path`` names (resolved), or None if it is not one."""
+        resolved = Path(path).resolve()
+        return resolved if resolved in self.log_dirs else None
+
+    def set_preferred_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Create ``tp``'s log in ``log_dir`` when it comes (Kafka's
+        ``maybeUpdatePreferredLogDir``): a no-op if its log or a move is there already."""
+        with self._lock:
+            move = self._moves.get(tp)
+            if self._dir_of.get(tp) == log_dir or (move is not None and move.dest_dir == log_dir):
+                return
+            self._preferred[tp] = log_dir
+
+    def future_logs(self) -> dict[TopicPartition, tuple[Path, int, int]]:
+        """The moves under way: partition → (destination log dir, bytes copied, offset lag)."""
+        with self._lock:
+            moves = dict(self._moves)
+        return {tp: (m.dest_dir, *m.progress()) for tp, m in moves.items()}
+
+    def start_move(self, tp: TopicPartition, dest_dir: Path) -> bool:
+        """Move ``tp``'s log to ``dest_dir`` on a thread of its own, after cancelling a move
+        of it to another dir. False if there is nothing to do (already there, or on its way
+        there). Raises what :meth:`move_log` raises before copying anything."""
+        with self._lock:
+            move = self._moves.get(tp)
+            if move is not None and move.dest_dir == dest_dir:
+                return False
+        if move is not None:
+            self.cancel_move(tp, f"a move to {dest_dir} was requested")
+        prepared = self._prepare_move(tp, dest_dir)
+        if prepared is None:
+            return False
+        thread = threading.Thread(
+            target=self._run_move, args=(prepared,), name=f"sluice-log-mover-{tp}", daemon=True
+        )
+        with self._lock:
+            self._move_threads[tp] = thread
+        thread.start()
+        return True
+
+    def move_log(self, tp: TopicPartition, dest_dir: Path) -> bool:
+        """Move ``tp``'s log to ``dest_dir`` now (see ``log_mover``); False if it is there
+        already. Raises ``KeyError`` for a partition with no log here, ``LogDirectoryError``
+        for a dir that is not one of ``log.dirs``, ``LogDirOfflineError`` if a log dir is
+        offline, :class:`LogMoveCancelledError` or ``OSError`` if the move stopped (nothing
+        changed)."""
+        prepared = self._prepare_move(tp, dest_dir)
+        if prepared is None:
+            return False
+        self._run_move(prepared, reraise=True)
+        return True
+
+    def _prepare_move(self, tp: TopicPartition, dest_dir: Path) -> LogMove | None:
+        if dest_dir not in self.log_dirs:
+            raise LogDirectoryError(
+                f"expected one of the log dirs {self.log_dirs}, found {dest_dir}"
+            )
+        offline = self.dir_failures.offline_dirs()
+        if offline:
+            # Kafka's rule: no future log while a dir is offline (its replicas are unknown).
+            dirs = ", ".join(map(str, offline))
+            raise LogDirOfflineError(f"cannot move {tp} to {dest_dir}: log dirs {dirs} offline")
+        with self._lock:
+            partition_log = self._logs[tp]
+            if self._dir_of[tp] == dest_dir:
+                return None
+            if tp in self._moves:
+                raise LogMoveCancelledError(f"{tp}: a move to another dir is still stopping")
+
+            move = LogMove(
+                tp, partition_log, dest_dir, self._open_moved,
+                committing=lambda: self._committing(tp, partition_log, dest_dir),
+            )  # fmt: skip
+            self._moves[tp] = move
+        return move
+
+    def _open_moved(self, directory: Path, log_start_offset: int, recovery_point: int) -> Log:
+        with self._lock:
+            config = self._logs[TopicPartition.from_dir_name(directory.name)].config
+        return Log(
+            directory,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=True,  # flushed and fsynced whole under the log's lock
+            clock=self._clock,
+            on_flush_needed=self._request_flush,
+            dir_failures=self.dir_failures,
+        )
+
+    @contextlib.contextmanager
+    def _committing(self, tp: TopicPartition, partition_log: Log, dest_dir: Path) -> Iterator[None]:
+        """Around a move's commit (the log's lock held): first the destination's checkpoints
+        get the partition's log start and recovery point, so a crash from the commit on
+        reloads it with them; after a commit the partition counts in ``dest_dir``. No
+        checkpoint pass runs in between (it would drop the partition from those files)."""
+        with self._checkpoint_lock:
+            with self._lock:
+                logs = {t: lg for t, lg in self._logs.items() if self._dir_of[t] == dest_dir}
+            logs[tp] = partition_log
+            self._write_checkpoints(dest_dir, logs)
+            yield  # the commit; what follows runs only if it succeeded
+            with self._lock:
+                self._dir_of[tp] = dest_dir
+
+    def _run_move(self, move: LogMove, reraise: bool = False) -> None:
+        tp = move.tp
+        cleaner = self.cleaner
+        if cleaner is not None:
+            cleaner.abort_cleaning(tp)
+            cleaner.manager.begin(tp)  # held "in progress": the cleaner leaves it alone
+        try:
+            move.run()
+        except LogMoveCancelledError as exc:
+            log.info("%s", exc)
+            if reraise:
+                raise
+        except (OSError, StorageError) as exc:
+            if move.committed:  # a rollback failed: the files no longer match the log
+                cause = exc if isinstance(exc, OSError) else OSError(errno.EIO, str(exc))
+                self.dir_failures.fail(move.source_dir, f"moving {tp}", cause, until_restart=True)
+            log.error("%s: move from %s to %s failed: %s", tp, move.source_dir, move.dest_dir, exc)
+            if reraise:
+                raise
+        finally:
+            self._end_move(move)
+            if cleaner is not None:
+                cleaner.manager.done_cleaning(tp, None)
+
+    def _end_move(self, move: LogMove) -> None:
+        tp = move.tp
+        with self._lock:
+            if tp in self._logs:  # committed, or rolled back after the commit
+                self._dir_of[tp] = move.dest_dir if move.committed else move.source_dir
+            if self._moves.get(tp) is move:
+                del self._moves[tp]
+                self._move_threads.pop(tp, None)
+        if move.committed and self.cleaner is not None:
+            self.cleaner.manager.remove(tp, move.source_dir)
+
+    def cancel_move(self, tp: TopicPartition, reason: str) -> None:
+        """Cancel ``tp``'s move if one is under way and wait for it to stop."""
+        with self._lock:
+            move = self._moves.get(tp)
+            thread = self._move_threads.get(tp)
+        if move is None:
+            return
+        move.cancel(reason)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _on_dir_failure(self, log_dir: Path, failure: LogDirFailure | None) -> None:
+        # Called by whoever met the failure, maybe under a log's lock: only flags are set.
+        if failure is None:
+            return
+        for move in list(self._moves.values()):
+            if log_dir in (move.source_dir, move.dest_dir):
+                move.cancel(f"log dir {log_dir} failed ({failure.reason})")
 
     # -- background work -------------------------------------------------------------------
 
@@ -288,22 +473,27 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write both checkpoint files in every online log dir."""
-        with self._lock:
-            by_dir: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
-            for tp, partition_log in self._logs.items():
-                by_dir[self._dir_of[tp]][tp] = partition_log
-        for log_dir, logs in by_dir.items():
-            if self.dir_failures.is_offline(log_dir):
-                continue  # its logs may not match what a checkpoint would say; restart knows
-            try:
-                OffsetCheckpoint(log_dir / RECOVERY_POINT_FILE).write(
-                    {tp: lg.recovery_point for tp, lg in logs.items()}
-                )
-                OffsetCheckpoint(log_dir / LOG_START_FILE).write(
-                    {tp: lg.log_start_offset for tp, lg in logs.items()}
-                )
-            except OSError as exc:
-                self.dir_failures.fail(log_dir, "checkpoint", exc)
+        with self._checkpoint_lock:
+            with self._lock:
+                by_dir: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+                for tp, partition_log in self._logs.items():
+                    by_dir[self._dir_of[tp]][tp] = partition_log
+            for log_dir, logs in by_dir.items():
+                if self.dir_failures.is_offline(log_dir):
+                    continue  # its logs may not match what a checkpoint says; restart knows
+                try:
+                    self._write_checkpoints(log_dir, logs)
+                except OSError as exc:
+                    self.dir_failures.fail(log_dir, "checkpoint", exc)
+
+    @staticmethod
+    def _write_checkpoints(log_dir: Path, logs: dict[TopicPartition, Log]) -> None:
+        OffsetCheckpoint(log_dir / RECOVERY_POINT_FILE).write(
+            {tp: lg.recovery_point for tp, lg in logs.items()}
+        )
+        OffsetCheckpoint(log_dir / LOG_START_FILE).write(
+            {tp: lg.log_start_offset for tp, lg in logs.items()}
+        )
 
     def probe_offline_dirs(self) -> list[Path]:
         """Bring back every dir offline for lack of space that has room again (see the
@@ -375,6 +565,8 @@ class LogManager:
         """Stop the threads, flush and close every log, write checkpoints and the marker."""
         self._stop.set()
         self._flush_wanted.set()
+        for tp in list(self._moves):
+            self.cancel_move(tp, "the broker shuts down")
         if self.cleaner is not None:
             self.cleaner.shutdown()
         for thread in self._threads:
