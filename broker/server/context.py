@@ -13,6 +13,8 @@ What it offers:
   brokers, leaders and ISRs, the controller, producer ids.
 * ``replicas``: the :class:`~sluice.broker.replication.replica_manager.ReplicaManager` — the
   partitions this broker leads (``leader_or_error``), appends, followers' fetch positions.
+* ``log_manager``: the :class:`~sluice.broker.log.log_manager.LogManager` — the log dirs and
+  the moves between them (DescribeLogDirs, AlterReplicaLogDirs).
 * ``offsets``, ``groups``: committed offsets and the group coordinator.
 * ``purgatory``, ``metrics``: where fetches wait for appends; the Prometheus metrics.
 * ``handlers``: the API keys served (what ApiVersions advertises).
@@ -39,6 +41,7 @@ from sluice.broker.cluster.topic_metadata import TopicInfo
 from sluice.broker.config import BrokerConfig
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import OffsetStore
+from sluice.broker.log.log_manager import LogManager
 from sluice.broker.protocol import EncodedFetchResponse
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.authorizer import AclAuthorizer
@@ -73,6 +76,9 @@ class BrokerContext(Protocol):
 
     @property
     def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def log_manager(self) -> LogManager: ...
 
     @property
     def offsets(self) -> OffsetStore: ...

@@ -4,26 +4,30 @@ this broker's disks.
 DescribeCluster answers from the cluster view like Metadata: the live brokers, the controller,
 the cluster id (``endpoint_type`` 1, brokers; authorized operations are not computed: the
 "not requested" value). DescribeLogDirs lists, for each of this broker's ``log.dirs``, the
-partitions whose logs it holds with their size on disk (``offset_lag`` 0: Sluice moves no logs
-between dirs, so there is no future replica to lag), and from v4 the dir's total and usable
-bytes; the request's ``topics`` narrows the listing (null: every partition).
+partitions whose logs it holds with their size on disk (``offset_lag`` 0), the partitions
+moving there as future replicas (below), and from v4 the dir's total and usable bytes; the
+request's ``topics`` narrows the listing (null: every partition).
 
-AlterReplicaLogDirs (Kafka's ``ReplicaManager.alterReplicaLogDirs``) answers per partition: a
-path that is not one of ``log.dirs`` is LOG_DIR_NOT_FOUND, a partition with no replica here
-REPLICA_NOT_AVAILABLE, a replica already in that dir NONE (nothing to move). Moving a replica
-to another dir needs a copy beside the live log (Kafka's future replica) that the log manager
-does not offer yet: such a request is answered KAFKA_STORAGE_ERROR and moves nothing, so
-DescribeLogDirs never shows a future replica.
+AlterReplicaLogDirs (Kafka's ``ReplicaManager.alterReplicaLogDirs``) answers per partition, in
+Kafka's order: a path that is not one of ``log.dirs`` is LOG_DIR_NOT_FOUND; while any log dir
+is offline, KAFKA_STORAGE_ERROR (Kafka creates no future log then); a move of the partition
+to another dir under way is cancelled; the dir is remembered for the partition if its
+replica is not created yet (``set_preferred_dir``) and the answer is REPLICA_NOT_AVAILABLE;
+otherwise NONE, and if the replica is in another dir its log moves there in the background
+(``LogManager.start_move``; ``log_mover`` has the steps). While it moves, DescribeLogDirs
+lists the partition a second time under the destination, with ``is_future_key`` true, the
+bytes copied so far and, as ``offset_lag``, how far the copy's whole segments are behind the
+log end; once done, only under the destination.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from sluice.broker.log.errors import StorageError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
@@ -62,18 +66,24 @@ async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> byte
     wanted: dict[str, set[int]] | None = None
     if body.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in body.topics}
-    dirs = [Path(os.path.abspath(d)) for d in ctx.config.log_dirs]
+    dirs = list(ctx.log_manager.log_dirs)  # resolved, as the logs' own dirs
     listing: dict[Path, dict[str, list[dict[str, Any]]]] = {d: {} for d in dirs}
     for tp, partition in sorted(ctx.replicas.partitions.items()):
         if wanted is not None and tp.partition not in wanted.get(tp.topic, set()):
             continue
-        home = _dir_of(Path(os.path.abspath(partition.log.directory)), dirs)
+        home = _dir_of(partition.log.directory, dirs)
         if home is None:
             continue
         listing[home].setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "partition_size": partition.log.size_bytes,
              "offset_lag": 0, "is_future_key": False}
         )  # fmt: skip
+    for tp, (dest, copied, lag) in sorted(ctx.log_manager.future_logs().items()):
+        if dest in listing and (wanted is None or tp.partition in wanted.get(tp.topic, set())):
+            listing[dest].setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "partition_size": copied,
+                 "offset_lag": lag, "is_future_key": True}
+            )  # fmt: skip
     results = []
     for d, topics in listing.items():
         try:
@@ -88,26 +98,36 @@ async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> byte
     return respond(request, {"throttle_time": 0, "error_code": Errors.NONE, "results": results})
 
 
-def _move_error(ctx: BrokerContext, tp: TopicPartition, dest: Path, dirs: list[Path]) -> Errors:
-    if dest not in dirs:
+def _move(ctx: BrokerContext, tp: TopicPartition, path: str) -> Errors:
+    manager = ctx.log_manager
+    dest = manager.log_dir_of(path)
+    if dest is None:
         return Errors.LOG_DIR_NOT_FOUND
-    partition = ctx.replicas.partitions.get(tp)
-    if partition is None:
+    if manager.dir_failures.offline_dirs():
+        log.warning("%s: not moved to %s: a log dir is offline", tp, dest)
+        return Errors.KAFKA_STORAGE_ERROR
+    if ctx.replicas.partitions.get(tp) is None:
+        manager.set_preferred_dir(tp, dest)
         return Errors.REPLICA_NOT_AVAILABLE
-    if _dir_of(Path(os.path.abspath(partition.log.directory)), dirs) == dest:
+    if manager.dir_of(tp.topic, tp.partition) == dest:
+        manager.cancel_move(tp, f"the replica was asked to stay in {dest}")
         return Errors.NONE
-    log.warning("%s: not moved to %s: moving a replica between log dirs is not supported", tp, dest)
-    return Errors.KAFKA_STORAGE_ERROR
+    try:
+        manager.start_move(tp, dest)
+    except StorageError as exc:
+        log.warning("%s: not moved to %s: %s", tp, dest, exc)
+        return Errors.KAFKA_STORAGE_ERROR
+    except KeyError:  # its log was deleted meanwhile
+        return Errors.REPLICA_NOT_AVAILABLE
+    return Errors.NONE
 
 
 async def handle_alter_replica_log_dirs(ctx: BrokerContext, request: Request) -> bytes:
-    dirs = [Path(os.path.abspath(d)) for d in ctx.config.log_dirs]
     topics: dict[str, list[dict[str, Any]]] = {}
     for entry in request.body.dirs:
-        dest = Path(os.path.abspath(entry.path))
         for t in entry.topics:
             for p in t.partitions:
-                error = _move_error(ctx, TopicPartition(t.name, p), dest, dirs)
+                error = _move(ctx, TopicPartition(t.name, p), entry.path)
                 topics.setdefault(t.name, []).append({"partition_index": p, "error_code": error})
     results = [{"topic_name": name, "partitions": ps} for name, ps in topics.items()]
     return respond(request, {"throttle_time": 0, "results": results})
