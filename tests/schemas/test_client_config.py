@@ -9,7 +9,7 @@ import pytest
 from sluice.schemas.client import RegistryClient
 from sluice.schemas.client_config import RegistryClientConfig
 from sluice.schemas.errors import RegistrySecurityConfigError
-from tests.schemas.certificates import Certificates, make_certificates
+from sluice.testing.certificates import Certificates, make_certificates
 
 SECRET = "pa:ss@w0rd%"
 

@@ -2,7 +2,7 @@
 
 Each registry is ``python -m sluice registry start --config F`` with a properties file written
 here in Confluent's terms (PEM keystore, JAAS file, Jetty users file); certificates are made
-for the test (:mod:`tests.schemas.certificates`). Checked with Sluice's client and serde and
+for the test (:mod:`sluice.testing.certificates`). Checked with Sluice's client and serde and
 with confluent-kafka's ``SchemaRegistryClient``, serializer and deserializer; the registry's
 log (at debug, access log on) is searched for every secret used.
 """
@@ -30,7 +30,7 @@ from sluice.schemas.errors import RegistryConnectionError, UnauthorizedError
 from sluice.schemas.serde import AvroDeserializer, AvroSerializer
 from sluice.schemas.tls import client_context
 from sluice.testing.registry import RegistryProcess
-from tests.schemas.certificates import Certificates, make_certificates
+from sluice.testing.certificates import Certificates, make_certificates
 
 REALM = "SchemaRegistry-Props"
 ALICE_PASSWORD = "alice-Pw-7c1e9"

@@ -9,7 +9,7 @@ import pytest
 
 from sluice.schemas.errors import RegistryKeystoreError, RegistrySecurityConfigError
 from sluice.schemas.tls import client_authentication, client_context, server_context
-from tests.schemas.certificates import Certificates, make_certificates
+from sluice.testing.certificates import Certificates, make_certificates
 
 KEY_PASSWORD = "keystore-pw-3141"
 

@@ -21,7 +21,7 @@ from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.testing.broker import BrokerProcess
 from sluice.testing.net import free_port
-from tests.schemas.certificates import Certificates, make_certificates
+from sluice.testing.certificates import Certificates, make_certificates
 
 KEY_PASSWORD = "broker-key-pw-5309"
 ADMIN_PASSWORD = "admin-secret-8817"

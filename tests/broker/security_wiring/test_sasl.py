@@ -33,7 +33,7 @@ from tests.broker.security_wiring.conftest import (
     keystore,
     recv_exactly,
 )
-from tests.schemas.certificates import Certificates
+from sluice.testing.certificates import Certificates
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -17,7 +17,7 @@ from tests.broker.security_wiring.conftest import (
     client_tls,
     keystore,
 )
-from tests.schemas.certificates import Certificates
+from sluice.testing.certificates import Certificates
 
 with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with deprecated importlib.resources calls.
