@@ -25,11 +25,29 @@ below; with followers, in the partition's next write, whose batch first carries 
 entries in binary and a tombstone for each JSON key (so compaction drops the JSON records and
 a later binary tombstone cannot be undone by a surviving JSON record).
 
+**Transactional offsets** (KIP-98's TxnOffsetCommit; Kafka's ``storeOffsets`` with a producer
+id, ``loadGroupsAndOffsets``, ``handleTxnCompletion``): :meth:`OffsetStore.commit_txn` appends
+them as a *transactional* batch (the producer's id, epoch and a sequence, the transactional
+attribute set; the same key and value bytes as a plain commit) and holds them as **pending**
+(``PendingTxnOffsets``) — not visible to OffsetFetch — until the transaction's marker is
+written to the partition like any partition's (``Log.append_marker``);
+:meth:`OffsetStore.complete_txn` then commits (COMMIT) or drops (ABORT) the producer's pending
+offsets. A pending offset becomes the committed one only if its batch is later in the log
+than the committed offset's (Kafka's ``olderThan``): each committed offset remembers the base
+offset of the batch that wrote it. Because the records and markers are in the log, loading a
+partition rebuilds all of it: a transactional record is pending for its producer id until that
+producer's next marker in the log (COMMIT: committed, by the same rule; ABORT: dropped); an
+empty marker (its transaction's data cleaned away) changes nothing, as in Kafka. Offsets
+still pending at the log end stay pending — their transaction's coordinator (on this broker or
+another) resends the marker. The log cleaner removes aborted records and markers as Kafka's
+does, so a cleaned log loads to the same state.
+
 The store replays a partition into a map when this broker becomes its leader (all of them
 at startup on a standalone broker, which leads every partition). The only replica of a
 partition (a standalone broker) rewrites it as it loads it when its records outnumber live
-entries by far: the live entries are appended again and the log start offset moves past the
-old records, whose segments retention then deletes. Thread-safe: one lock around the maps.
+entries by far and no transaction holds pending offsets in it: the live entries are appended
+again and the log start offset moves past the old records, whose segments retention then
+deletes. Thread-safe: one lock around the maps.
 """
 
 from __future__ import annotations
@@ -56,8 +74,11 @@ from sluice.broker.groups.offsets_topic_records import (
     encode_offset_commit_value,
     is_legacy_json,
 )
+from sluice.broker.groups.pending_txn_offsets import PendingTxnOffsets
+from sluice.broker.log.control_batch import COMMIT, read_marker
+from sluice.broker.log.errors import CorruptRecordError
 from sluice.broker.log.log import Log
-from sluice.broker.log.record_batch import iter_batches
+from sluice.broker.log.record_batch import BatchHeader, iter_batches
 from sluice.broker.log.records import decode_batch, encode_batch
 from sluice.broker.protocol.errors import Errors
 
@@ -94,7 +115,8 @@ Key = tuple[str, str, int]
 RawRecord = tuple[bytes, bytes | None]
 
 
-Appender = Callable[[int, bytes], Awaitable[None]]
+#: Durably append a batch to a partition; returns the batch's base offset in the log.
+Appender = Callable[[int, bytes], Awaitable[int]]
 
 
 class OffsetCommitFailedError(Exception):
@@ -126,13 +148,18 @@ class OffsetStore:
         self.num_partitions = num_partitions
         self._append = append
         self._offsets: dict[Key, CommittedOffset] = {}
+        # key → base offset of the batch that wrote its committed offset (``olderThan``)
+        self._appended: dict[Key, int] = {}
+        # offsets partition → its transactional offsets without a marker yet
+        self._pending: dict[int, PendingTxnOffsets[CommittedOffset]] = {}
         self._group_metadata: dict[str, GroupMetadataValue] = {}
         # partition → the JSON keys still in its log (see "Migration" in the module docstring)
         self._legacy: dict[int, dict[bytes, Key]] = {}
         self.loaded: set[int] = set()
 
     @staticmethod
-    def _records(partition_log: Log) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+    def _batches(partition_log: Log) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch of the log (to its end), with the buffer its header positions in."""
         offset = partition_log.log_start_offset
         while offset < partition_log.log_end_offset:
             result = partition_log.read(offset, 1 << 20, upper_bound="log_end")
@@ -140,9 +167,8 @@ class OffsetStore:
                 break
             raw = result.slice.read()
             for header in iter_batches(raw):
-                for record in decode_batch(raw, header.position):
-                    if record.offset >= offset:
-                        yield record.offset, record.key, record.value
+                if header.next_offset > offset:
+                    yield header, raw
                 offset = header.next_offset
 
     def load_partition(self, partition: int, partition_log: Log, *, compact: bool = False) -> int:
@@ -150,8 +176,9 @@ class OffsetStore:
 
         ``compact``: the caller is the partition's only replica (a standalone broker), so it
         may rewrite the partition when its records outnumber the live entries by far, or when
-        it holds JSON records (see the module docstring). A partition with followers is never
-        rewritten: they would not follow the moved log start. Raises
+        it holds JSON records (see the module docstring) — unless transactional offsets are
+        pending in it (a rewrite would lose their producer ids). A partition with followers
+        is never rewritten: they would not follow the moved log start. Raises
         ``OffsetsPartitionLoadError`` naming the record that cannot be read."""
         live, groups = self._load(partition, partition_log)
         stale = partition_log.log_end_offset - partition_log.log_start_offset - 2 * (live + groups)
@@ -162,23 +189,38 @@ class OffsetStore:
                 "Kafka's binary format%s", TOPIC, partition, legacy,
                 " now" if compact else " with the partition's next write",
             )  # fmt: skip
-        if compact and (stale > COMPACT_SLACK or legacy):
+        with self._lock:
+            pending = bool(self._pending.get(partition))
+        if compact and (stale > COMPACT_SLACK or legacy) and not pending:
             self._compact(partition, partition_log)
+            self._load(partition, partition_log)  # the rewritten entries' appended offsets
         return live
 
     def _load(self, partition: int, partition_log: Log) -> tuple[int, int]:
         with self._lock:
             self._forget(partition)
             legacy: dict[bytes, Key] = {}
-            for offset, key, value in self._records(partition_log):
-                if key is None:
-                    continue
+            pending = self._pending[partition] = PendingTxnOffsets()
+            for header, raw in self._batches(partition_log):
+                at = header.base_offset  # the record being read, for the error
                 try:
-                    self._replay(key, value, legacy)
-                except CorruptOffsetsRecordError as exc:
+                    if header.is_control:
+                        marker = read_marker(raw, header)
+                        if marker is not None:  # an empty one: its data was cleaned away
+                            self._complete(pending, header.producer_id, marker.kind == COMMIT)
+                        continue
+                    for record in decode_batch(raw, header.position):
+                        at = record.offset
+                        if record.key is None:
+                            continue
+                        if header.is_transactional:
+                            self._replay_txn(pending, header, record.key, record.value)
+                        else:
+                            self._replay(header.base_offset, record.key, record.value, legacy)
+                except (CorruptOffsetsRecordError, CorruptRecordError) as exc:
                     raise OffsetsPartitionLoadError(
-                        f"{TOPIC}-{partition} offset {offset}: {exc}; the partition cannot "
-                        f"be loaded (its groups' offsets would be wrong)"
+                        f"{TOPIC}-{partition} offset {at}: {exc}; the partition cannot be "
+                        f"loaded (its groups' offsets would be wrong)"
                     ) from exc
             if legacy:
                 self._legacy[partition] = legacy
@@ -187,31 +229,64 @@ class OffsetStore:
             groups = sum(1 for g in self._group_metadata if self.partition_for(g) == partition)
             return live, groups
 
-    def _replay(self, key: bytes, value: bytes | None, legacy: dict[bytes, Key]) -> None:
-        """Apply one record to the maps (the caller holds the lock)."""
+    def _replay(
+        self, appended: int, key: bytes, value: bytes | None, legacy: dict[bytes, Key]
+    ) -> None:
+        """Apply one record of a plain batch at ``appended`` (the caller holds the lock)."""
         if is_legacy_json(key):
             k = decode_legacy_key(key)
             legacy[key] = (k.group, k.topic, k.partition)
-            self._set_offset(k, None if value is None else decode_legacy_value(value))
+            self._set_offset(k, appended, None if value is None else decode_legacy_value(value))
             return
         decoded = decode_key(key)
         if decoded is None:  # a record type of a newer Kafka: skipped, as Kafka's loader does
             log.warning("%s: skipping a record with key version %d", TOPIC, key[0] << 8 | key[1])
         elif isinstance(decoded, OffsetCommitKey):
-            self._set_offset(decoded, None if value is None else decode_offset_commit_value(value))
+            value_ = None if value is None else decode_offset_commit_value(value)
+            self._set_offset(decoded, appended, value_)
         elif value is None:
             self._group_metadata.pop(decoded.group, None)
         else:
             self._group_metadata[decoded.group] = decode_group_metadata_value(value)
 
-    def _set_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    @staticmethod
+    def _replay_txn(
+        pending: PendingTxnOffsets[CommittedOffset], header: BatchHeader, key: bytes,
+        value: bytes | None,
+    ) -> None:  # fmt: skip
+        """A record of a transactional batch: pending for the batch's producer id. Only
+        offset commits are written in transactions (Kafka's loader ignores anything else)."""
+        decoded = decode_key(key)
+        if not isinstance(decoded, OffsetCommitKey):
+            log.warning("%s: skipping a transactional record that is no offset commit", TOPIC)
+            return
+        ident = (decoded.group, decoded.topic, decoded.partition)
+        committed = None if value is None else _committed(decode_offset_commit_value(value))
+        pending.add(header.producer_id, ident, header.base_offset, committed)
+
+    def _set_offset(
+        self, key: OffsetCommitKey, appended: int, value: OffsetCommitValue | None
+    ) -> None:
         ident = (key.group, key.topic, key.partition)
         if value is None:
             self._offsets.pop(ident, None)
+            self._appended.pop(ident, None)
         else:
-            self._offsets[ident] = CommittedOffset(
-                value.offset, value.leader_epoch, value.metadata or None, value.commit_timestamp
-            )
+            self._offsets[ident] = _committed(value)
+            self._appended[ident] = appended
+
+    def _complete(
+        self, pending: PendingTxnOffsets[CommittedOffset], producer_id: int, commit: bool
+    ) -> None:
+        """A marker of ``producer_id``: its pending offsets become committed (COMMIT: each one
+        later in the log than the committed offset of its key) or are dropped (ABORT)."""
+        taken = pending.take(producer_id)
+        if not commit:
+            return
+        for ident, (appended, value) in taken.items():
+            if value is not None and self._appended.get(ident, -1) < appended:
+                self._offsets[ident] = value
+                self._appended[ident] = appended
 
     def unload_partition(self, partition: int) -> None:
         with self._lock:
@@ -221,9 +296,11 @@ class OffsetStore:
     def _forget(self, partition: int) -> None:
         for key in [k for k in self._offsets if self.partition_for(k[0]) == partition]:
             del self._offsets[key]
+            self._appended.pop(key, None)
         for group in [g for g in self._group_metadata if self.partition_for(g) == partition]:
             del self._group_metadata[group]
         self._legacy.pop(partition, None)
+        self._pending.pop(partition, None)
 
     def _compact(self, partition: int, partition_log: Log) -> None:
         """Rewrite the live entries and move the log start past the stale ones (standalone:
@@ -255,35 +332,89 @@ class OffsetStore:
         group's partition."""
         return self.partition_for(group) in self.loaded
 
-    async def _write(self, partition: int, records: list[RawRecord]) -> None:
+    async def _write(self, partition: int, records: list[RawRecord]) -> int:
         """Append ``records`` as one batch, after the partition's pending JSON migration (in
-        the same batch: both or neither)."""
+        the same batch: both or neither); returns the batch's base offset."""
         with self._lock:
             legacy = self._legacy.get(partition, {})
+            migrated = sorted(ident for ident in set(legacy.values()) if ident in self._offsets)
             migration: list[RawRecord] = [(raw, None) for raw in legacy]
-            migration += [
-                _commit_record(ident, self._offsets[ident])
-                for ident in sorted(set(legacy.values()))
-                if ident in self._offsets
-            ]
-        await self._append(partition, _batch(migration + records))
+            migration += [_commit_record(ident, self._offsets[ident]) for ident in migrated]
+        base = await self._append(partition, _batch(migration + records))
         if legacy:
             with self._lock:
                 if self._legacy.get(partition) is legacy:
                     del self._legacy[partition]
+                for ident in migrated:
+                    if ident in self._appended:
+                        self._appended[ident] = max(self._appended[ident], base)
             log.info("%s-%d: JSON offset records migrated", TOPIC, partition)
+        return base
 
     async def commit(self, group: str, offsets: Sequence[tuple[str, int, CommittedOffset]]) -> None:
         """Durably record one commit request's offsets (one batch, so all or nothing)."""
         if not offsets:
             return
         offsets = [(t, p, _normal(c)) for t, p, c in offsets]
-        await self._write(
+        base = await self._write(
             self.partition_for(group), [_commit_record((group, t, p), c) for t, p, c in offsets]
         )
         with self._lock:
             for topic, partition, c in offsets:
-                self._offsets[(group, topic, partition)] = c
+                ident = (group, topic, partition)
+                # A transaction's marker may have committed a later record meanwhile.
+                if self._appended.get(ident, -1) <= base:
+                    self._offsets[ident] = c
+                    self._appended[ident] = base
+
+    async def commit_txn(
+        self, group: str, producer_id: int, producer_epoch: int, base_sequence: int,
+        offsets: Sequence[tuple[str, int, CommittedOffset]],
+    ) -> None:  # fmt: skip
+        """Durably append a TxnOffsetCommit's offsets as one transactional batch of
+        ``producer_id`` (its ``producer_epoch``; ``base_sequence`` continuing the producer's
+        sequence in the partition, which the log checks) and hold them as pending until the
+        producer's marker (:meth:`complete_txn`). Raises ``OffsetCommitFailedError`` if the
+        batch was not made durable, and the log's ``InvalidProducerEpochError`` for a fenced
+        producer. (A JSON migration waits for the next plain write: its records must not be
+        part of a transaction.)"""
+        if not offsets:
+            return
+        offsets = [(t, p, _normal(c)) for t, p, c in offsets]
+        partition = self.partition_for(group)
+        records = [_commit_record((group, t, p), c) for t, p, c in offsets]
+        base = await self._append(
+            partition,
+            _batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
+                   base_sequence=base_sequence),
+        )  # fmt: skip
+        with self._lock:
+            if partition not in self.loaded:  # leadership moved meanwhile: the log has them
+                return
+            pending = self._pending.setdefault(partition, PendingTxnOffsets())
+            for topic, p, c in offsets:
+                pending.add(producer_id, (group, topic, p), base, c)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """``producer_id``'s marker is in ``partition`` (and replicated): commit or drop its
+        pending offsets there (Kafka's ``handleTxnCompletion``)."""
+        with self._lock:
+            pending = self._pending.get(partition)
+            if pending is not None:
+                self._complete(pending, producer_id, commit)
+
+    def has_pending_txn(self, group: str, topic: str, partition: int) -> bool:
+        """Whether a transaction holds a pending offset for the group's ``topic``-``partition``
+        (OffsetFetch with ``require_stable`` then answers UNSTABLE_OFFSET_COMMIT)."""
+        with self._lock:
+            pending = self._pending.get(self.partition_for(group))
+            return pending is not None and pending.has(group, topic, partition)
+
+    def pending_txn(self, partition: int) -> dict[int, dict[Key, CommittedOffset | None]]:
+        """Producer id → its pending offsets in ``partition`` (diagnostics and tests)."""
+        with self._lock:
+            pending = self._pending.get(partition)
+            return {} if pending is None else pending.producers()
 
     def fetch(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         return self._offsets.get((group, topic, partition))
@@ -297,8 +428,14 @@ class OffsetStore:
             return {g for g, _, _ in self._offsets}
 
     async def delete(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """Delete the group's offsets of ``partitions`` (a tombstone each), pending
+        transactional ones included (Kafka's ``removeOffsets``)."""
+        wanted = list(partitions)
         with self._lock:
-            gone = [(t, p) for t, p in partitions if (group, t, p) in self._offsets]
+            gone = [(t, p) for t, p in wanted if (group, t, p) in self._offsets]
+            pending = self._pending.get(self.partition_for(group))
+            if pending is not None:
+                pending.remove((group, t, p) for t, p in wanted)
         if gone:
             await self._write(
                 self.partition_for(group), [_commit_record((group, t, p), None) for t, p in gone]
@@ -306,6 +443,7 @@ class OffsetStore:
             with self._lock:
                 for t, p in gone:
                     self._offsets.pop((group, t, p), None)
+                    self._appended.pop((group, t, p), None)
 
     async def store_group(self, group: str, value: GroupMetadataValue | None) -> None:
         """Durably record a group's metadata (Kafka's ``storeGroup``): its generation, leader,
@@ -344,6 +482,20 @@ def _group_record(group: str, value: GroupMetadataValue | None) -> RawRecord:
     return key, None if value is None else encode_group_metadata_value(value)
 
 
-def _batch(records: Sequence[RawRecord]) -> bytes:
+def _committed(value: OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(
+        value.offset, value.leader_epoch, value.metadata or None, value.commit_timestamp
+    )
+
+
+def _batch(
+    records: Sequence[RawRecord], *, producer_id: int = -1, producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:  # fmt: skip
+    """One batch of ``records``; with a producer id, a transactional one."""
     now = int(time.time() * 1000)
-    return encode_batch(list(records), timestamps=[now] * len(records))
+    return encode_batch(
+        list(records), timestamps=[now] * len(records), producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence,
+        transactional=producer_id >= 0,
+    )  # fmt: skip

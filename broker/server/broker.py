@@ -386,14 +386,16 @@ class Broker:
     def _delete_log(self, topic: str, partition: int) -> None:
         self.log_manager.delete_log(topic, partition)
 
-    async def _append_offsets(self, partition: int, batch: bytes) -> None:
-        """Make a commit batch durable: a replicated append to the offsets partition."""
+    async def _append_offsets(self, partition: int, batch: bytes) -> int:
+        """Make a commit batch durable: a replicated append to the offsets partition; returns
+        the batch's base offset (the offset store orders commits by it)."""
         result = await self.replicas.append(
             OFFSETS_TOPIC, partition, batch, acks=-1,
             timeout_ms=self.config.offsets_commit_timeout_ms, min_insync_replicas=1,
         )  # fmt: skip
-        if result.error != Errors.NONE:
+        if result.error != Errors.NONE or result.info is None:
             raise OffsetCommitFailedError(result.error, result.message or "")
+        return result.info.first_offset
 
     def _on_role_change(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
         """Coordinate the groups of the offsets partitions this broker leads."""

@@ -12,13 +12,13 @@ Requests (each answers a Kafka error code, :class:`~sluice.broker.protocol.error
 * ``add_partitions``, ``add_offsets``: register the transaction's partitions / groups;
   Empty or Complete* become Ongoing (the transaction's timeout starts). A group brings its
   ``__consumer_offsets`` partition into the transaction (Kafka's AddOffsetsToTxn): the
-  marker goes there too, and tells the group coordinator to commit or drop the offsets it
-  holds for the producer (``pending_txn_offsets``).
-* ``txn_offset_commit``: TxnOffsetCommit goes to the *group* coordinator. When that broker is
-  also the transaction's coordinator (a standalone broker always), the offsets are held here
-  and written with PrepareCommit (durable across a restart; see ``transaction_metadata``)
-  and committed by :meth:`_complete`; otherwise the group coordinator holds them
-  (``PendingTxnOffsets``) until the marker reaches the group's partition.
+  marker goes there too, and commits or drops the producer's transactional offsets the group
+  coordinator appended there (``OffsetStore.commit_txn`` / ``complete_txn``).
+* ``txn_offset_commit``: TxnOffsetCommit goes to the *group* coordinator, which always
+  appends the offsets to the group's ``__consumer_offsets`` partition as a transactional
+  batch (durable; the marker commits them there). When that broker is also the transaction's
+  coordinator (a standalone broker always), they are also held here, written with
+  PrepareCommit and committed again by :meth:`_complete` (the same offsets).
 * ``end_txn``: write Prepare*, the markers to every partition (``TransactionMarkerChannel``
   in cluster mode: to each partition's leader, retried as leaders move), apply (commit) or
   drop (abort) the pending offsets held here, write Complete*. A retried EndTxn of the same
@@ -344,8 +344,8 @@ class TransactionCoordinator:
         """Hold ``offsets`` (topic, partition, offset, leader epoch, metadata) until the
         transaction ends, as the transaction's coordinator (which is also the group's; see
         the module docstring). The transaction must be Ongoing with ``group`` added.
-        NOT_COORDINATOR if this broker does not coordinate the id: the caller then holds the
-        offsets as the group coordinator (``PendingTxnOffsets``)."""
+        NOT_COORDINATOR if this broker does not coordinate the id (the group coordinator's
+        transactional batch in ``__consumer_offsets`` is then the only copy)."""
         if not self.state.coordinates(txn_id):
             return Errors.NOT_COORDINATOR
         meta = self.state.get(txn_id)

@@ -14,11 +14,16 @@ Markers go through the coordinator's ``TransactionMarkerChannel``: written here 
 partitions this broker leads (standalone: all of them), sent as WriteTxnMarkers to the
 leaders of the others. Either way :func:`write_marker` does the leader's part: append the
 marker, then wait until the ISR has it (acks=all: a marker the ISR lost in a failover would
-leave the partition's transaction open forever). A marker for a ``__consumer_offsets``
-partition appends nothing (the offset store reads every record there as an offset): it makes
-this broker, the group coordinator, commit or drop the producer's pending transactional
-offsets (``PendingTxnOffsets``; TxnOffsetCommit holds them there when the transaction's
-coordinator is another broker).
+leave the partition's transaction open forever).
+
+Transactional offsets are durable as in Kafka: TxnOffsetCommit, at the group's coordinator,
+appends them to the group's ``__consumer_offsets`` partition as a transactional batch of the
+producer (acks=all, ``offsets.commit.timeout.ms``) and the offset store holds them as pending;
+the marker is appended there like anywhere else, and once the ISR has it the offset store
+commits or drops them (``OffsetStore.complete_txn``). A coordinator that loads the partition
+— after a restart, or a failover to another broker — rebuilds the pending offsets and applies
+the markers from the log, so a group coordinator that dies between TxnOffsetCommit and the
+marker loses nothing: the transaction's coordinator resends the marker to the new leader.
 
 A fenced producer gets PRODUCER_FENCED from the request versions of KIP-588 on, and
 INVALID_PRODUCER_EPOCH from older ones (Kafka's rule).
@@ -38,6 +43,7 @@ from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from sluice.broker.log.errors import InvalidProducerEpochError, StorageError
 from sluice.broker.log.log import Log
+from sluice.broker.log.record_batch import NO_SEQUENCE
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
@@ -50,7 +56,6 @@ from sluice.broker.server.handlers import offsets, produce
 from sluice.broker.server.responses import respond
 from sluice.broker.transactions.coordinator import TopicPartitionKey, TransactionCoordinator
 from sluice.broker.transactions.marker_channel import TransactionMarkerChannel, TxnMarker
-from sluice.broker.transactions.pending_txn_offsets import OffsetEntry, PendingTxnOffsets
 from sluice.broker.transactions.transaction_config import TransactionConfig
 from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
 from sluice.broker.transactions.transaction_log import partition_for
@@ -162,13 +167,12 @@ async def write_marker(
     """The leader's part of one marker: append it, wake the fetches waiting on it (the last
     stable offset may have moved), and answer once the ISR has it — NONE, or
     NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile, REQUEST_TIMED_OUT if the ISR did
-    not catch up within ``timeout_ms`` (the coordinator resends either way). A
-    ``__consumer_offsets`` partition gets no marker: see the module docstring."""
+    not catch up within ``timeout_ms`` (the coordinator resends either way). In a
+    ``__consumer_offsets`` partition, a replicated marker then commits or drops the producer's
+    pending transactional offsets (see the module docstring)."""
     leading, error = ctx.replicas.leader_or_error(topic, partition)
     if leading is None:
         return error
-    if topic == OFFSETS_TOPIC:
-        return await _complete_txn_offsets(ctx, partition, marker)
     try:
         info = leading.log.append_marker(
             marker.producer_id, marker.producer_epoch, commit=marker.commit,
@@ -182,7 +186,11 @@ async def write_marker(
         return code_for(exc)
     leading.maybe_advance_hw()
     ctx.purgatory.notify(TopicPartition(topic, partition))
-    return await _replicated(ctx, leading, info.last_offset + 1, timeout_ms)
+    code = await _replicated(ctx, leading, info.last_offset + 1, timeout_ms)
+    if code == Errors.NONE and topic == OFFSETS_TOPIC:
+        # Kafka's handleTxnCompletion: only once the ISR has the marker (a reload finds it).
+        ctx.offsets.complete_txn(partition, marker.producer_id, marker.commit)
+    return code
 
 
 async def _replicated(ctx: BrokerContext, leading: Partition, end: int, timeout_ms: int) -> Errors:
@@ -202,41 +210,6 @@ async def _replicated(ctx: BrokerContext, leading: Partition, end: int, timeout_
         if loop.time() >= deadline:
             return Errors.REQUEST_TIMED_OUT
         await asyncio.sleep(0.01)
-    return Errors.NONE
-
-
-_pending_offsets: weakref.WeakKeyDictionary[Any, PendingTxnOffsets] = weakref.WeakKeyDictionary()
-
-
-def pending_txn_offsets(ctx: BrokerContext) -> PendingTxnOffsets:
-    """The transactional offsets this broker holds as a group coordinator."""
-    held = _pending_offsets.get(ctx)
-    if held is None:
-        held = _pending_offsets[ctx] = PendingTxnOffsets()
-    return held
-
-
-async def _complete_txn_offsets(ctx: BrokerContext, partition: int, marker: TxnMarker) -> Errors:
-    """A marker reached ``__consumer_offsets-<partition>``, led here: commit (durably) or
-    drop the producer's pending offsets of the partition's groups."""
-    held = pending_txn_offsets(ctx)
-    taken = held.complete(
-        marker.producer_id, marker.producer_epoch, marker.commit,
-        lambda group: ctx.offsets.partition_for(group) == partition,
-    )  # fmt: skip
-    now = int(time.time() * 1000)
-    groups = sorted(taken.items())
-    for i, (group, entries) in enumerate(groups):
-        try:
-            await ctx.offsets.commit(
-                group, [(t, p, CommittedOffset(o, e, m, now)) for t, p, o, e, m in entries]
-            )
-        except OffsetCommitFailedError as exc:
-            # Held again for the resent marker (the groups committed so far stay committed:
-            # committing them again would change nothing).
-            unapplied: dict[str, list[OffsetEntry]] = dict(groups[i:])
-            held.restore(marker.producer_id, marker.producer_epoch, unapplied)
-            return exc.error_code if exc.error_code.retriable else Errors.NOT_COORDINATOR
     return Errors.NONE
 
 
@@ -461,11 +434,11 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
         code = coordinator.txn_offset_commit(
             body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, accepted
         )
-        if code == Errors.NOT_COORDINATOR:
-            # The transaction's coordinator is another broker: hold the offsets here, as the
-            # group's coordinator, until the marker for the group's partition.
-            code = pending_txn_offsets(ctx).hold(
-                body.producer_id, body.producer_epoch, body.group_id, accepted
+        if code in (Errors.NONE, Errors.NOT_COORDINATOR):
+            # NOT_COORDINATOR: the transaction's coordinator is another broker. Either way the
+            # group's coordinator (this broker) makes the offsets durable in the transaction.
+            code = await _append_txn_offsets(
+                ctx, body.group_id, body.producer_id, body.producer_epoch, accepted
             )
         if code == Errors.PRODUCER_FENCED:
             code = Errors.INVALID_PRODUCER_EPOCH
@@ -474,6 +447,48 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
                 if p["error_code"] == Errors.NONE:
                     p["error_code"] = code
     return respond(request, {"throttle_time": 0, "topics": topics})
+
+
+async def _append_txn_offsets(
+    ctx: BrokerContext, group: str, producer_id: int, producer_epoch: int,
+    offsets: Sequence[tuple[str, int, int, int, str | None]],
+) -> Errors:  # fmt: skip
+    """Append the offsets to the group's partition as a transactional batch of the producer
+    (acks=all) and hold them as pending there (``OffsetStore.commit_txn``)."""
+    now = int(time.time() * 1000)
+    partition = ctx.offsets.partition_for(group)
+    leading = ctx.replicas.leader_partition(OFFSETS_TOPIC, partition)
+    if leading is None:
+        return Errors.NOT_COORDINATOR
+    sequence = _next_sequence(leading.log, producer_id, producer_epoch)
+    try:
+        # No suspension between reading the sequence and the log's append (the replica
+        # manager appends before its first await), so no other batch of the producer can
+        # come in between; if one did, the log refuses this one (OUT_OF_ORDER_SEQUENCE).
+        await ctx.offsets.commit_txn(
+            group, producer_id, producer_epoch, sequence,
+            [(t, p, CommittedOffset(o, e, m, now)) for t, p, o, e, m in offsets],
+        )  # fmt: skip
+    except InvalidProducerEpochError:
+        return Errors.PRODUCER_FENCED
+    except OffsetCommitFailedError as exc:
+        return coordinator_code_for(exc)
+    except (StorageError, OSError) as exc:
+        return code_for(exc)
+    return Errors.NONE
+
+
+def _next_sequence(partition_log: Log, producer_id: int, producer_epoch: int) -> int:
+    """The sequence the producer's next batch in ``partition_log`` must carry: the group
+    coordinator writes the transactional offset batches of a producer id in its own
+    sequence per offsets partition (Kafka skips the check for its coordinators' appends;
+    Sluice's log checks every batch with a producer id, and would take a second batch of
+    ``NO_SEQUENCE`` for a duplicate of the first)."""
+    entry = partition_log.producer_state.entries.get(producer_id)
+    if entry is None or entry.epoch != producer_epoch or not entry.batches:
+        return 0
+    last = entry.batches[-1].last_seq
+    return 0 if last == NO_SEQUENCE else (last + 1) % (1 << 31)
 
 
 async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> bytes:

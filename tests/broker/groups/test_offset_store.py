@@ -23,7 +23,7 @@ from sluice.broker.groups.offsets_topic_records import (
     is_legacy_json,
 )
 from sluice.broker.log.log_manager import LogManager
-from sluice.broker.log.records import encode_batch
+from sluice.broker.log.records import decode_batch, encode_batch
 
 
 def test_java_string_hash_matches_java():
@@ -44,7 +44,7 @@ def open_store(tmp_path, partitions=3):
     logs = [manager.get_or_create_log(offset_store.TOPIC, p) for p in range(partitions)]
 
     async def append(partition, batch):
-        logs[partition].append(batch)
+        return logs[partition].append(batch).first_offset
 
     store = OffsetStore(partitions, append)
     for p, partition_log in enumerate(logs):
@@ -120,8 +120,8 @@ def _legacy_batch(entries):
 
 def _raw_records(partition_log):
     found = []
-    for _offset, key, value in OffsetStore._records(partition_log):
-        found.append((key, value))
+    for header, raw in OffsetStore._batches(partition_log):
+        found += [(r.key, r.value) for r in decode_batch(raw, header.position)]
     return found
 
 
