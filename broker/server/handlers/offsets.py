@@ -174,6 +174,7 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> bytes:
                 wanted.setdefault(topic, []).append(partition)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+    stable = getattr(body, "require_stable", False)  # v7+ (KIP-447)
     topics = []
     for topic, partitions in wanted.items():
         out = []
@@ -183,6 +184,12 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> bytes:
                 out.append({"partition_index": partition, "committed_offset": -1,
                             "committed_leader_epoch": -1, "metadata": "",
                             "error_code": Errors.TOPIC_AUTHORIZATION_FAILED})  # fmt: skip
+                continue
+            if stable and ctx.offsets.has_pending_txn(body.group_id, topic, partition):
+                # KIP-447: a transaction holds an offset for it that is not committed yet.
+                out.append({"partition_index": partition, "committed_offset": -1,
+                            "committed_leader_epoch": -1, "metadata": "",
+                            "error_code": Errors.UNSTABLE_OFFSET_COMMIT})  # fmt: skip
                 continue
             c = ctx.offsets.fetch(body.group_id, topic, partition)
             out.append(
