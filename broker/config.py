@@ -17,8 +17,18 @@ keys are read by ``sluice.broker.security`` when the listeners are set up; they 
 
 Metadata advertises one endpoint per broker: the advertised address of the inter-broker
 listener (``listener`` / ``advertised``), which clients on another listener therefore do not
-reach. Cluster mode needs a ``PLAINTEXT`` inter-broker listener: replication connects in
-plaintext.
+reach.
+
+Inter-broker security (cluster mode): replication fetchers and the transaction marker channel
+connect to the other brokers' inter-broker listener as Kafka's inter-broker client does
+(``sluice.broker.security.client``): on ``SSL`` / ``SASL_SSL`` trusting ``ssl.truststore.*``
+(``listener.name.<l>.ssl.*`` first; required) and presenting the broker's own keystore when
+asked; on ``SASL_*`` logging in with ``sasl.mechanism.inter.broker.protocol`` (Kafka's default
+GSSAPI is refused: set PLAIN or SCRAM-SHA-256/512) as the ``username`` / ``password`` of
+``listener.name.<l>.<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``). A missing or
+broken piece refuses to start (``ConfigError`` naming the key): ``inter_broker_security``.
+With SCRAM the inter-broker user's credential must be in ZooKeeper before the brokers start
+(``/config/users/<user>``, as Kafka's ``kafka-configs --zookeeper`` writes it).
 Shutdown (``sluice.broker.server.broker``): the controlled part — leaving the cluster so that
 leadership moves away first — gets ``controlled.shutdown.max.retries`` attempts of at most
 ``controlled.shutdown.retry.backoff.ms`` each; after that the broker stops anyway.
@@ -40,6 +50,7 @@ listener.security.protocol.map             NAME:NAME for the 4 below  listener �
 advertised.listeners                       = listeners                what Metadata reports
 inter.broker.listener.name /               (the PLAINTEXT listener,   replication's listener
 security.inter.broker.protocol              else the first)
+sasl.mechanism.inter.broker.protocol       GSSAPI (refused: set one)  inter-broker login
 sasl.enabled.mechanisms                    GSSAPI (refused: set one)  per listener too
 connections.max.reauth.ms                  0                          re-auth unsupported
 sasl.server.max.receive.size               524288                     largest SASL token
@@ -85,8 +96,11 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from sluice.broker.log.log_config import LogConfig
+from sluice.broker.security.client import InterBrokerSecurity, inter_broker_security
+from sluice.broker.security.errors import SecurityError
 from sluice.broker.transactions.transaction_config import TransactionConfig, TransactionConfigError
 from sluice.common import options
+from sluice.common.tls import TlsError, client_context
 
 _log = logging.getLogger(__name__)
 
@@ -350,6 +364,21 @@ def _inter_broker_listener(props: Mapping[str, str], listeners: tuple[Listener, 
     return wanted
 
 
+def _inter_broker_security(props: Mapping[str, str], listener: Listener) -> InterBrokerSecurity:
+    """The inter-broker listener's client settings, its TLS keys loaded once to prove they
+    work (``sluice.broker.security.client``); ``ConfigError`` naming the key otherwise."""
+    mechanisms = sasl_mechanisms(props, listener.name) if listener.uses_sasl else ()
+    try:
+        security = inter_broker_security(
+            props, listener.name, listener.security_protocol, mechanisms
+        )
+        if security.tls_properties is not None:
+            client_context(security.tls_properties)
+    except (SecurityError, TlsError) as exc:
+        raise ConfigError(f"inter-broker security: {exc}") from None
+    return security
+
+
 def unknown_keys(props: Mapping[str, str]) -> list[str]:
     """The keys of ``props`` that are no Kafka broker key (nor Sluice's own), sorted."""
     unknown = []
@@ -419,6 +448,11 @@ class BrokerConfig:
     advertised: Listener = _DEFAULT_LISTENER
     #: every listener, in the order of ``listeners``
     listeners: tuple[Listener, ...] = (_DEFAULT_LISTENER,)
+    #: how this broker reaches the others (cluster mode; ``None`` standalone): the inter-broker
+    #: listener's TLS keys and SASL login, checked at start (secrets: not in repr)
+    inter_broker_security: InterBrokerSecurity | None = field(
+        default=None, repr=False, compare=False
+    )
     connections_max_reauth_ms: int = 0
     sasl_server_max_receive_size: int = 524_288
     #: the ``ssl.*``, ``sasl.*`` and ``listener.name.*`` keys and the authorizer's keys
@@ -499,12 +533,9 @@ class BrokerConfig:
             advertised = Listener(
                 advertised.name, "127.0.0.1", advertised.port, advertised.security_protocol
             )
-        if props.get("zookeeper.connect") and listener.security_protocol != "PLAINTEXT":
-            raise UnservedListenerError(
-                f"the inter-broker listener {listener} is {listener.security_protocol}: "
-                "replication and controller connections are plaintext only so far; add a "
-                "PLAINTEXT listener and set inter.broker.listener.name to it"
-            )
+        inter_broker_security = (
+            _inter_broker_security(props, listener) if props.get("zookeeper.connect") else None
+        )
         dirs = props.get("log.dirs") or props.get("log.dir") or "./data/broker"
         log_dirs = tuple(d.strip() for d in dirs.split(",") if d.strip())
         if not log_dirs:
@@ -525,6 +556,7 @@ class BrokerConfig:
             listener=listener,
             advertised=advertised,
             listeners=listeners,
+            inter_broker_security=inter_broker_security,
             connections_max_reauth_ms=_int(props, "connections.max.reauth.ms", 0),
             sasl_server_max_receive_size=_int(props, "sasl.server.max.receive.size", 524_288),
             security_properties=MappingProxyType(

@@ -27,8 +27,9 @@ from sluice.broker.protocol import ApiKey, ProtocolError
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.protocol.errors import Errors
-from sluice.broker.replication.broker_client import BrokerClient
+from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, BrokerConnector
 from sluice.broker.replication.partition import Partition, Role
+from sluice.broker.security.errors import SaslError
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,20 @@ RESPONSE_MAX_BYTES = 16 << 20
 
 
 class ReplicaFetcher:
-    def __init__(self, broker_id: int, leader_id: int, host: str, port: int) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        leader_id: int,
+        host: str,
+        port: int,
+        connector: BrokerConnector = PLAINTEXT,
+    ) -> None:
+        """``connector``: how to reach the leader (the inter-broker listener's TLS and SASL)."""
         self.broker_id = broker_id
         self.leader_id = leader_id
-        self.client = BrokerClient(host, port, f"sluice-replica-fetcher-{broker_id}")
+        self.client = BrokerClient(
+            host, port, f"sluice-replica-fetcher-{broker_id}", connector=connector
+        )
         self.partitions: dict[TopicPartition, Partition] = {}
         self._needs_truncation: set[TopicPartition] = set()
         self._wake = asyncio.Event()
@@ -89,6 +100,16 @@ class ReplicaFetcher:
                 backoff = 0.1
             except asyncio.CancelledError:
                 raise
+            except SaslError as exc:
+                # The leader refused this broker's login: say so on every attempt (the
+                # message is the leader's answer and the user name, never the password).
+                log.warning(
+                    "replica fetcher %d→%d: inter-broker authentication failed: %s; "
+                    "retrying in %.1fs", self.broker_id, self.leader_id, exc, backoff,
+                )  # fmt: skip
+                await self.client.close()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
             except Exception as exc:
                 # The leader died mid-response (IncompleteReadError is an EOFError, not an
                 # OSError), refused the connection, or sent something we cannot use: never

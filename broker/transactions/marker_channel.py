@@ -39,7 +39,8 @@ from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.protocol.errors import Errors
-from sluice.broker.replication.broker_client import BrokerClient
+from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, BrokerConnector
+from sluice.broker.security.errors import SaslError
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,12 @@ class TransactionMarkerChannel:
     def __init__(
         self, routes: MarkerRoutes, *, request_timeout_ms: int = 15_000,
         retry_for_ms: int = 15_000, backoff_ms: int = 50, max_backoff_ms: int = 1_000,
+        connector: BrokerConnector = PLAINTEXT,
     ) -> None:  # fmt: skip
+        """``connector``: how to reach the other brokers (the inter-broker listener's TLS
+        and SASL)."""
         self.routes = routes
+        self.connector = connector
         self.request_timeout_ms = request_timeout_ms
         self.retry_for_ms = retry_for_ms
         self.backoff_ms = backoff_ms
@@ -159,6 +164,9 @@ class TransactionMarkerChannel:
         except (OSError, EOFError, TimeoutError, ConnectionError) as exc:
             log.info("WriteTxnMarkers to broker %d failed: %r", broker, exc)
             return unreachable
+        except SaslError as exc:  # the leader refused the login; no secret in the message
+            log.warning("WriteTxnMarkers to broker %d: authentication failed: %s", broker, exc)
+            return unreachable
         results: dict[TopicPartitionKey, Errors] = {}
         for answered in response.markers:
             for t in answered.topics:
@@ -177,7 +185,7 @@ class TransactionMarkerChannel:
                 await client.close()
             client = BrokerClient(
                 address[0], address[1], f"sluice-txn-markers-{self.routes.broker_id}",
-                timeout=self.request_timeout_ms / 1000,
+                timeout=self.request_timeout_ms / 1000, connector=self.connector,
             )  # fmt: skip
             self._clients[broker] = client
         return client

@@ -21,6 +21,9 @@ execs, so the pid stays the broker's.
 Readiness is an answered ApiVersions request, not just an accepted TCP connection: the broker
 listens only after it has loaded (and if need be recovered) its logs, and answering proves the
 request path works. The probe is a few bytes by hand (``sluice.broker.protocol``), no client.
+A secured broker (``protocol`` other than PLAINTEXT: its one listener is
+``<protocol>://127.0.0.1:<port>``) is probed over TLS with ``probe_tls`` when the protocol
+uses TLS; ApiVersions is answered before SASL authentication, so SASL needs nothing more.
 
 Not thread-safe: one thread drives a broker; ``bootstrap`` may be read from any thread.
 """
@@ -28,6 +31,7 @@ Not thread-safe: one thread drives a broker; ``bootstrap`` may be read from any 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 from collections.abc import Mapping
@@ -75,6 +79,8 @@ class BrokerProcess(ChildProcess):
         max_open_files: int | None = None,
         log_level: str | None = None,
         log_dir: Path | None = None,
+        protocol: str = "PLAINTEXT",
+        probe_tls: ssl.SSLContext | None = None,
     ) -> None:
         self.base_dir = Path(base_dir).absolute()  # the broker runs in it: no relative paths
         super().__init__(
@@ -89,6 +95,8 @@ class BrokerProcess(ChildProcess):
         self.metrics_port = metrics_port
         self.max_open_files = max_open_files
         self.log_level = log_level
+        self.protocol = protocol
+        self.probe_tls = probe_tls
         self.overrides: dict[str, str] = {}
         if broker_id is not None:
             self.overrides["broker.id"] = str(broker_id)
@@ -109,7 +117,7 @@ class BrokerProcess(ChildProcess):
 
     def command(self) -> list[str]:
         settings = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{self.protocol}://127.0.0.1:{self.port}",
             "log.dirs": str(self.log_dir),
             "offsets.topic.num.partitions": "1",
             **self.overrides,
@@ -129,7 +137,7 @@ class BrokerProcess(ChildProcess):
 
     def answers(self, timeout: float = 2.0) -> bool:
         """Whether the broker answers an ApiVersions request within ``timeout`` seconds."""
-        return answers_api_versions(self.port, timeout)
+        return answers_api_versions(self.port, timeout, self.probe_tls)
 
     def restart(self, *, kill: bool = False, timeout: float = START_TIMEOUT) -> Self:
         """Stop (or kill) the broker and start it again on the same port and log dir. A
@@ -161,17 +169,19 @@ class BrokerProcess(ChildProcess):
         )
 
 
-def answers_api_versions(port: int, timeout: float) -> bool:
+def answers_api_versions(port: int, timeout: float, tls: ssl.SSLContext | None = None) -> bool:
     """Whether something on ``127.0.0.1:port`` answers ApiVersions v0 without an error, within
-    ``timeout`` seconds (connect, send, read). Thread-safe."""
+    ``timeout`` seconds (connect, send, read), over TLS with ``tls``. Thread-safe."""
     body = build(request_type(ApiKey.API_VERSIONS, 0), {})
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-            sock.sendall(encode_request(1, "sluice-testing", body))
-            prefix = _recv_exactly(sock, _SIZE.size)
-            if prefix is None:
-                return False
-            frame = _recv_exactly(sock, _SIZE.unpack(prefix)[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+            sock = tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw
+            with sock:
+                sock.sendall(encode_request(1, "sluice-testing", body))
+                prefix = _recv_exactly(sock, _SIZE.size)
+                if prefix is None:
+                    return False
+                frame = _recv_exactly(sock, _SIZE.unpack(prefix)[0])
     except OSError:
         return False
     if frame is None:

@@ -12,12 +12,19 @@ sleeps). Metadata is asked of one running broker at a time (each broker answers 
 ZooKeeper view), so a dead broker's stale view is never taken for the cluster's. While brokers
 change state a Metadata request may fail: :func:`wait_for_metadata` counts that as "not yet".
 
+A secured cluster: ``protocol`` names each broker's one listener's security protocol (it is
+also the inter-broker one), ``probe_tls`` the TLS context of the readiness probe,
+``client_config`` the librdkafka security settings of the admin clients (and of any client a
+test makes: :attr:`BrokerCluster.client_config`), and ``broker_overrides`` settings for one
+broker only (a wrong inter-broker password, say).
+
 Not thread-safe: one thread drives the cluster (the admin clients are cached per broker).
 """
 
 from __future__ import annotations
 
 import itertools
+import ssl
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
@@ -73,15 +80,25 @@ class BrokerCluster:
         zk_connect: str,
         size: int = 3,
         overrides: Mapping[str, str] | None = None,
+        *,
+        protocol: str = "PLAINTEXT",
+        probe_tls: ssl.SSLContext | None = None,
+        client_config: Mapping[str, Any] | None = None,
+        broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         self.zk_connect = zk_connect
         settings = {**CLUSTER_OVERRIDES, **(overrides or {})}
+        only = broker_overrides or {}
+        #: what a client of this cluster needs besides ``bootstrap.servers`` (librdkafka keys)
+        self.client_config: dict[str, Any] = dict(client_config or {})
         self.brokers = {
             i: BrokerProcess(
                 Path(base_dir) / f"broker-{i}",
-                settings,
+                {**settings, **only.get(i, {})},
                 broker_id=i,
                 zookeeper_connect=zk_connect,
+                protocol=protocol,
+                probe_tls=probe_tls,
             )
             for i in range(size)
         }
@@ -144,7 +161,11 @@ class BrokerCluster:
             broker_id = self.running()[0]
         if broker_id not in self._admins:
             self._admins[broker_id] = AdminClient(
-                {"bootstrap.servers": self.brokers[broker_id].bootstrap, **QUIET}
+                {
+                    "bootstrap.servers": self.brokers[broker_id].bootstrap,
+                    **QUIET,
+                    **self.client_config,
+                }
             )
         return self._admins[broker_id]
 

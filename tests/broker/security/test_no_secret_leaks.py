@@ -13,6 +13,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from sluice.broker.security.client import (
+    INTER_BROKER_MECHANISM_KEY,
+    SaslClientExchange,
+    SaslLogin,
+    inter_broker_security,
+)
 from sluice.broker.security.errors import SecurityError
 from sluice.broker.security.jaas import parse_jaas_config
 from sluice.broker.security.plain import PlainAuthenticator, encode_plain_message
@@ -97,3 +103,37 @@ def test_scram_failures(secret: str, caplog: pytest.LogCaptureFixture) -> None:
     stored = credential_to_string(credential)
     broken = stored.replace("iterations=4096", "iterations=12")
     assert_hidden(stored.split(",")[1], lambda: credential_from_string(mechanism, broken), caplog)
+
+
+@SETTINGS
+@given(secret=secrets, other=secrets)
+def test_inter_broker_login_failures(
+    secret: str, other: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The inter-broker client's refusals: its config, the other broker's answer, a server
+    that does not hold the credential."""
+    assume(secret != other)
+    jaas = "listener.name.b.plain.sasl.jaas.config"
+    for props in (
+        {INTER_BROKER_MECHANISM_KEY: "PLAIN", jaas: f'M required password="{secret}";'},
+        {INTER_BROKER_MECHANISM_KEY: "PLAIN", jaas: f'M required username="{secret}" x;'},
+        {INTER_BROKER_MECHANISM_KEY: secret, jaas: f'M required password="{secret}";'},
+        {"sasl.jaas.config": f'M required username="u" password="{secret}";'},
+    ):
+        assert_hidden(
+            secret, lambda p=props: inter_broker_security(p, "B", "SASL_PLAINTEXT"), caplog
+        )
+    mechanism = ScramMechanism.SCRAM_SHA_512
+    forged = ScramServer(mechanism, lambda _name: create_credential(mechanism, other))
+    honest = ScramServer(mechanism, lambda _name: create_credential(mechanism, secret))
+    client = SaslClientExchange(SaslLogin("SCRAM-SHA-512", "broker", secret))
+    impostor = SaslClientExchange(SaslLogin("SCRAM-SHA-512", "broker", other))
+    final = client.respond(honest.receive(client.first_token()))
+    forged_final = impostor.respond(forged.receive(impostor.first_token()))
+    assert final is not None and forged_final is not None
+    honest.receive(final)
+    server_final = forged.receive(forged_final)
+    assert_hidden(secret, lambda: client.respond(server_final), caplog)
+    wrong = PlainAuthenticator({"broker": other})
+    plain = SaslClientExchange(SaslLogin("PLAIN", "broker", secret))
+    assert_hidden(secret, lambda: wrong.authenticate(plain.first_token()), caplog)

@@ -52,7 +52,7 @@ def test_unknown_key_is_one_warning_each(caplog: pytest.LogCaptureFixture) -> No
         ),
         (
             {"listeners": "SSL://:9093", "zookeeper.connect": "zk:2181"},
-            "replication and controller connections are plaintext only",
+            "ssl.truststore.location: the inter-broker listener SSL is SSL",
         ),
         ({"listeners": "PLAINTEXT://:1", "inter.broker.listener.name": "OTHER"}, "OTHER"),
     ],
