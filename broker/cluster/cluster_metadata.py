@@ -17,8 +17,18 @@ What it does with ZooKeeper (layout in ``zk_data``):
   change notification (Kafka's ``AdminZkClient.changeTopicConfig``); ``create_partitions``
   extends the topic znode's assignment (``AdminZkClient.addPartitions``) and the controller,
   which watches every topic znode, creates the new partitions' states.
-* Session expiry deletes the ephemeral registration; when kazoo reconnects with a new session
-  the broker registers again and every listener is told to re-read everything (``None``).
+* Registration and the session (``broker_registration``): session expiry deletes the
+  ephemeral registration; when kazoo reconnects with a new session the broker registers again,
+  re-reads the states of the partitions it led, and every listener is told to re-read
+  everything (``None``). :meth:`session_intact` is False from a suspended connection until
+  then: the replica manager takes no acks=0/1 produce request as leader meanwhile (the narrowing of
+  Kafka's ``acks=1`` loss explained there). :meth:`stop` never waits for a ZooKeeper that is
+  down: deregistration is skipped when not connected (the znode goes with the session).
+* Log dir failures: :meth:`report_offline_replicas` writes a
+  ``/log_dir_event_notification/log_dir_event_<seq>`` (Kafka's ``propagateLogDirEvent``) naming
+  this broker's offline replicas; the controller moves their leadership away and drops them
+  from the ISRs. The last report is written again after a re-registration (the controller
+  forgets a broker's offline replicas when it re-registers).
 * ``partition_admin`` (ElectLeaders, reassignments) is this broker's controller: it answers
   while active, NOT_CONTROLLER otherwise.
 
@@ -26,8 +36,8 @@ Threads: kazoo's callbacks only queue events; one worker thread (``cluster-metad
 reads ZooKeeper, updates the view and calls the listeners. Reads of the view are safe from any
 thread (the view's dicts are only replaced or updated under a lock; single lookups need none).
 ``create_topic``, ``delete_topic``, ``alter_topic_config``, ``create_partitions``,
-``update_isr`` and ``next_producer_id`` talk to ZooKeeper synchronously from the caller's thread
-(they block; call them off the event loop).
+``update_isr``, ``next_producer_id`` and ``report_offline_replicas`` talk to ZooKeeper
+synchronously from the caller's thread (they block; call them off the event loop).
 """
 
 from __future__ import annotations
@@ -37,23 +47,35 @@ import dataclasses
 import logging
 import queue
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from sluice.broker.cluster.added_partitions import added_partitions
+from sluice.broker.cluster.broker_registration import (
+    BrokerRegistration,
+    BrokerRegistrationError,
+)
 from sluice.broker.cluster.controller import Controller, assign_replicas_to_brokers
 from sluice.broker.cluster.partition_admin import PartitionAdmin
+from sluice.broker.cluster.producer_id_manager import ProducerIdManager
 from sluice.broker.cluster.topic_metadata import (
     InvalidConfigError,
     InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
     TopicExistsError,
     TopicInfo,
     UnknownTopicError,
@@ -68,6 +90,7 @@ from sluice.broker.cluster.zk_data import (
     ConfigChangeNotificationZNode,
     ConfigChangesZNode,
     DeleteTopicsTopicZNode,
+    LogDirEventNotificationSequenceZNode,
     PartitionState,
     ProducerIdBlockZNode,
     TopicConfigZNode,
@@ -92,10 +115,8 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _TOPIC_ID_NAMESPACE = uuid.UUID("7c1a3e52-5d8e-4b1e-9a57-3f0f6c2d9b10")
 
 Listener = Callable[[set[tuple[str, int]] | None], None]
-
-
-class BrokerRegistrationError(Exception):
-    """``/brokers/ids/<id>`` is held by another live session: two brokers share an id."""
+# ZooKeeper could not be asked (the session listener recovers; the caller retries later).
+_UNREACHABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
 
 
 @dataclass
@@ -129,7 +150,7 @@ class ClusterMetadata:
         self.rack = rack
         self.default_replication_factor = default_replication_factor
         self.num_partitions = num_partitions
-        self.registration_timeout = registration_timeout
+        self.registration = BrokerRegistration(zk, broker_id, timeout=registration_timeout)
         self.controller = Controller(zk, broker_id, unclean_leader_election=unclean_leader_election)
         self.partition_admin: PartitionAdmin = self.controller
         self.cluster_id = ""
@@ -146,13 +167,12 @@ class ClusterMetadata:
         self._listeners: list[Listener] = []
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._worker: threading.Thread | None = None
-        self._session_lost = False
-        self._suspended = False
         self._started = False
         self._stopped = False
-        self._pid_lock = threading.Lock()
-        self._pid_next = 0
-        self._pid_end = -1
+        self._producer_ids = ProducerIdManager(zk, broker_id)
+        # This broker's offline replicas as last reported (None: never reported).
+        self._offline_reported: frozenset[tuple[str, int]] | None = None
+        self._report_lock = threading.Lock()
         # The last config change notification handled (None until the first look, which
         # only takes the current last: configs are read with each topic anyway).
         self._config_seq: int | None = None
@@ -164,6 +184,7 @@ class ClusterMetadata:
             self.zk.ensure_path(path)
         self.cluster_id = self._cluster_id()
         self._register()
+        self.registration.mark_registered()
         self._started = True
         self._worker = threading.Thread(
             target=self._run, name=f"cluster-metadata-{self.broker_id}", daemon=True
@@ -177,28 +198,30 @@ class ClusterMetadata:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the controller (handing it on), deregister, stop the worker. Does not close the
-        kazoo client (the caller owns it). Idempotent; works on a closed client."""
+        kazoo client (the caller owns it). Idempotent; works on a closed client; returns within
+        about a second while ZooKeeper is unreachable (nothing to hand over: the session's
+        end removes the registration and ``/controller``)."""
         if self._stopped:
             return
         self._stopped = True
         self.zk.remove_listener(self._on_session_state)
         self.controller.stop(timeout)
         self._events.put(("stop",))
-        if self._worker is not None:
-            self._worker.join(timeout)
+        if self._worker is not None:  # as the controller's: not waiting on a ZooKeeper down
+            self._worker.join(timeout if self.zk.connected else min(timeout, 0.5))
         if self._started:
-            try:
-                _, stat = self.zk.get(BrokerIdZNode.path(self.broker_id))
-                if stat.ephemeralOwner == self._session_id():
-                    self.zk.delete(BrokerIdZNode.path(self.broker_id), version=stat.version)
-            except KazooException as e:
-                log.debug("broker %d: deregistration skipped: %s", self.broker_id, e)
+            self.registration.deregister()
 
     def add_listener(self, callback: Listener) -> None:
         """Call ``callback`` on the metadata worker thread after each change (``ClusterView``)."""
         self._listeners.append(callback)
 
     # -- reads (any thread) ----------------------------------------------------------------
+
+    def session_intact(self) -> bool:
+        """Whether this broker may act as a partition leader: registered under a session it
+        knows ZooKeeper holds (see ``broker_registration``)."""
+        return self.registration.session_intact
 
     def controller_id(self) -> int:  # -1 while there is none
         return self.controller.active_controller_id
@@ -352,7 +375,7 @@ class ClusterMetadata:
                 )
             replication = len(current.partitions[0])
             live = self._read_brokers()
-            added = self._new_assignment(live, existing, total - existing, replication, assignment)
+            added = added_partitions(live, existing, total - existing, replication, assignment)
             partitions = {**current.partitions, **added}
             view = self._topic_view(name, data, stat)
             info = dataclasses.replace(view.info, partitions=total)
@@ -371,36 +394,6 @@ class ClusterMetadata:
             return info
         raise InvalidPartitionsError(f"topic {name!r} kept changing while adding partitions")
 
-    @staticmethod
-    def _new_assignment(
-        live: Mapping[int, BrokerInfo],
-        first: int,
-        count: int,
-        replication: int,
-        assignment: Sequence[Sequence[int]] | None,
-    ) -> dict[int, tuple[int, ...]]:
-        if assignment is None:
-            fresh = assign_replicas_to_brokers(
-                {b.broker_id: b.rack for b in live.values()}, count, replication
-            )
-            return {first + p: replicas for p, replicas in fresh.items()}
-        if len(assignment) != count:
-            raise InvalidReplicaAssignmentError(
-                f"expected an assignment for each of the {count} new partitions, found "
-                f"{len(assignment)}"
-            )
-        out: dict[int, tuple[int, ...]] = {}
-        for i, replicas in enumerate(assignment):
-            replicas = tuple(replicas)
-            unknown = [b for b in replicas if b not in live]
-            if len(replicas) != replication or len(set(replicas)) != len(replicas) or unknown:
-                raise InvalidReplicaAssignmentError(
-                    f"partition {first + i}: expected {replication} distinct live brokers "
-                    f"(live: {sorted(live)}), found {list(replicas)}"
-                )
-            out[first + i] = replicas
-        return out
-
     def update_isr(
         self,
         topic: str,
@@ -411,14 +404,19 @@ class ClusterMetadata:
     ) -> PartitionState | None:
         """The partition leader's ISR change, written only if the state znode is still at
         ``zk_version`` and names this broker as leader at ``leader_epoch`` (Kafka 2.x
-        ``Partition.updateIsr``). Returns the new state, or ``None`` if the state moved — the
-        caller re-reads ``partition_state`` and decides again."""
+        ``Partition.updateIsr``). Returns the new state, or ``None`` if the state moved or
+        ZooKeeper is unreachable (one line logged) — the caller decides again later."""
         if self.broker_id not in isr:
             raise ValueError(f"the leader {self.broker_id} must be in the ISR, found {list(isr)}")
         path = TopicPartitionStateZNode.path(topic, partition)
         try:
             data, stat = self.zk.get(path)
         except NoNodeError:
+            return None
+        except _UNREACHABLE as e:
+            log.warning(
+                "broker %d: ISR of %s-%d not written: %r", self.broker_id, topic, partition, e
+            )
             return None
         if stat.version != zk_version:
             return None
@@ -434,6 +432,11 @@ class ClusterMetadata:
             new_stat = self.zk.set(path, new_data, version=zk_version)
         except (BadVersionError, NoNodeError):
             return None
+        except _UNREACHABLE as e:  # written or not: the state's watch tells
+            log.warning(
+                "broker %d: ISR of %s-%d not written: %r", self.broker_id, topic, partition, e
+            )
+            return None
         state = PartitionState(
             self.broker_id, leader_epoch, tuple(isr), current.controller_epoch, new_stat.version
         )
@@ -441,44 +444,30 @@ class ClusterMetadata:
             self._events.put(("notify", {(topic, partition)}))
         return state
 
+    def report_offline_replicas(self, partitions: frozenset[tuple[str, int]]) -> None:
+        """Tell the controller that ``partitions`` (every one, not only new ones) are this
+        broker's offline replicas now: a log dir event znode (see the module docstring).
+        Blocks on ZooKeeper; raises what kazoo raises (the caller retries)."""
+        with self._report_lock:
+            self.zk.create(
+                LogDirEventNotificationSequenceZNode.path_prefix(),
+                LogDirEventNotificationSequenceZNode.encode(self.broker_id, sorted(partitions)),
+                sequence=True,
+                makepath=True,
+            )
+            self._offline_reported = partitions
+        if partitions:
+            log.warning("broker %d: reported offline replicas to the controller: %s",
+                        self.broker_id, sorted(partitions))  # fmt: skip
+        else:
+            log.info("broker %d: reported to the controller that no replica is offline",
+                     self.broker_id)  # fmt: skip
+
     def next_producer_id(self) -> int:
-        """A producer id no other broker hands out: ids come from blocks of 1000 taken from
-        ``/latest_producer_id_block`` by conditional writes (Kafka's ``ProducerIdManager``)."""
-        with self._pid_lock:
-            if self._pid_next > self._pid_end:
-                while True:
-                    try:
-                        data, stat = self.zk.get(ProducerIdBlockZNode.path())
-                    except NoNodeError:
-                        block = ProducerIdBlockZNode.next_block(None, self.broker_id)
-                        try:
-                            self.zk.create(
-                                ProducerIdBlockZNode.path(), ProducerIdBlockZNode.encode(block)
-                            )
-                        except NodeExistsError:
-                            continue
-                        break
-                    previous = ProducerIdBlockZNode.decode(data)
-                    block = ProducerIdBlockZNode.next_block(previous, self.broker_id)
-                    try:
-                        self.zk.set(
-                            ProducerIdBlockZNode.path(),
-                            ProducerIdBlockZNode.encode(block),
-                            version=stat.version,
-                        )
-                    except BadVersionError:
-                        continue
-                    break
-                self._pid_next, self._pid_end = block.block_start, block.block_end
-            pid = self._pid_next
-            self._pid_next += 1
-            return pid
+        """A producer id no other broker hands out (``producer_id_manager``)."""
+        return self._producer_ids.next_producer_id()
 
     # -- ZooKeeper helpers -----------------------------------------------------------------
-
-    def _session_id(self) -> int | None:
-        client_id = self.zk.client_id
-        return None if client_id is None else int(client_id[0])
 
     def _cluster_id(self) -> str:
         path = ClusterIdZNode.path()
@@ -491,30 +480,7 @@ class ClusterMetadata:
         return ClusterIdZNode.decode(data)
 
     def _register(self) -> None:
-        """Create ``/brokers/ids/<id>``. If it exists for another session — our own previous
-        session not yet expired, or another broker with our id — wait for it to go away."""
-        path = BrokerIdZNode.path(self.broker_id)
-        data = BrokerIdZNode.encode(self.listener_host, self.listener_port, self.rack)
-        deadline = time.monotonic() + self.registration_timeout
-        while True:
-            try:
-                self.zk.create(path, data, ephemeral=True)
-                log.info("broker %d: registered at %s", self.broker_id, path)
-                return
-            except NodeExistsError:
-                try:
-                    _, stat = self.zk.get(path)
-                except NoNodeError:
-                    continue
-                if stat.ephemeralOwner == self._session_id():
-                    self.zk.set(path, data)
-                    return
-            if time.monotonic() > deadline:
-                raise BrokerRegistrationError(
-                    f"{path}: expected to register broker {self.broker_id}, found it registered "
-                    f"by another session for more than {self.registration_timeout}s"
-                )
-            time.sleep(0.1)
+        self.registration.register(self.listener_host, self.listener_port, self.rack)
 
     def _read_brokers(self) -> dict[int, BrokerInfo]:
         brokers: dict[int, BrokerInfo] = {}
@@ -569,17 +535,9 @@ class ClusterMetadata:
         return callback
 
     def _on_session_state(self, state: str) -> None:
-        if state == KazooState.LOST:
-            self._session_lost = True
-        elif state == KazooState.SUSPENDED:
-            self._suspended = True
-        elif state == KazooState.CONNECTED:
-            if self._session_lost:  # a new session: the registration is gone
-                self._session_lost = self._suspended = False
-                self._events.put(("reregister",))
-            elif self._suspended:  # same session: events may have been lost mid-read
-                self._suspended = False
-                self._events.put(("refresh",))
+        action = self.registration.on_state(state)
+        if action is not None:
+            self._events.put((action,))
 
     # -- the worker ------------------------------------------------------------------------
 
@@ -626,6 +584,11 @@ class ClusterMetadata:
         if kind == "reregister":
             self._register()
             self._refresh()
+            self._reread_led_states()
+            offline = self._offline_reported
+            if offline:  # the controller forgot them with the old registration
+                self.report_offline_replicas(offline)
+            self.registration.mark_rejoined()
             return None
         if kind == "refresh":
             return self._refresh()
@@ -635,6 +598,21 @@ class ClusterMetadata:
         """Re-read what the children watches cover (the data watches re-read themselves)."""
         changed = self._on_brokers()
         return changed | self._on_topics(set(self.zk.get_children(TopicsZNode.path())))
+
+    def _reread_led_states(self) -> None:
+        """Re-read the state of every partition the view says this broker leads: a new
+        session may have missed the election that deposed it."""
+        with self._lock:
+            led = [tp for tp, s in self._states.items() if s.leader == self.broker_id]
+        for topic, partition in led:
+            try:
+                data, stat = self.zk.get(TopicPartitionStateZNode.path(topic, partition))
+                state = TopicPartitionStateZNode.decode(
+                    data, stat.version, topic=topic, partition=partition
+                )
+            except NoNodeError:
+                continue
+            self._apply_state(topic, partition, state, stat)
 
     def _partitions_on(self, brokers: Iterable[int]) -> set[tuple[str, int]]:
         wanted = set(brokers)

@@ -32,6 +32,16 @@ callback thread never blocks:
   assignment; Kafka's ``PartitionModifications``) — create the states of the new partitions.
 * ``TOPIC_DELETION`` (``/admin/delete_topics`` children) — delete the topic's znodes, its config
   and the request, in one fenced transaction.
+* ``LOG_DIR_EVENT`` (``/log_dir_event_notification`` children; Kafka's
+  ``LogDirEventNotification``) — a broker's log dir failed: read each event, remember the
+  broker's offline replicas (each event replaces its previous set; ``zk_data`` has the payload),
+  delete the event, and reconcile that broker's partitions with it counted as dead *for those
+  partitions only*: it leaves their ISRs and, where it led, the first live ISR member in
+  assignment order takes over (Kafka's ``onReplicasBecomeOffline``). A broker's offline set is
+  forgotten when it re-registers (a restart re-validates its dirs) or leaves. A new controller
+  knows only the events not yet deleted — the states its predecessor wrote already keep the
+  offline replicas out of the ISRs, and such a replica cannot rejoin without fetching, which
+  its broker does not do while the dir is offline.
 * ``EXPIRE`` (session lost) — resign; ``SHUTDOWN`` — resign, delete ``/controller`` if it is ours.
 
 * ``ISR_CHANGE`` (the state znode of a partition being reassigned) — finish the reassignments
@@ -71,6 +81,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from sluice.broker.cluster.controller_admin import Call, ControllerAdmin
@@ -94,6 +105,8 @@ from sluice.broker.cluster.zk_data import (
     ControllerZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     PartitionState,
     TopicAssignment,
     TopicConfigZNode,
@@ -116,6 +129,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_STATE_WRITE_ATTEMPTS = 10
+SHUTDOWN_CALL_TIMEOUT = 2.0  # seconds, each ZooKeeper call of a resignation at shutdown
+STOP_WAIT_DISCONNECTED = 0.5  # seconds stop() waits for the worker while disconnected
 
 # -- the controller ---------------------------------------------------------------------------
 
@@ -127,6 +142,7 @@ class _Event(enum.Enum):
     PARTITION_CHANGE = "partition_change"
     TOPIC_DELETION = "topic_deletion"
     ISR_CHANGE = "isr_change"
+    LOG_DIR_EVENT = "log_dir_event"
     EXPIRE = "expire"
     SHUTDOWN = "shutdown"
 
@@ -164,6 +180,8 @@ class Controller(ControllerAdmin):
         self._states: dict[TopicPartitionKey, PartitionState] = {}
         self._topic_znodes: dict[str, TopicAssignment] = {}
         self._moving: dict[TopicPartitionKey, ReplicaAssignment] = {}  # reassignments under way
+        # Replicas on failed log dirs, per live broker (None: all of that broker's replicas).
+        self._offline: dict[int, frozenset[TopicPartitionKey] | None] = {}
         self._isr_watched: set[TopicPartitionKey] = set()  # state znodes watched (any thread)
         self._watched_topics: set[str] = set()  # topic znodes with a data watch (any thread)
 
@@ -188,8 +206,18 @@ class Controller(ControllerAdmin):
         """The znode version of ``/controller_epoch`` that fences this controller's writes."""
         return self._epoch_zk_version
 
+    def offline_replicas(self) -> dict[int, frozenset[TopicPartitionKey] | None]:
+        """Replicas on failed log dirs, per broker, as this controller knows them (None: all
+        of the broker's replicas; empty while not active)."""
+        return dict(self._offline)
+
     def start(self) -> None:
-        for path in (BrokerIdsZNode.path(), TopicsZNode.path(), DeleteTopicsZNode.path()):
+        for path in (
+            BrokerIdsZNode.path(),
+            TopicsZNode.path(),
+            DeleteTopicsZNode.path(),
+            LogDirEventNotificationZNode.path(),
+        ):
             self.zk.ensure_path(path)
         self._thread = threading.Thread(
             target=self._run, name=f"controller-{self.broker_id}", daemon=True
@@ -201,6 +229,9 @@ class Controller(ControllerAdmin):
         ChildrenWatch(self.zk, BrokerIdsZNode.path(), self._watch(_Event.BROKER_CHANGE))
         ChildrenWatch(self.zk, TopicsZNode.path(), self._watch(_Event.TOPIC_CHANGE))
         ChildrenWatch(self.zk, DeleteTopicsZNode.path(), self._watch(_Event.TOPIC_DELETION))
+        ChildrenWatch(
+            self.zk, LogDirEventNotificationZNode.path(), self._watch(_Event.LOG_DIR_EVENT)
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         """Resign (deleting ``/controller`` if ours, so another broker takes over at once) and
@@ -211,7 +242,12 @@ class Controller(ControllerAdmin):
         self.zk.remove_listener(self._on_session_state)
         self._queue.put(_Event.SHUTDOWN)
         if self._thread is not None:
-            self._thread.join(timeout)
+            # A worker inside a ZooKeeper call while disconnected waits for a reconnection that
+            # may never come: do not wait with it (a daemon; its call fails once the client
+            # stops, and the resignation it owes is the session's end).
+            self._thread.join(
+                timeout if self.zk.connected else min(timeout, STOP_WAIT_DISCONNECTED)
+            )
 
     # -- ZooKeeper callbacks (kazoo threads): enqueue only ---------------------------------
 
@@ -288,17 +324,23 @@ class Controller(ControllerAdmin):
         elif event is _Event.ISR_CHANGE:
             for tp in list(self._moving):
                 self._maybe_complete(tp)
+        elif event is _Event.LOG_DIR_EVENT:
+            self._reconcile(self._on_log_dir_events())
 
     def _shutdown(self) -> None:
         was_active = self._active
         self._resign()
         if not was_active:
             return
-        try:  # delete /controller only if this session created it
-            _, stat = self.zk.get(ControllerZNode.path())
+        if not self.zk.connected:  # never wait for ZooKeeper: the znode goes with the session
+            return
+        try:  # delete /controller only if this session created it (each call bounded)
+            _, stat = self.zk.get_async(ControllerZNode.path()).get(timeout=SHUTDOWN_CALL_TIMEOUT)
             if stat.ephemeralOwner == self._session_id():
-                self.zk.delete(ControllerZNode.path(), version=stat.version)
-        except (KazooException, ZkDataError) as e:
+                self.zk.delete_async(ControllerZNode.path(), version=stat.version).get(
+                    timeout=SHUTDOWN_CALL_TIMEOUT
+                )
+        except (KazooException, KazooTimeoutError, ZkDataError) as e:
             log.debug("controller %d: could not delete /controller: %s", self.broker_id, e)
 
     def _session_id(self) -> int | None:
@@ -396,6 +438,7 @@ class Controller(ControllerAdmin):
         self._states.clear()
         self._topic_znodes.clear()
         self._moving.clear()
+        self._offline.clear()
 
     # -- the context -----------------------------------------------------------------------
 
@@ -407,9 +450,11 @@ class Controller(ControllerAdmin):
         self._states.clear()
         self._topic_znodes.clear()
         self._moving.clear()
+        self._offline.clear()
         self._on_topic_deletion()
         for topic in self.zk.get_children(TopicsZNode.path()):
             self._load_topic(topic)
+        self._on_log_dir_events()
         self._reconcile(self._all_partitions())
         for tp in list(self._moving):  # resume what the last controller left under way
             self._maybe_complete(tp)
@@ -510,6 +555,8 @@ class Controller(ControllerAdmin):
         ]
         for tp in affected:  # our copy may be stale: the leaders write ISRs too
             self._refresh_state(tp)
+        for broker in changed:  # gone, or restarted: its dirs are re-validated at startup
+            self._offline.pop(broker, None)
         bounced = dead & born
         if bounced:  # failure first (leadership moves away), then startup
             self._live = {b: c for b, c in after.items() if b not in bounced}
@@ -525,6 +572,50 @@ class Controller(ControllerAdmin):
             if self._load_topic(topic):
                 log.info("controller %d: new topic %r", self.broker_id, topic)
                 self._reconcile([(topic, p) for p in self._assignments[topic]])
+
+    def _on_log_dir_events(self) -> list[TopicPartitionKey]:
+        """Take in every pending log dir event (deleting it); the partitions to reconcile."""
+        parent = LogDirEventNotificationZNode.path()
+        events = sorted(
+            (seq, child)
+            for child in self.zk.get_children(parent)
+            if (seq := LogDirEventNotificationSequenceZNode.sequence(child)) is not None
+        )
+        touched: set[int] = set()
+        for _, child in events:
+            path = f"{parent}/{child}"
+            try:
+                data, _ = self.zk.get(path)
+                broker, offline = LogDirEventNotificationSequenceZNode.decode(child, data)
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.error("controller %d: ignoring a log dir event: %s", self.broker_id, e)
+                broker = None
+            if broker is not None and broker in self._live:
+                self._offline[broker] = offline
+                touched.add(broker)
+                log.warning(
+                    "controller %d: broker %d reports offline replicas: %s", self.broker_id,
+                    broker, "all" if offline is None else sorted(offline),
+                )  # fmt: skip
+            with contextlib.suppress(NoNodeError):
+                self.zk.delete(path)
+        affected = [
+            tp for tp in self._all_partitions() if touched & set(self._assignments[tp[0]][tp[1]])
+        ]
+        for tp in affected:
+            self._refresh_state(tp)
+        return affected
+
+    def _eligible(self, tp: TopicPartitionKey) -> set[int]:
+        """The live brokers whose replica of ``tp`` is not on a failed log dir."""
+        return {
+            b
+            for b in self._live
+            if b not in self._offline
+            or ((offline := self._offline[b]) is not None and tp not in offline)
+        }
 
     def _forget_topic(self, topic: str) -> None:
         self._topic_znodes.pop(topic, None)
@@ -591,7 +682,7 @@ class Controller(ControllerAdmin):
                     )
                     return
                 target = elect_leader(
-                    state, replicas, self._live, unclean=self.unclean_leader_election
+                    state, replicas, self._eligible(tp), unclean=self.unclean_leader_election
                 )
                 if target is None:
                     return

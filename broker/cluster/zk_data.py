@@ -22,9 +22,15 @@ tools (``zookeeper-shell``, ``kafka-topics --zookeeper`` of the 2.x line) read a
     /cluster/id                          persistent {"version":"1","id":"<base64 uuid>"}
     /latest_producer_id_block            persistent {"version":1,"broker":1,
                                                      "block_start":"0","block_end":"999"}
+    /log_dir_event_notification/log_dir_event_<seq>
+                                         persistent sequential
+                                                    {"version":1,"broker":1,"event":1
+                                                     [,"offline_partitions":[["t",0],…]]}
 
-Sluice's one addition is the optional ``"internal"`` key of a topic znode (Kafka derives it from
-the name); Kafka ignores unknown keys, so the payload stays readable by Kafka.
+Sluice's additions are the optional ``"internal"`` key of a topic znode (Kafka derives it from
+the name) and the optional ``"offline_partitions"`` of a log dir event (Kafka's controller asks
+the broker with a LeaderAndIsr request instead; Sluice has no controller-to-broker RPC). Kafka
+ignores unknown keys, so the payloads stay readable by Kafka.
 
 ``decode`` never returns half-parsed data: malformed bytes raise :class:`ZkDataError`, which
 names the path and says what was expected and what was found. ``decode`` accepts what Kafka
@@ -528,6 +534,72 @@ class DeleteTopicsTopicZNode:
         return None
 
 
+class LogDirEventNotificationZNode:
+    """``/log_dir_event_notification``: parent of the log dir events the controller watches."""
+
+    @staticmethod
+    def path() -> str:
+        return "/log_dir_event_notification"
+
+
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<seq>`` (persistent sequential): "a log dir of
+    this broker failed" — Kafka's ``LogDirEventNotificationSequenceZNode``, written by the broker
+    (``KafkaZkClient.propagateLogDirEvent``), read and deleted by the controller.
+
+    ``offline_partitions`` (Sluice's addition; see the module docstring) lists every replica of
+    the broker that is offline *now*: each event replaces the broker's previous one, so an empty
+    list says its dirs are back. Without the key (an event written by Kafka's tools) every
+    replica of the broker counts as offline (``None``)."""
+
+    PREFIX = "log_dir_event_"
+    VERSION = 1
+    LOG_DIR_FAILURE = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
+
+    @classmethod
+    def path_prefix(cls) -> str:
+        return f"{LogDirEventNotificationZNode.path()}/{cls.PREFIX}"
+
+    @classmethod
+    def sequence(cls, child: str) -> int | None:
+        """The sequence number of a child of the parent, None if not an event."""
+        digits = child[len(cls.PREFIX) :]
+        return int(digits) if child.startswith(cls.PREFIX) and digits.isdigit() else None
+
+    @classmethod
+    def encode(cls, broker: int, offline_partitions: Sequence[tuple[str, int]]) -> bytes:
+        return _json_bytes({
+            "version": cls.VERSION,
+            "broker": broker,
+            "event": cls.LOG_DIR_FAILURE,
+            "offline_partitions": [[t, p] for t, p in sorted(offline_partitions)],
+        })  # fmt: skip
+
+    @classmethod
+    def decode(
+        cls, child: str, data: bytes | None
+    ) -> tuple[int, frozenset[tuple[str, int]] | None]:
+        """``(broker, offline partitions or None for "all of its replicas")``."""
+        path = f"{LogDirEventNotificationZNode.path()}/{child}"
+        doc = _load_object(path, data)
+        _version(path, doc, (cls.VERSION,))
+        broker = _int(path, doc, "broker")
+        event = _int(path, doc, "event")
+        if event != cls.LOG_DIR_FAILURE:
+            raise ZkDataError(path, f"event {cls.LOG_DIR_FAILURE} (log dir failure)", event)
+        raw = doc.get("offline_partitions")
+        if raw is None:
+            return broker, None
+        ok = isinstance(raw, list) and all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+            and isinstance(e[1], int) and not isinstance(e[1], bool)
+            for e in raw
+        )  # fmt: skip
+        if not ok:
+            raise ZkDataError(path, "'offline_partitions' as a list of [topic, partition]", raw)
+        return broker, frozenset((t, p) for t, p in raw)
+
+
 # -- cluster-wide -----------------------------------------------------------------------------
 
 
@@ -607,6 +679,7 @@ PERSISTENT_PATHS = (
     ConfigTopicsZNode.path(),
     ConfigChangesZNode.path(),
     DeleteTopicsZNode.path(),
+    LogDirEventNotificationZNode.path(),
     "/cluster",
 )
 """Parents every broker makes sure exist before it registers (Kafka's ``PersistentZkPaths``)."""

@@ -23,6 +23,24 @@ the ISR; a periodic check drops followers that lagged ``replica.lag.time.max.ms`
 is written by the leader to the partition's state znode, conditional on its version, off the
 event loop.
 
+**ZooKeeper session** (cluster mode; a :class:`ControllerLink`): while the broker's session
+is not known to be intact — from a suspended connection until the same session is back, or a
+new one has re-registered and re-read its leaderships — no ``acks=0``/``acks=1`` produce is
+accepted as leader (NOT_LEADER_OR_FOLLOWER). A leader cut off from ZooKeeper may already be
+deposed; this is what narrows Kafka's documented ``acks=1`` loss to the time kazoo takes to
+notice the disconnect (``cluster.broker_registration``). ``acks=all`` needs no such fence —
+a deposed leader cannot move its high watermark, since the ISR member that replaced it no
+longer fetches from it — so it stays available while ZooKeeper restarts, as in Kafka.
+
+**Offline log dirs** (cluster mode, Kafka's ``ReplicaManager.handleLogDirFailure``): when the
+log manager's :class:`LogDirFailureChannel` takes a dir offline, every local replica in it goes
+offline — it stops leading and following, pending ``acks=all`` produces fail, clients get
+KAFKA_STORAGE_ERROR for it — and the broker reports its offline replicas to the controller
+(``ControllerLink.report_offline_replicas``), which moves their leadership to an in-sync
+replica elsewhere and drops them from the ISRs. When the dir comes back (a retryable failure
+whose probe passed) the replicas are reported online again and follow their leaders. A
+standalone broker has no other replica: it does not subscribe, and keeps serving reads.
+
 Runs on the broker's event loop. A metadata callback made on the loop's own thread (a single
 broker's topic change) is applied at once, so the topic's replicas exist when the call that
 changed it returns; one from another thread (the cluster's metadata worker) is handed over with
@@ -35,15 +53,33 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.log.log import AppendInfo, Log
+from sluice.broker.log.log_dir_failure_channel import LogDirFailure, LogDirFailureChannel
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.replication.broker_client import PLAINTEXT, BrokerConnector
 from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.replication.replica_fetcher import ReplicaFetcher
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+
+#: Seconds between attempts to report offline replicas while ZooKeeper refuses the write.
+OFFLINE_REPORT_RETRY_S = 1.0
+
+
+@runtime_checkable
+class ControllerLink(Protocol):
+    """What a ZooKeeper-coordinated cluster view adds for the replica manager (see the module
+    docstring); a single broker's view has neither."""
+
+    def session_intact(self) -> bool: ...
+
+    def report_offline_replicas(self, partitions: frozenset[tuple[str, int]]) -> None: ...
 
 
 @dataclass
@@ -65,8 +101,12 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30_000,
         on_high_watermark: Callable[[TopicPartition], None] = lambda _tp: None,
         on_role_change: Callable[[TopicPartition, Role, Log | None], None] = lambda *_: None,
+        dir_failures: LogDirFailureChannel | None = None,
+        connector: BrokerConnector = PLAINTEXT,
     ) -> None:
+        """``connector``: how followers reach their leaders (the inter-broker security)."""
         self.broker_id = broker_id
+        self.connector = connector
         self.cluster = cluster
         self._get_log = get_log
         self._delete_log = delete_log
@@ -86,12 +126,20 @@ class ReplicaManager:
         self.isr_expands = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._link = cluster if isinstance(cluster, ControllerLink) else None
+        self._dir_failures = dir_failures
+        #: Local replicas on an offline log dir (cluster mode).
+        self.offline: set[TopicPartition] = set()
+        self._reporting = False  # a report task is running (it sends the latest set)
+        self._reported: frozenset[tuple[str, int]] = frozenset()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.cluster.add_listener(self._changed_from_any_thread)
+        if self._link is not None and self._dir_failures is not None:
+            self._dir_failures.add_listener(self._dir_event_from_any_thread)
         self.apply(None)
         self._tasks.append(self._loop.create_task(self._isr_expiry_loop()))
 
@@ -140,7 +188,7 @@ class ReplicaManager:
                 self._drop(tp, delete=True)
                 continue
             state = self.cluster.partition_state(topic, p)
-            if state is None:
+            if state is None or tp in self.offline:
                 continue
             partition = self.partitions.get(tp)
             if partition is None:
@@ -188,6 +236,7 @@ class ReplicaManager:
 
     def _drop(self, tp: TopicPartition, delete: bool) -> None:
         self._configs.pop(tp, None)
+        self.offline.discard(tp)
         if self.partitions.pop(tp, None) is None:
             return
         self._on_role(tp, Role.NONE, None)
@@ -217,7 +266,9 @@ class ReplicaManager:
                     self._follow(moved.tp, moved, leader_id)
             fetcher = None
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.broker_id, leader_id, broker.host, broker.port)
+            fetcher = ReplicaFetcher(
+                self.broker_id, leader_id, broker.host, broker.port, self.connector
+            )
             self.fetchers[leader_id] = fetcher
             fetcher.start()
         fetcher.add(partition)
@@ -235,6 +286,8 @@ class ReplicaManager:
         info = self.cluster.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return None, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if self.offline and TopicPartition(topic, partition) in self.offline:
+            return None, Errors.KAFKA_STORAGE_ERROR
         leading = self.leader_partition(topic, partition)
         if leading is None:
             return None, Errors.NOT_LEADER_OR_FOLLOWER
@@ -290,6 +343,12 @@ class ReplicaManager:
                 "this broker does not lead it" if error is Errors.NOT_LEADER_OR_FOLLOWER else None
             )
             return AppendResult(error, message=message)
+        if acks != -1 and self._link is not None and not self._link.session_intact():
+            return AppendResult(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                message="expected an intact ZooKeeper session to act as leader, found the "
+                "connection suspended or the session lost: leadership may have moved",
+            )
         if min_insync_replicas is None:
             min_insync_replicas = self.min_insync_replicas(topic)
         if acks == -1 and len(p.isr) < min_insync_replicas:
@@ -332,10 +391,63 @@ class ReplicaManager:
             self._waiters[tp] = still
         self._on_hw(tp)
 
-    def _fail_waiters(self, tp: TopicPartition) -> None:
+    def _fail_waiters(
+        self, tp: TopicPartition, error: Errors = Errors.NOT_LEADER_OR_FOLLOWER
+    ) -> None:
         for _, future in self._waiters.pop(tp, []):
             if not future.done():
-                future.set_result(Errors.NOT_LEADER_OR_FOLLOWER)
+                future.set_result(error)
+
+    # -- offline log dirs (cluster mode) ---------------------------------------------------
+
+    def _dir_event_from_any_thread(self, log_dir: Path, failure: LogDirFailure | None) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_dir_event, log_dir, failure)
+
+    def _on_dir_event(self, log_dir: Path, failure: LogDirFailure | None) -> None:
+        """A log dir went offline (``failure``) or came back (None): see the module docstring."""
+        in_dir = {tp for tp, p in self.partitions.items() if p.log.log_dir == log_dir}
+        if failure is not None:
+            for tp in sorted(in_dir - self.offline):
+                partition = self.partitions[tp]
+                self.offline.add(tp)
+                self._unfollow(tp)
+                self._fail_waiters(tp, Errors.KAFKA_STORAGE_ERROR)
+                partition.role = Role.NONE
+                self._on_role(tp, Role.NONE, partition.log)
+            log.warning("log dir %s offline: replicas %s offline", log_dir, _names(in_dir))
+        else:
+            back = in_dir & self.offline
+            self.offline -= back
+            for tp in back:  # a fresh start: the next apply makes it follow (or lead) again
+                self.partitions[tp].role = Role.NONE
+                self.partitions[tp].leader_epoch = -1
+            log.info("log dir %s online: replicas %s back", log_dir, _names(back))
+            self.apply({(tp.topic, tp.partition) for tp in back})
+        if not self._reporting and self._loop is not None:
+            self._reporting = True
+            self._tasks.append(self._loop.create_task(self._report_offline()))
+
+    async def _report_offline(self) -> None:
+        """Send the offline set to the controller until what it has is the current set
+        (retried while ZooKeeper refuses; ends with the replica manager)."""
+        assert self._link is not None and self._loop is not None
+        try:
+            while True:
+                current = frozenset((tp.topic, tp.partition) for tp in self.offline)
+                if current == self._reported:
+                    return
+                try:
+                    await self._loop.run_in_executor(
+                        None, self._link.report_offline_replicas, current
+                    )
+                    self._reported = current
+                except Exception as exc:  # disconnected: the session listener brings it back
+                    log.warning("cannot report offline replicas yet (%r); retrying", exc)
+                    await asyncio.sleep(OFFLINE_REPORT_RETRY_S)
+        finally:
+            self._reporting = False
 
     def record_follower_fetch(
         self, replica_id: int, topic: str, partition: int, fetch_offset: int
@@ -397,3 +509,7 @@ class ReplicaManager:
 
         self._tasks.append(self._loop.create_task(write()))
         self._tasks = [t for t in self._tasks if not t.done()]
+
+
+def _names(partitions: set[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(partitions)) or "none"

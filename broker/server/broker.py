@@ -104,6 +104,7 @@ from sluice.broker.protocol import (
     encode_unsupported_version,
 )
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.replication.broker_client import BrokerConnector
 from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.authorizer import AclAuthorizer
@@ -241,6 +242,10 @@ class Broker:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             on_high_watermark=self.purgatory.notify,
             on_role_change=self._on_role_change,
+            # Cluster mode: a log dir gone offline takes its replicas offline and the
+            # controller moves their leadership away (Kafka's LogDirFailureHandler).
+            dir_failures=self.log_manager.dir_failures,
+            connector=BrokerConnector(config.inter_broker_security),
         )
         # Kafka's replica-manager and controller gauges (under-replicated partitions, ISR
         # shrinks/expands, offline partitions) read at scrape time.

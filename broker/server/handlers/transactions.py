@@ -77,7 +77,7 @@ class BrokerHost:
     def __init__(self, ctx: BrokerContext, num_partitions: int) -> None:
         self.ctx = ctx
         self.num_partitions = num_partitions
-        self.channel = TransactionMarkerChannel(BrokerRoutes(ctx))
+        self.channel = TransactionMarkerChannel(BrokerRoutes(ctx), connector=ctx.replicas.connector)
 
     async def next_producer_id(self) -> int:
         return await self.ctx.off_loop(self.ctx.cluster.next_producer_id)
