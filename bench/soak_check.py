@@ -15,6 +15,9 @@ Per partition, with the log as read back after all faults are healed:
 * **commits ahead**: a partition whose committed group offset (as the broker answers it at the
   end) is beyond the end of the log, or beyond the last offset delivered to the group plus one.
 
+For the ``acks=1`` producer only **lost** counts (it is not idempotent: duplicates and
+reordering after its retries are allowed), attributed to a fault by :func:`losses_by_fault`.
+
 The read-back consumer assigns every partition from the earliest offset and reads until its
 position reaches the high watermark of each, as librdkafka reports it; it gives up after
 ``timeout`` seconds (:class:`ReadBackTimeoutError`).
@@ -25,8 +28,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -212,6 +216,54 @@ def check(
         log_records=sum(len(r) for r in log.values()),
         examples=dict(examples),
     )
+
+
+class FaultSpan(Protocol):
+    """What :func:`losses_by_fault` needs of a fault (``sluice.testing.faults.Fault``)."""
+
+    kind: str
+    target: str
+    injected_at: float
+    healed_at: float | None
+
+
+#: A message acknowledged this long before a fault was injected may still be lost by it (it
+#: was not yet on a follower when the leader died): librdkafka's linger plus replication lag.
+LOSS_LEAD_S = 2.0
+NO_FAULT = "no fault"
+
+
+def lost_acks(acks: Iterable[Ack], log: Log) -> list[Ack]:
+    """The acknowledged messages whose value is nowhere in ``log``."""
+    present = set()
+    for records in log.values():
+        for _, value in records:
+            try:
+                present.add(parse_value(value))
+            except ValueError:
+                continue
+    return [a for a in acks if (a.partition, a.seq) not in present]
+
+
+def losses_by_fault(lost: Iterable[Ack], faults: Sequence[FaultSpan]) -> dict[str, int]:
+    """Lost acknowledgements per fault (``"<kind> <target> @<injected_at>s"``). A message
+    acknowledged at ``t`` goes to the first fault injected within :data:`LOSS_LEAD_S` after
+    ``t`` (it hit the message before it reached a follower); else to the latest fault
+    injected before ``t`` and not yet healed at ``t``; else to :data:`NO_FAULT`. ``faults``
+    are in injection order."""
+    out: Counter[str] = Counter()
+    for a in lost:
+        owner = next((f for f in faults if a.at <= f.injected_at <= a.at + LOSS_LEAD_S), None)
+        if owner is None:
+            for f in faults:
+                healed = f.healed_at if f.healed_at is not None else float("inf")
+                if f.injected_at <= a.at <= healed:
+                    owner = f
+        name = NO_FAULT if owner is None else (
+            f"{owner.kind} {owner.target} @{owner.injected_at:.1f}s"
+        )  # fmt: skip
+        out[name] += 1
+    return dict(out)
 
 
 def last_commit(commits: Iterable[Commit]) -> dict[int, int]:

@@ -23,7 +23,7 @@ COLOURS = {
     "zookeeper-restart": "tab:brown",
     "session-expiry": "tab:pink",
     "partition": "tab:blue",
-    "stalls": "tab:olive",
+    "slow-disk": "tab:olive",
 }
 
 
@@ -44,7 +44,8 @@ def markdown_table(results: Mapping[str, Any]) -> str:
     lines = [
         f"Soak: {results['minutes']:g} minutes, seed {results['seed']}, three brokers, "
         f"{results['partitions']} partitions (replication 3, min.insync.replicas 2), an "
-        "idempotent acks=all producer and a consumer group reading along.",
+        "idempotent acks=all producer and a consumer group reading along, and a plain acks=1 "
+        "producer on a topic of its own.",
         "",
         "| fault | injected |",
         "|---|---:|",
@@ -67,6 +68,20 @@ def markdown_table(results: Mapping[str, Any]) -> str:
         f"| fatal producer errors (producer replaced) | "
         f"{len(results['producer']['fatal_errors'])} |",
     ]
+    acks1 = results.get("acks1")
+    if acks1 is not None:
+        lines += [
+            "",
+            "acks=1 producer (not idempotent; Kafka documents that acks=1 may lose acknowledged "
+            "writes when a leader fails):",
+            "",
+            "| acks=1 messages | count |",
+            "|---|---:|",
+            f"| acknowledged | {acks1['acked']:,} |",
+            f"| acknowledged, then lost | {acks1['lost']} |",
+            *(f"| lost around {name} | {n} |" for name, n in acks1["lost_by_fault"].items()),
+            f"| not acknowledged (delivery failed, by error) | {_errors(acks1['failed'])} |",
+        ]
     unrecovered = [f for f in results["faults"] if "not recovered" in f["note"]]
     if unrecovered:
         lines += ["", f"Faults after which the cluster did not recover in time: {len(unrecovered)}"]

@@ -6,11 +6,15 @@ Messages: partition ``p``'s ``n``-th message has the value ``b"p:n"`` (``n`` fro
 order, one sequence per partition across producer instances), so a value found in the log
 names exactly which message it is.
 
-``AckedProducer`` keeps at most ``max_in_flight`` messages unacknowledged and at most ``rate``
-per second. A delivery report without an error is an *acknowledgement*: the partition, the
-sequence number, the offset and the time are recorded. A fatal error (librdkafka's idempotent
-producer gives up, e.g. after an OUT_OF_ORDER_SEQUENCE_NUMBER) is recorded, the producer is
-replaced by a new one (a new producer id) and the sequences continue.
+``AckedProducer`` is idempotent with ``acks=all`` by default; with ``acks="1"`` (the soak's
+second producer, measuring Kafka's documented ``acks=1`` loss) it is a plain producer —
+librdkafka's idempotence requires ``acks=all`` — whose retries may duplicate or reorder, so
+only its losses are held against the log. It keeps at most ``max_in_flight`` messages
+unacknowledged and at most ``rate`` per second. A delivery report without an error is an
+*acknowledgement*: the partition, the sequence number, the offset and the time are recorded.
+A fatal error (librdkafka's idempotent producer gives up, e.g. after an
+OUT_OF_ORDER_SEQUENCE_NUMBER) is recorded, the producer is replaced by a new one (a new
+producer id) and the sequences continue.
 
 ``GroupReader`` subscribes as a member of one group, polls, records every message delivered
 (partition, offset, value) and commits the next offset of what it delivered every
@@ -64,7 +68,11 @@ class AckedProducer:
         rate: int = 1000,
         max_in_flight: int = 2000,
         message_timeout_ms: int = 60_000,
+        acks: str = "all",
     ) -> None:
+        if acks not in ("all", "1"):
+            raise ValueError(f"expected acks 'all' or '1', found {acks!r}")
+        self.acks_setting = acks
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -79,13 +87,15 @@ class AckedProducer:
         self._next_seq = [0] * partitions
         self._fatal = threading.Event()
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="soak-producer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"soak-producer-acks-{acks}", daemon=True
+        )
 
     def _config(self) -> dict[str, Any]:
         return {
             "bootstrap.servers": self.bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
+            "enable.idempotence": self.acks_setting == "all",
+            "acks": self.acks_setting,
             "linger.ms": 5,
             "message.timeout.ms": self.message_timeout_ms,
             "error_cb": self._on_error,

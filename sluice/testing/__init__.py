@@ -19,7 +19,10 @@ users do, over TCP with real clients. Modules, each named after what it holds:
                   workers in their own mount namespace with private paths; executor and
                   worker faults
 - ``netns``       brokers in network namespaces on a bridge; partitions cut and healed with tc
-- ``faults``      the soak's faults: kills, ZooKeeper restarts, session expiry, stalls
+- ``faults``      the soak's faults: kills, ZooKeeper restarts, session expiry, partitions,
+                  a slow disk
+- ``slow_disk``   ``SlowDisk``: a FUSE passthrough whose fsync waits (the slow-disk fault)
+- ``certificates`` a test CA, a server certificate for 127.0.0.1/localhost and a client one
 - ``console``     ``step``: the headline a demo prints before each step
 
 Layering: above ``sluice.broker``, ``sluice.schemas`` and ``sluice.pipeline`` (it may import

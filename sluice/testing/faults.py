@@ -13,16 +13,15 @@ session-expiry      SIGSTOP a broker (held past the ZooKeeper        SIGCONT
 partition           cut a broker from its peers and ZooKeeper        remove the cut
                     (``NetworkLab``: packets dropped silently; the
                     test client still reaches it)
-stalls              SIGSTOP/SIGCONT bursts on a broker (stopped      SIGCONT, bursts end
-                    ``stop_ms`` of every ``period_ms``)
+slow-disk           every fsync in a broker's log dir waits          fsyncs prompt again
+                    ``delay_s`` first (``sluice.testing.slow_disk``:
+                    a FUSE passthrough mounted over the log dir)
 ==================  ===============================================  ========================
 
-``stalls`` is *not* a slow disk. A process-level fsync delay would need an ``LD_PRELOAD`` shim
-or a ``dm-delay`` device, both out of scope; and cgroup v1 ``blkio`` throttling (the test VM's
-only cgroup version) does not reach buffered writes, which the kernel's flusher threads write
-back from the root cgroup. What a slow disk does to the *cluster* — a broker whose appends,
-fsyncs and fetch answers arrive late and in bursts, while its ZooKeeper session stays up — is
-what the bursts reproduce; they also stall its CPU work, which a slow disk would not.
+``slow-disk`` is a real slow disk as the broker sees it: its appends and reads go through the
+page cache as usual, and every ``fsync`` (of a segment, an index, a checkpoint, a directory)
+blocks for the delay before the real fsync — what a saturated or failing device does to a
+process. The broker's log dir must have been mounted as a :class:`SlowDisk` before it started.
 
 Every fault heals idempotently, and :meth:`FaultLog.heal_all` heals whatever is still injected
 (a paused broker is always sent SIGCONT, a cut always removed): a failed test leaves nothing
@@ -31,17 +30,15 @@ stopped or cut.
 :func:`direct_produce` appends one record by asking one broker directly — bypassing client
 metadata — to see whether a (possibly deposed) leader still accepts ``acks=all`` writes.
 
-Not thread-safe: one thread injects and heals; the ``stalls`` fault runs one thread of its own,
-stopped by ``heal()``.
+Not thread-safe: one thread injects and heals.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sluice.broker.log.records import encode_batch
@@ -50,6 +47,7 @@ from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.testing.broker import BrokerProcess
 from sluice.testing.netns import LabBroker, LabCluster, PartitionView, call_broker
+from sluice.testing.slow_disk import SlowDisk
 from sluice.testing.zookeeper import ZooKeeperServer
 
 KINDS = (
@@ -59,7 +57,7 @@ KINDS = (
     "zookeeper-restart",
     "session-expiry",
     "partition",
-    "stalls",
+    "slow-disk",
 )
 
 
@@ -165,37 +163,19 @@ class Cut(Fault):
 
 
 @dataclass
-class Stalls(Fault):
-    """SIGSTOP/SIGCONT bursts: the broker is stopped ``stop_ms`` of every ``period_ms`` until
-    healed (see the module docstring for what this stands in for, and what it is not)."""
+class SlowFsync(Fault):
+    """Every fsync on ``disk`` (a broker's log dir) waits ``delay_s`` until healed."""
 
-    broker: BrokerProcess | None = None
-    stop_ms: int = 300
-    period_ms: int = 500
-    _done: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    disk: SlowDisk | None = None
+    delay_s: float = 0.5
 
     def inject(self) -> None:
-        self._done.clear()
-        self._thread = threading.Thread(target=self._run, name="stalls", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        assert self.broker is not None
-        while not self._done.is_set():
-            _signal(self.broker, signal.SIGSTOP)
-            stopped = self._done.wait(self.stop_ms / 1000)
-            _signal(self.broker, signal.SIGCONT)
-            if stopped:
-                return
-            self._done.wait((self.period_ms - self.stop_ms) / 1000)
+        assert self.disk is not None
+        self.disk.set_delay(self.delay_s)
 
     def heal(self) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self.broker is not None:
-            _signal(self.broker, signal.SIGCONT)
+        if self.disk is not None:
+            self.disk.set_delay(0.0)
 
 
 class FaultLog:
@@ -267,15 +247,22 @@ def follower_of(cluster: LabCluster, topic: str, partition: int) -> int:
 
 
 def direct_produce(
-    broker: LabBroker, topic: str, partition: int, value: bytes, timeout: float = 8.0
+    broker: BrokerProcess,
+    topic: str,
+    partition: int,
+    value: bytes,
+    timeout: float = 8.0,
+    *,
+    acks: int = -1,
 ) -> int | None:
-    """Append one record with ``acks=all`` by asking ``broker`` itself (no metadata lookup, no
-    retries); the partition's error code (0: acknowledged), or None when no answer came within
-    ``timeout`` seconds. Thread-safe."""
+    """Append one record (``acks=all`` unless ``acks`` says otherwise) by asking ``broker``
+    itself (no metadata lookup, no retries): the partition's error code (0: acknowledged), or
+    None when no answer came within ``timeout`` seconds. A :class:`LabBroker` is asked on its
+    namespace address, any other broker on 127.0.0.1. Thread-safe."""
     body = build(
         request_type(ApiKey.PRODUCE, 8),
         {
-            "acks": -1,
+            "acks": acks,
             "timeout": int(timeout * 1000) // 2,
             "topic_data": [
                 {
@@ -287,7 +274,8 @@ def direct_produce(
             ],
         },
     )
-    response = call_broker(broker.host.address, broker.port, body, timeout)
+    address = broker.host.address if isinstance(broker, LabBroker) else "127.0.0.1"
+    response = call_broker(address, broker.port, body, timeout)
     if response is None:
         return None
     return int(response.responses[0].partition_responses[0].error_code)
