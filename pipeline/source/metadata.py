@@ -22,8 +22,12 @@ producer handle in librdkafka — warns about every one of them.)
 
 Every lookup is tried up to ``attempts`` times, ``retry_interval_s`` apart (Spark's
 ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``, ``KafkaOffsetReaderAdmin.
-withRetries``); the last failure raises ``MetadataError``. Use it as a context manager; it is
-for one thread.
+withRetries``); the last failure raises ``MetadataError``. A refused login is not retried:
+librdkafka reports it only to an error callback (the lookup itself fails with a bare
+"transport failure"), so the consumer's ``error_cb`` keeps the last authentication error and a
+failed lookup raises ``SourceAuthenticationError`` with the broker's message at once — as
+Spark's Java client fails on a ``SaslAuthenticationException``. Use it as a context manager;
+it is for one thread.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.common.topic_partition import TopicPartition
@@ -42,7 +46,7 @@ from sluice.pipeline.source.isolation import ISOLATION_LEVEL_KEY, isolation_leve
 from sluice.pipeline.source.options import ConsumerStrategy
 from sluice.pipeline.source.ranges import LogBounds
 
-__all__ = ["KafkaMetadata", "MetadataError"]
+__all__ = ["KafkaMetadata", "MetadataError", "SourceAuthenticationError"]
 
 log = logging.getLogger("sluice.source")
 
@@ -51,6 +55,10 @@ _T = TypeVar("_T")
 
 class MetadataError(RuntimeError):
     """The cluster did not answer a metadata or offsets request usefully."""
+
+
+class SourceAuthenticationError(MetadataError):
+    """The cluster refused the source's login (SASL or TLS); carries the broker's message."""
 
 
 class KafkaMetadata:
@@ -74,13 +82,34 @@ class KafkaMetadata:
         self.attempts = attempts
         self.retry_interval_s = retry_interval_s
         self.isolation_level = isolation_level(config)
-        self._consumer = Consumer({**config, ISOLATION_LEVEL_KEY: self.isolation_level})
+        self._auth_error: KafkaError | None = None
+        self._consumer = Consumer(
+            {**config, ISOLATION_LEVEL_KEY: self.isolation_level, "error_cb": self._on_error}
+        )
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            self._auth_error = error
+
+    def _refused_login(self) -> SourceAuthenticationError | None:
+        """The login refusal behind a failed lookup, if librdkafka reported one."""
+        self._consumer.poll(0)  # serves the error callbacks queued meanwhile
+        error = self._auth_error
+        if error is None:
+            return None
+        return SourceAuthenticationError(
+            f"authentication: expected the cluster to accept the source's login "
+            f"(kafka.security.protocol, kafka.sasl.*, kafka.ssl.*), found {error.str()}"
+        )
 
     def _retried(self, what: str, lookup: Callable[[], _T]) -> _T:
         for attempt in range(1, self.attempts + 1):
             try:
                 return lookup()
             except MetadataError as exc:
+                refused = self._refused_login()
+                if refused is not None:
+                    raise refused from None
                 if attempt == self.attempts:
                     raise
                 log.warning("attempt %d of %d of %s failed: %s", attempt, self.attempts, what, exc)
