@@ -5,6 +5,7 @@ python -m bench.run --full                # `make bench-full`
 python -m bench.run --only scale          # one group; the other groups' results are kept
 python -m bench.run --only transactions   # transactional produce (bench.bench_transactions)
 python -m bench.run --only cleaner        # log compaction (bench.bench_cleaner)
+python -m bench.run --only tls            # the fetch path over TLS vs plaintext (bench.bench_tls)
 python -m bench.run --only scale --scale-size 200MB
 python -m bench.run --only peers --systems sluice,tansu [--full]   # some systems only
 python -m bench.run --only broker --loop uvloop   # the broker under uvloop (bench.uvloop_broker)
@@ -31,6 +32,7 @@ from bench import (
     bench_peers,
     bench_profile,
     bench_scale,
+    bench_tls,
     bench_transactions,
     plots,
     report,
@@ -45,6 +47,8 @@ GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], objec
                 lambda r, q, _a: bench_cleaner.run(r, q)),
     "broker": ("the broker's fetch path against a raw sendfile over loopback",
                lambda r, q, a: bench_broker.run(r, q, a.loop)),
+    "tls": ("the fetch path over TLS (no sendfile) against plaintext: MB/s, broker CPU per GB",
+            lambda r, q, _a: bench_tls.run(r, q)),
     "transactions": ("transactional produce at 1, 10, 100 batches per transaction vs idempotent",
                      lambda r, q, _a: bench_transactions.run(r, q)),
     "scale": ("produce and consume throughput as the log grows to GBs",
