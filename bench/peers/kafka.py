@@ -21,6 +21,16 @@ to slow to a crawl on topics written one message per batch, and a read must not 
 given ``min_seconds`` starts again at offset 0 (``seek``) each time it reaches the end, until
 that long has passed: a topic that takes 0.1 s to read is read 30 times for a 3 s phase.
 
+``fetch.queue.backoff.ms = 10`` (librdkafka's default is 1,000): once its prefetch queue holds
+``queued.min.messages`` (100,000) messages, librdkafka stops fetching the partition and does not
+look again for that long. The application drains 100,000 queued messages in about 0.2 s, so
+with the default the consumer then sat idle on the client's own timer for the rest of the
+second, with the broker idle too. The broker that answers fastest fills the queue most often,
+so the default penalised the quicker broker: reading a default-batched topic, Sluice's
+consumer hit it 5 times in two 3 s reads and Tansu's 3 times (each up to a second lost),
+and the ratio read 0.58-0.70x for a broker busy 4-7% of the time. At 10 ms the stall is gone
+for both systems alike (``tests/bench/peers/test_kafka.py`` checks what librdkafka logs).
+
 ``SluiceServer(loop="uvloop")`` runs the same broker under uvloop's event loop through
 ``bench.uvloop_broker`` (no broker code changes): the system ``sluice-uvloop``.
 """
@@ -60,12 +70,16 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "default batching": {"batch.num.messages": 10_000, "linger.ms": 5},  # librdkafka's defaults
 }
 FETCH = 200 * 1024  # bytes per Fetch, about 1,000 messages of 200 bytes
+# How long librdkafka waits before fetching again once its prefetch queue is full (its default
+# is 1,000 ms, several times what the application takes to drain the queue; see above).
+QUEUE_BACKOFF_MS = 10
 # Every consumer (the same for both brokers). queued.* are librdkafka's defaults, written out:
 # the prefetch queue the client fills ahead of the application.
 CONSUMER: dict[str, Any] = {
     "fetch.max.bytes": FETCH, "max.partition.fetch.bytes": FETCH, "message.max.bytes": FETCH,
     "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "queued.max.messages.kbytes": 65_536,
-    "queued.min.messages": 100_000, "enable.auto.commit": False, "check.crcs": False,
+    "queued.min.messages": 100_000, "fetch.queue.backoff.ms": QUEUE_BACKOFF_MS,
+    "enable.auto.commit": False, "check.crcs": False,
 }  # fmt: skip
 
 

@@ -4,11 +4,13 @@ FindCoordinator for transactions (key type 1), AddPartitionsToTxn (v0–3), AddO
 
 The coordinator (``sluice.broker.transactions.coordinator``) is one per broker. Until the
 broker builds it at startup (see ``attach_coordinator``) it is built on the first request
-that needs it: any of these APIs, and a ``read_committed`` Fetch or ListOffsets — so that,
-after a restart, the transactions left open are resolved (Prepare* finished, timeouts run)
-before a ``read_committed`` reader waits on them. Building it creates ``__transaction_state``
+that needs it: any of these APIs, and — where ``__transaction_state`` exists — a
+``read_committed`` Fetch or ListOffsets (``attach_coordinator_if_used``), so that, after a
+restart, the transactions left open are resolved (Prepare* finished, timeouts run) before a
+``read_committed`` reader waits on them. Building it creates ``__transaction_state``
 (compacted; ``transaction.state.log.num.partitions``, replication min(3, live brokers)) as
-the first FindCoordinator creates the offsets topic.
+the first FindCoordinator creates the offsets topic; a reader never does (see
+``attach_coordinator_if_used``).
 
 Markers go through the coordinator's ``TransactionMarkerChannel``: written here to the
 partitions this broker leads (standalone: all of them), sent as WriteTxnMarkers to the
@@ -248,6 +250,18 @@ async def attach_coordinator(ctx: BrokerContext) -> TransactionCoordinator:
         task = asyncio.get_running_loop().create_task(_build(ctx))
         _coordinators[ctx] = task
     return await asyncio.shield(task)
+
+
+async def attach_coordinator_if_used(ctx: BrokerContext) -> None:
+    """For a ``read_committed`` read: the coordinator, built if transactions were ever used
+    in the cluster (``__transaction_state`` exists), so that those a restart left open get
+    resolved before the reader waits on them. Without that topic no transaction can be open
+    (InitProducerId with a transactional id creates it before any transaction begins), so a
+    reader must not create it: librdkafka reads ``read_committed`` by default, and creating
+    the topic's partitions (50 by default) held a standalone broker's event loop, where topic
+    creation runs inline, for 0.3-0.4 s on its first consumer, every connection waiting."""
+    if ctx.cluster.get(TXN_TOPIC) is not None:
+        await attach_coordinator(ctx)
 
 
 def detach_coordinator(ctx: BrokerContext) -> None:

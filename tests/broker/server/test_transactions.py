@@ -177,3 +177,28 @@ def test_a_transaction_survives_a_broker_restart(start_broker: StartBroker, kill
     p.commit_transaction(60)
     produce_txn(p, topic, [b"after"], commit=True)
     assert read_all(broker.bootstrap, topic, "read_committed", 3) == [b"first", b"across", b"after"]
+
+
+def test_a_read_committed_reader_creates_no_transaction_state(start_broker: StartBroker) -> None:
+    """librdkafka reads ``read_committed`` by default. On a broker that never saw a
+    transaction there is none to resolve: its Fetch and ListOffsets leave
+    ``__transaction_state`` uncreated (creating it held the event loop)."""
+    broker = start_broker()
+    topic = unique("plain")
+    create_topic(broker.bootstrap, topic)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in (b"a", b"b"):
+        plain.produce(topic, value=value, partition=0)
+    plain.flush(30)
+    assert read_all(broker.bootstrap, topic, "read_committed", 2) == [b"a", b"b"]
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"),
+                  "isolation.level": "read_committed"})  # fmt: skip
+    try:  # ListOffsets(latest, read_committed)
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] == 2
+        assert "__transaction_state" not in c.list_topics(timeout=10).topics
+    finally:
+        c.close()
+    assert not list(broker.log_dir.glob("__transaction_state-*"))
+    # The first transactional producer creates it, as before.
+    txn_producer(broker.bootstrap, unique("tx"))
+    assert len(list(broker.log_dir.glob("__transaction_state-*"))) > 0
