@@ -29,8 +29,8 @@ from sluice.schemas.client import RegistryClient
 from sluice.schemas.errors import RegistryConnectionError, UnauthorizedError
 from sluice.schemas.serde import AvroDeserializer, AvroSerializer
 from sluice.schemas.tls import client_context
-from sluice.testing.registry import RegistryProcess
 from sluice.testing.certificates import Certificates, make_certificates
+from sluice.testing.registry import RegistryProcess
 
 REALM = "SchemaRegistry-Props"
 ALICE_PASSWORD = "alice-Pw-7c1e9"

@@ -20,8 +20,8 @@ from sluice.broker.protocol import ApiKey, decode_response, encode_request
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.testing.broker import BrokerProcess
-from sluice.testing.net import free_port
 from sluice.testing.certificates import Certificates, make_certificates
+from sluice.testing.net import free_port
 
 KEY_PASSWORD = "broker-key-pw-5309"
 ADMIN_PASSWORD = "admin-secret-8817"

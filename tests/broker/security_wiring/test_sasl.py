@@ -22,6 +22,7 @@ from sluice.broker.protocol import ApiKey, decode_response, encode_request
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.security.plain import encode_plain_message
+from sluice.testing.certificates import Certificates
 from tests.broker.security_wiring.clients import roundtrip
 from tests.broker.security_wiring.conftest import (
     ADMIN_PASSWORD,
@@ -33,7 +34,6 @@ from tests.broker.security_wiring.conftest import (
     keystore,
     recv_exactly,
 )
-from sluice.testing.certificates import Certificates
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

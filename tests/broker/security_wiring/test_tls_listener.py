@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 
+from sluice.testing.certificates import Certificates
 from tests.broker.security_wiring.clients import roundtrip
 from tests.broker.security_wiring.conftest import (
     StartSecure,
@@ -17,7 +18,6 @@ from tests.broker.security_wiring.conftest import (
     client_tls,
     keystore,
 )
-from sluice.testing.certificates import Certificates
 
 with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with deprecated importlib.resources calls.

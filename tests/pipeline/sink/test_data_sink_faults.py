@@ -2,10 +2,11 @@
 delivery failure fails the task, never drops a record, and a rerun writes everything.
 
 Each test has its own broker (``SluiceBroker``), not the session's. The write is slowed by a
-UDF, and held back after each partition's first ``HELD_AFTER`` rows until the kill has happened, so the kill
-always lands while the tasks are producing. The session's Spark is ``local[2]``,
-which does not retry a failed task (``spark.task.maxFailures`` is 1 in local mode), so "the
-retry" here is the rerun of the job: every task runs again, as a task retry would.
+UDF, and held back after each partition's first ``HELD_AFTER`` rows until the kill has
+happened, so the kill always lands while the tasks are producing. The session's Spark is
+``local[2]``, which does not retry a failed task (``spark.task.maxFailures`` is 1 in local
+mode), so "the retry" here is the rerun of the job: every task runs again, as a task retry
+would.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def broker(tmp_path: Path) -> Iterator[SluiceBroker]:
 
 def _slow_frame(spark: Any, gate: Path | None = None) -> Any:
     """``ROWS`` rows in two partitions, 2 ms each; with ``gate``, every row after a
-    partition's first ``HELD_AFTER`` also waits (up to 60 s) for the file ``gate`` to exist — so the kill
-    always lands mid-write, however slowly the killer's thread gets to it."""
+    partition's first ``HELD_AFTER`` also waits (up to 60 s) for the file ``gate`` to exist —
+    so the kill always lands mid-write, however slowly the killer's thread gets to it."""
     from pyspark.sql.functions import udf
 
     half, pad = ROWS // 2, PAD
