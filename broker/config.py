@@ -15,9 +15,9 @@ override ``listener.name.<l>.sasl.enabled.mechanisms``) holds a mechanism other 
 keys are read by ``sluice.broker.security`` when the listeners are set up; they stay in
 ``security_properties`` (kept out of ``repr``: they hold passwords).
 
-Metadata advertises one endpoint per broker: the advertised address of the inter-broker
-listener (``listener`` / ``advertised``), which clients on another listener therefore do not
-reach.
+Metadata answers a client with the brokers' endpoints of the listener it connected to
+(Kafka's per-listener metadata): each broker registers every advertised listener;
+``listener`` / ``advertised`` are the inter-broker one, which other brokers connect to.
 
 Inter-broker security (cluster mode): replication fetchers and the transaction marker channel
 connect to the other brokers' inter-broker listener as Kafka's inter-broker client does
@@ -337,6 +337,13 @@ def _check_served(props: Mapping[str, str], listeners: tuple[Listener, ...]) -> 
             )
 
 
+def _reachable(listener: Listener) -> Listener:
+    """A listener bound to every address (``0.0.0.0`` or no host) is advertised as 127.0.0.1."""
+    if listener.host in ("", "0.0.0.0"):
+        return Listener(listener.name, "127.0.0.1", listener.port, listener.security_protocol)
+    return listener
+
+
 # Read by sluice.broker.security.authorizer, kept with the security keys.
 _AUTHORIZER_KEYS = frozenset(
     {"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}
@@ -448,6 +455,10 @@ class BrokerConfig:
     advertised: Listener = _DEFAULT_LISTENER
     #: every listener, in the order of ``listeners``
     listeners: tuple[Listener, ...] = (_DEFAULT_LISTENER,)
+    #: every listener as clients are told of it (``advertised.listeners`` by name, else the
+    #: listener itself), in the order of ``listeners``: Metadata answers a client with the
+    #: endpoints of the listener it connected to
+    advertised_listeners: tuple[Listener, ...] = (_DEFAULT_LISTENER,)
     #: how this broker reaches the others (cluster mode; ``None`` standalone): the inter-broker
     #: listener's TLS keys and SASL login, checked at start (secrets: not in repr)
     inter_broker_security: InterBrokerSecurity | None = field(
@@ -517,7 +528,7 @@ class BrokerConfig:
         _check_served(props, listeners)
         inter_broker = _inter_broker_listener(props, listeners)
         listener = next(item for item in listeners if item.name == inter_broker)
-        advertised = listener
+        given: tuple[Listener, ...] = ()
         if props.get("advertised.listeners"):
             given = _listeners(
                 props, "advertised.listeners", props["advertised.listeners"], protocols
@@ -528,11 +539,10 @@ class BrokerConfig:
                 raise ConfigError(
                     f"advertised.listeners: expected names from listeners, found {strays}"
                 )
-            advertised = next((item for item in given if item.name == inter_broker), listener)
-        if advertised.host in ("", "0.0.0.0"):
-            advertised = Listener(
-                advertised.name, "127.0.0.1", advertised.port, advertised.security_protocol
-            )
+        # Every listener as clients are told of it: its advertised.listeners entry, else itself.
+        by_name = {item.name: item for item in given}
+        advertised_listeners = tuple(_reachable(by_name.get(item.name, item)) for item in listeners)
+        advertised = next(item for item in advertised_listeners if item.name == inter_broker)
         inter_broker_security = (
             _inter_broker_security(props, listener) if props.get("zookeeper.connect") else None
         )
@@ -555,6 +565,7 @@ class BrokerConfig:
             broker_id=_int(props, "broker.id", 0),
             listener=listener,
             advertised=advertised,
+            advertised_listeners=advertised_listeners,
             listeners=listeners,
             inter_broker_security=inter_broker_security,
             connections_max_reauth_ms=_int(props, "connections.max.reauth.ms", 0),

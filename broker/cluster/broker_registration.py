@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -80,12 +81,18 @@ class BrokerRegistration:
         client_id = self.zk.client_id
         return None if client_id is None else int(client_id[0])
 
-    def register(self, host: str, port: int, rack: str | None) -> None:
+    def register(
+        self,
+        host: str,
+        port: int,
+        rack: str | None,
+        endpoints: Sequence[tuple[str, str, str, int]] = (),
+    ) -> None:
         """Create ``/brokers/ids/<id>``. If it exists for another session — our own previous
         session not yet expired, or another broker with our id — wait for it to go away (at
         most ``timeout`` seconds, then :class:`BrokerRegistrationError`)."""
         path = BrokerIdZNode.path(self.broker_id)
-        data = BrokerIdZNode.encode(host, port, rack)
+        data = BrokerIdZNode.encode(host, port, rack, endpoints=endpoints)
         deadline = time.monotonic() + self.timeout
         while True:
             try:

@@ -137,6 +137,7 @@ class ClusterMetadata:
         *,
         listener_host: str,
         listener_port: int,
+        inter_broker_listener: str = "PLAINTEXT",
         rack: str | None = None,
         default_replication_factor: int = 1,
         num_partitions: int = 1,
@@ -147,6 +148,9 @@ class ClusterMetadata:
         self.broker_id = broker_id
         self.listener_host = listener_host
         self.listener_port = listener_port
+        # Other brokers' registrations are read at this listener's endpoint (replication).
+        self.inter_broker_listener = inter_broker_listener
+        self.endpoints: tuple[tuple[str, str, str, int], ...] = ()
         self.rack = rack
         self.default_replication_factor = default_replication_factor
         self.num_partitions = num_partitions
@@ -480,7 +484,9 @@ class ClusterMetadata:
         return ClusterIdZNode.decode(data)
 
     def _register(self) -> None:
-        self.registration.register(self.listener_host, self.listener_port, self.rack)
+        self.registration.register(
+            self.listener_host, self.listener_port, self.rack, self.endpoints
+        )
 
     def _read_brokers(self) -> dict[int, BrokerInfo]:
         brokers: dict[int, BrokerInfo] = {}
@@ -489,7 +495,9 @@ class ClusterMetadata:
                 continue
             try:
                 data, _ = self.zk.get(BrokerIdZNode.path(int(child)))
-                brokers[int(child)] = BrokerIdZNode.decode(int(child), data)
+                brokers[int(child)] = BrokerIdZNode.decode(
+                    int(child), data, self.inter_broker_listener
+                )
             except NoNodeError:
                 continue
             except ZkDataError as e:

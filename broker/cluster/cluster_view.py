@@ -44,6 +44,9 @@ class ClusterView(MetadataStore, Protocol):
     #: This broker's advertised address, registered by ``start()`` (set it before then).
     listener_host: str
     listener_port: int
+    #: Every advertised listener as ``(name, protocol, host, port)``, registered by
+    #: ``start()`` too (set before then; empty: the one listener above, PLAINTEXT).
+    endpoints: tuple[tuple[str, str, str, int], ...]
     #: ElectLeaders and partition reassignments: the controller (standalone: this broker).
     partition_admin: PartitionAdmin
 

@@ -53,6 +53,7 @@ class SingleBrokerCluster:
         self.broker_id = broker_id
         self.listener_host = listener_host
         self.listener_port = listener_port
+        self.endpoints: tuple[tuple[str, str, str, int], ...] = ()
         self.cluster_id = store.cluster_id
         self._listeners: list[Listener] = []
         self.partition_admin: PartitionAdmin = self
@@ -88,7 +89,12 @@ class SingleBrokerCluster:
         return self.broker_id
 
     def brokers(self) -> dict[int, BrokerInfo]:
-        return {self.broker_id: BrokerInfo(self.broker_id, self.listener_host, self.listener_port)}
+        endpoints = tuple((name, host, port) for name, _, host, port in self.endpoints)
+        return {
+            self.broker_id: BrokerInfo(
+                self.broker_id, self.listener_host, self.listener_port, None, endpoints
+            )
+        }
 
     def topics(self) -> dict[str, TopicInfo]:
         return self.store.topics()

@@ -65,12 +65,28 @@ class ZkDataError(ValueError):
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A live broker, as registered under ``/brokers/ids/<id>``."""
+    """A live broker, as registered under ``/brokers/ids/<id>``.
+
+    ``host``/``port``: where other brokers reach it (its inter-broker listener).
+    ``endpoints``: every advertised listener as ``(name, host, port)``, for clients, which are
+    answered with the endpoints of the listener they connected to (Kafka's per-listener
+    metadata); empty for a registration that names none (version 1)."""
 
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """``(host, port)`` of the listener named ``listener``; without endpoints (an old
+        registration), ``(host, port)``; None if the broker has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True)
@@ -284,14 +300,23 @@ class BrokerIdZNode:
 
     @staticmethod
     def encode(
-        host: str, port: int, rack: str | None = None, timestamp_ms: int | None = None
+        host: str,
+        port: int,
+        rack: str | None = None,
+        timestamp_ms: int | None = None,
+        endpoints: Sequence[tuple[str, str, str, int]] = (),
     ) -> bytes:
+        """``endpoints``: every advertised listener as ``(name, protocol, host, port)``; none
+        given: one PLAINTEXT listener at ``host:port``. The top-level ``host``/``port`` are
+        the PLAINTEXT listener's, or null/-1 without one, as Kafka writes them."""
+        listed = list(endpoints) or [("PLAINTEXT", "PLAINTEXT", host, port)]
+        plaintext = next((e for e in listed if e[0] == "PLAINTEXT"), None)
         doc: dict[str, Any] = {
             "version": BrokerIdZNode.VERSION,
-            "host": host,
-            "port": port,
-            "endpoints": [f"PLAINTEXT://{host}:{port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "host": plaintext[2] if plaintext else None,
+            "port": plaintext[3] if plaintext else -1,
+            "endpoints": [f"{name}://{h}:{p}" for name, _, h, p in listed],
+            "listener_security_protocol_map": {name: proto for name, proto, _, _ in listed},
             "jmx_port": -1,
             "timestamp": str(timestamp_ms) if timestamp_ms is not None else _now_ms(),
         }
@@ -300,11 +325,21 @@ class BrokerIdZNode:
         return _json_bytes(doc)
 
     @classmethod
-    def decode(cls, broker_id: int, data: bytes | None) -> BrokerInfo:
+    def decode(cls, broker_id: int, data: bytes | None, listener: str | None = None) -> BrokerInfo:
+        """The registration; ``host``/``port`` of the listener named ``listener`` (the
+        reader's inter-broker listener) when the broker has it, else the top-level ones."""
         path = cls.path(broker_id)
         doc = _load_object(path, data)
         version = _version(path, doc, (1, 2, 3, 4, 5))
         host, port = doc.get("host"), doc.get("port")
+        named: list[tuple[str, str, int]] = []
+        if version >= 2 and isinstance(doc.get("endpoints"), list):
+            for entry in doc["endpoints"]:
+                name = entry.split("://", 1)[0] if isinstance(entry, str) else ""
+                named.append((name, *_parse_endpoint(path, entry)))
+        chosen = next((e for e in named if e[0] == listener), None)
+        if chosen is not None:
+            host, port = chosen[1], chosen[2]
         if version >= 2 and (not isinstance(host, str) or not host):
             # Kafka registers host null / port -1 when there is no PLAINTEXT listener.
             endpoints = _require(path, doc, "endpoints")
@@ -318,7 +353,7 @@ class BrokerIdZNode:
         rack = doc.get("rack")
         if rack is not None and not isinstance(rack, str):
             raise ZkDataError(path, "a 'rack' string or null", rack)
-        return BrokerInfo(broker_id, host, port, rack)
+        return BrokerInfo(broker_id, host, port, rack, tuple(named))
 
 
 def _parse_endpoint(path: str, endpoint: object) -> tuple[str, int]:

@@ -123,7 +123,7 @@ from sluice.broker.server.connection_limits import (
     UnresolvableOverrideError,
     resolve_overrides,
 )
-from sluice.broker.server.context import CURRENT_PEER, Handler, Response
+from sluice.broker.server.context import CURRENT_LISTENER, CURRENT_PEER, Handler, Response
 from sluice.broker.server.controlled_shutdown import (
     ControlledShutdown,
     run_on_thread,
@@ -213,6 +213,7 @@ class Broker:
                 config.broker_id,
                 listener_host=config.advertised.host,
                 listener_port=advertised_port,
+                inter_broker_listener=config.listener.name,
                 default_replication_factor=config.default_replication_factor,
                 num_partitions=config.num_partitions,
                 unclean_leader_election=config.unclean_leader_election,
@@ -461,11 +462,18 @@ class Broker:
         await loop.run_in_executor(None, self.startup)
         reaper: asyncio.Task[None] | None = None
         try:
+            bound: dict[str, int] = {}
             for listener in self.config.listeners:
                 server = await self._bind(listener)
                 self._servers.append(server)
+                bound[listener.name] = server.sockets[0].getsockname()[1]
                 if listener.name == self.config.listener.name:
-                    self.port = server.sockets[0].getsockname()[1]
+                    self.port = bound[listener.name]
+            # Every listener as clients are told of it (port 0: the one bound), registered.
+            self.cluster.endpoints = tuple(
+                (a.name, a.security_protocol, a.host, a.port or bound[a.name])
+                for a in self.config.advertised_listeners
+            )
             await self._join()
             # Where transactions were ever used, the coordinator loads its state partitions now,
             # so transactions a crash left prepared are finished without waiting for a
@@ -632,6 +640,7 @@ class Broker:
             return
         self._connections[task] = slot
         CURRENT_PEER.set(f"/{peer[0]}" if isinstance(peer, tuple) else "")
+        CURRENT_LISTENER.set(listener.name)
         tls = writer.get_extra_info("ssl_object")
         CURRENT_PRINCIPAL.set(peer_principal(tls) if tls is not None else ANONYMOUS)
         if tls is not None:

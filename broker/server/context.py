@@ -25,7 +25,8 @@ What it offers:
   (everything allowed); handlers ask it through ``sluice.broker.server.authorization``.
 
 ``CURRENT_PEER`` holds the client address of the connection a handler is serving,
-``CURRENT_PRINCIPAL`` its principal (what the authorizer checks).
+``CURRENT_PRINCIPAL`` its principal (what the authorizer checks), ``CURRENT_LISTENER`` the
+listener it came in on (``client_endpoint`` picks a broker's endpoint of that listener).
 
 Every member is used on the broker's event loop.
 """
@@ -38,6 +39,7 @@ from typing import Any, Protocol, TypeVar
 
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.topic_metadata import TopicInfo
+from sluice.broker.cluster.zk_data import BrokerInfo
 from sluice.broker.config import BrokerConfig
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import OffsetStore
@@ -57,6 +59,21 @@ Response = bytes | EncodedFetchResponse | None
 # The client address of the connection a handler is serving (each connection runs in its
 # own task, so its own context); DescribeGroups reports it as the member's host.
 CURRENT_PEER: contextvars.ContextVar[str] = contextvars.ContextVar("CURRENT_PEER", default="")
+
+# The name of the listener the connection came in on: Metadata, FindCoordinator and
+# DescribeCluster answer with the brokers' endpoints of that listener (Kafka's per-listener
+# metadata), so a client on a TLS listener is never sent to a plaintext port.
+CURRENT_LISTENER: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "CURRENT_LISTENER", default=""
+)
+
+
+def client_endpoint(broker: BrokerInfo) -> tuple[str, int] | None:
+    """Where the client being served reaches ``broker``: its endpoint of the listener the
+    client connected to; None if that broker has no such listener (Kafka leaves it out)."""
+    listener = CURRENT_LISTENER.get()
+    return broker.endpoint(listener) if listener else (broker.host, broker.port)
+
 
 #: The principal of the connection a handler is serving: ``User:ANONYMOUS``, a TLS client
 #: certificate's ``User:<subject>``, or ``User:<name>`` after SASL (what the authorizer checks).

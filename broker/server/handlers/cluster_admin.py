@@ -30,7 +30,7 @@ from typing import Any
 from sluice.broker.log.errors import StorageError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
-from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import TopicPartition
 
@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> bytes:
     cluster = ctx.cluster
     brokers = [
-        {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {"broker_id": b.broker_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
         for b in cluster.brokers().values()
+        if (endpoint := client_endpoint(b)) is not None
     ]
     return respond(
         request,

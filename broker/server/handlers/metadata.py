@@ -22,7 +22,7 @@ from sluice.broker.protocol import APIS, Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
-from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import ADMIN_ERRORS
 from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import InvalidTopicError, validate_topic
@@ -120,8 +120,9 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
             else:
                 topics.append(_topic_entry(cluster, info))
     brokers = [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
         for b in cluster.brokers().values()
+        if (endpoint := client_endpoint(b)) is not None  # Kafka leaves out a broker without it
     ]
     return respond(
         request,

@@ -21,7 +21,7 @@ from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
-from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
 
@@ -76,9 +76,10 @@ async def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[int, str, int
     if state is None or state.leader < 0:
         return None
     leader = cluster.brokers().get(state.leader)
-    if leader is None:
+    endpoint = None if leader is None else client_endpoint(leader)
+    if leader is None or endpoint is None:
         return None
-    return leader.broker_id, leader.host, leader.port
+    return leader.broker_id, endpoint[0], endpoint[1]
 
 
 def _exists(ctx: BrokerContext, topic: str, partition: int) -> bool:

@@ -52,7 +52,7 @@ from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.partition import Partition
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
-from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import code_for, coordinator_code_for
 from sluice.broker.server.handlers import offsets, produce
 from sluice.broker.server.responses import respond
@@ -322,12 +322,16 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes
             "error_message": None, "node_id": -1, "host": "", "port": -1,
         })  # fmt: skip
     found = None
+    endpoint: tuple[str, int] | None = None
     try:
         coordinator = await attach_coordinator(ctx)
         partition = partition_for(request.body.key, coordinator.state.num_partitions)
         state = ctx.cluster.partition_state(TXN_TOPIC, partition)
         if state is not None and state.leader >= 0:
             found = ctx.cluster.brokers().get(state.leader)
+        endpoint = None if found is None else client_endpoint(found)
+        if endpoint is None:
+            found = None  # no leader yet, or one without the client's listener
         error = Errors.NONE if found is not None else Errors.COORDINATOR_NOT_AVAILABLE
     except MetadataUnavailableError as exc:
         error = coordinator_code_for(exc)
@@ -337,10 +341,11 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes
             "error_message": "the transactional id's state partition has no leader yet",
             "node_id": -1, "host": "", "port": -1,
         })  # fmt: skip
+    assert endpoint is not None  # found only with an endpoint
     return respond(
         request,
         {"throttle_time": 0, "error_code": Errors.NONE, "error_message": None,
-         "node_id": found.broker_id, "host": found.host, "port": found.port},
+         "node_id": found.broker_id, "host": endpoint[0], "port": endpoint[1]},
     )  # fmt: skip
 
 

@@ -44,7 +44,10 @@ class Recorder:
 
 def test_registration_and_cluster_view(cluster: SimCluster, zk_client: KazooClient) -> None:
     b1, b2, b3 = cluster.start(1, 2, 3, rack="r1")
-    expected = {b: BrokerInfo(b, "127.0.0.1", 9000 + b, "r1") for b in (1, 2, 3)}
+    expected = {
+        b: BrokerInfo(b, "127.0.0.1", 9000 + b, "r1", (("PLAINTEXT", "127.0.0.1", 9000 + b),))
+        for b in (1, 2, 3)
+    }
     for m in (b1, b2, b3):
         assert m.brokers() == expected
     data, stat = zk_client.get("/brokers/ids/2")

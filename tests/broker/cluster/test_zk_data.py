@@ -58,7 +58,9 @@ def test_broker_round_trip_with_and_without_rack() -> None:
         assert doc["endpoints"] == ["PLAINTEXT://10.0.0.5:9092"]
         assert doc["jmx_port"] == -1 and doc["version"] == 4
         assert ("rack" in doc) == (rack is not None)
-        assert BrokerIdZNode.decode(5, data) == BrokerInfo(5, "10.0.0.5", 9092, rack)
+        assert BrokerIdZNode.decode(5, data) == BrokerInfo(
+            5, "10.0.0.5", 9092, rack, (("PLAINTEXT", "10.0.0.5", 9092),)
+        )
 
 
 def test_broker_decodes_kafkas_registration_without_plaintext_host() -> None:
@@ -74,7 +76,9 @@ def test_broker_decodes_kafkas_registration_without_plaintext_host() -> None:
             "version": 4,
         }
     ).encode()
-    assert BrokerIdZNode.decode(1, data) == BrokerInfo(1, "kafka-1.example", 19092, None)
+    assert BrokerIdZNode.decode(1, data) == BrokerInfo(
+        1, "kafka-1.example", 19092, None, (("INTERNAL", "kafka-1.example", 19092),)
+    )
 
 
 def test_topic_round_trip() -> None:
