@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import uuid
 from pathlib import Path
@@ -30,23 +29,13 @@ from sluice.broker.cluster.topic_metadata import (
     TopicInfo,
     UnknownTopicError,
 )
-from sluice.broker.log.checkpoint import fsync_dir
+from sluice.common.atomic_file import write_atomically
 from sluice.common.properties import parse_properties
 from sluice.common.topic_partition import validate_topic
 
 TOPICS_FILE = "sluice-topics.json"
 META_FILE = "meta.properties"
 PRODUCER_ID_BLOCK = 1000
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class LocalMetadataStore:
@@ -71,7 +60,7 @@ class LocalMetadataStore:
                 )
             return meta["cluster.id"]
         cluster_id = uuid.uuid4().hex[:22]
-        _write_atomically(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
+        write_atomically(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
         return cluster_id
 
     def _load_topics(self) -> None:
@@ -108,7 +97,7 @@ class LocalMetadataStore:
             },
             "producer_id_block_end": self._block_end,
         }
-        _write_atomically(self.directory / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True))
+        write_atomically(self.directory / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True))
 
     def topics(self) -> dict[str, TopicInfo]:
         with self._lock:

@@ -34,11 +34,12 @@ process owns the file); it keeps the file's contents in memory.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from sluice.common.atomic_file import write_atomically
 
 from .acl import (
     AccessControlEntry,
@@ -272,15 +273,4 @@ class FileAclStore(AclStore):
                 }
             )
         text = json.dumps({"version": _FILE_VERSION, "patterns": patterns}, indent=1)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomically(self.path, text, mode=0o600)  # credentials: owner only

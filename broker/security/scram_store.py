@@ -23,13 +23,14 @@ them off the event loop). ``FileScramStore`` is used on the broker's event loop 
 from __future__ import annotations
 
 import json
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from sluice.common.atomic_file import write_atomically
 
 from .errors import CredentialFormatError
 from .scram_credential import ScramCredential, ScramMechanism, UserConfigZnode
@@ -186,15 +187,4 @@ class FileScramStore(ScramStore):
             indent=1,
             sort_keys=True,
         )
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomically(self.path, text, mode=0o600)  # credentials: owner only
