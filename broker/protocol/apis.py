@@ -17,6 +17,14 @@ still accept; those are written in kio's shape in modules of their own (``list_o
 header v2/v1) comes from the schemas' ``__flexible__`` flag, i.e. from Kafka's
 ``flexibleVersions``.
 
+**One release's level.** Clients infer the broker's Kafka release from the highest versions
+it advertises (kafka-python's ``infer_broker_version_from_api_versions``: DescribeAcls v3
+means 3.3, Produce v8 2.4, ...) and, given an ``api_version`` of their own that is older,
+then send *that* release's versions of every API instead of negotiating. So no API is
+advertised above Kafka 2.4's level (Produce v8, Fetch v11) where a newer version would make a
+client believe in a release whose other APIs Sluice does not speak; ``test_apis`` checks what
+kafka-python infers.
+
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
 that kio has, which include their flexible versions.
@@ -202,10 +210,13 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
             _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
             _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
-            # ACLs (KIP-140; v1 adds prefixed patterns, KIP-290; a v0 pattern is LITERAL).
-            _spec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 3, handler_min=1),
-            _spec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 3, handler_min=1),
-            _spec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 3, handler_min=1),
+            # ACLs (KIP-140; v1 adds prefixed patterns, KIP-290; a v0 pattern is LITERAL). Up
+            # to v1, Kafka 2.4's level (see "One release's level" above): DescribeAcls v2 would
+            # tell kafka-python the broker is a 2.5, v3 a 3.3. v2 only makes the encoding
+            # flexible and v3 adds a resource type Sluice has no use for.
+            _spec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 1, handler_min=1),
+            _spec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 1, handler_min=1),
+            _spec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 1, handler_min=1),
         )
     }
 )

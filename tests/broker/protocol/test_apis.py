@@ -36,9 +36,9 @@ EXPECTED = {
     26: ((0, 3), (0, 3)),
     27: ((0, 1), (0, 1)),
     28: ((0, 3), (0, 3)),
-    29: ((0, 3), (0, 3)),  # the ACL APIs
-    30: ((0, 3), (0, 3)),
-    31: ((0, 3), (0, 3)),
+    29: ((0, 1), (0, 1)),  # the ACL APIs, at Kafka 2.4's level (see apis.py)
+    30: ((0, 1), (0, 1)),
+    31: ((0, 1), (0, 1)),
     32: ((0, 4), (0, 4)),
     33: ((0, 2), (0, 2)),
     34: ((0, 2), (0, 2)),
@@ -177,3 +177,19 @@ def test_unknown_key() -> None:
         apis.request_type(0, 99)  # no Produce v99 anywhere
     with pytest.raises(KeyError):
         apis.request_type(24, 9)
+
+
+def test_clients_infer_kafka_2_4_from_what_is_advertised() -> None:
+    # kafka-python infers the broker's release from the advertised maxima and, given an older
+    # api_version of its own, speaks that release's versions of every API (no negotiation):
+    # advertising one version above 2.4's level would make it send versions Sluice lacks.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    advertised = {
+        int(v.api_key): (v.min_version, v.max_version) for v in apis.supported_api_versions()
+    }
+    assert infer_broker_version_from_api_versions(advertised) == (2, 4)
