@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from sluice.testing.cluster import QUIET, BrokerCluster
 from sluice.testing.cluster import wait_for_metadata as wait_for
 from sluice.testing.zookeeper import ZooKeeperServer
-from tests.broker.server.clients import ContinuousProducer, unique
+from tests.broker.server.clients import ContinuousProducer, read_partition, unique
 
 pytestmark = pytest.mark.broker
 
@@ -29,31 +29,6 @@ pytestmark = pytest.mark.broker
 def cluster(tmp_path: Path, zk_connect: str) -> Iterator[BrokerCluster]:
     with BrokerCluster(tmp_path, zk_connect) as c:
         yield c
-
-
-def read_partition(
-    bootstrap: str, topic: str, partition: int, timeout: float = 30.0
-) -> list[bytes | None]:
-    """Every committed message of the partition, from offset 0 to its high watermark; the
-    offsets read must be exactly ``0 .. high watermark - 1``."""
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
-         "enable.auto.commit": False, **QUIET}
-    )  # fmt: skip
-    try:
-        _low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        c.assign([TopicPartition(topic, partition, 0)])
-        read: list[Message] = []
-        deadline = time.monotonic() + timeout
-        while len(read) < high and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                read.append(m)
-    finally:
-        c.close()
-    offsets = [m.offset() for m in read]
-    assert offsets == list(range(high)), f"expected offsets 0..{high - 1}, read {offsets[:10]}…"
-    return [m.value() for m in read]
 
 
 # -- 1. leaders killed under an acks=all idempotent producer --------------------------------

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from sluice.testing.broker import create_topic as create_topic  # the tests import it from here
+from sluice.testing.cluster import QUIET
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -283,7 +284,7 @@ def read_values(
     that stopped at exactly ``expected`` would miss what should not be there."""
     c = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
-         "isolation.level": isolation, "enable.auto.commit": False, **config}
+         "isolation.level": isolation, "enable.auto.commit": False, **QUIET, **config}
     )  # fmt: skip
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
     got: list[bytes] = []
@@ -320,3 +321,29 @@ def committed_offset(
         return int(tp.offset)
     finally:
         c.close()
+
+
+def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout: float = 30.0, **config: Any
+) -> list[bytes | None]:
+    """Every committed message of the partition, from offset 0 to its high watermark; the
+    offsets read must be exactly ``0 .. high watermark - 1``. ``config``: more client
+    settings (a secured cluster's)."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("reader"),
+         "enable.auto.commit": False, **QUIET, **config}
+    )  # fmt: skip
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        c.assign([TopicPartition(topic, partition, 0)])
+        read: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while len(read) < high and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                read.append(m)
+    finally:
+        c.close()
+    offsets = [m.offset() for m in read]
+    assert offsets == list(range(high)), f"expected offsets 0..{high - 1}, read {offsets[:10]}…"
+    return [m.value() for m in read]
