@@ -60,7 +60,8 @@ go into the manifest's ``schema_ids``.
 A crash anywhere before the rename leaves the table as it was (the rerun re-reads the same
 ranges); after it, the rerun finds nothing new. A run with nothing new publishes nothing.
 ``SLUICE_CRASH_AT=read|staged|manifest|published`` makes the process SIGKILL itself and its
-Spark JVM at that point, for the crash tests. ``run_load`` is for one thread; concurrent loads
+Spark JVM at that point, for the crash tests (for ``read`` each task holds after its first
+written batch, so the kill always lands mid-read). ``run_load`` is for one thread; concurrent loads
 of one table coordinate only through the table's commit protocol.
 """
 
@@ -404,6 +405,7 @@ def _read_and_write(
         include_headers=True,  # the table keeps the headers (the typed layout has them too)
         avro=typed,
         timestamp=timestamp,
+        hold_after_first_batch_s=60.0 if os.environ.get("SLUICE_CRASH_AT") == "read" else 0.0,
     )
     group = f"sluice-load-{report.run_id}"
     context = spark.sparkContext

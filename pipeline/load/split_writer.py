@@ -209,6 +209,10 @@ class SplitWriter:
     batch_rows: int = 8192
     row_group_rows: int = ROW_GROUP_ROWS
     poll_timeout_s: float = 120.0
+    # Crash injection (``SLUICE_CRASH_AT=read``): after writing its first batch the task waits
+    # this long, so the driver's kill lands while files are half written instead of racing a
+    # read that may finish first. Bounded: if no kill comes, the task carries on.
+    hold_after_first_batch_s: float = 0.0
 
     def __call__(self, splits: Iterable[OffsetRange]) -> Iterator[SplitOutcome]:
         for split in splits:
@@ -237,6 +241,7 @@ class SplitWriter:
             )
         outcome = SplitOutcome(split)
         files: dict[str, _DateFile] = {}
+        hold = self.hold_after_first_batch_s
         try:
             for raw in batches:
                 batch = raw
@@ -246,6 +251,9 @@ class SplitWriter:
                         errors.append(bad)
                 if batch.num_rows:
                     self._route(fs, root, split, batch, files)
+                    if hold:
+                        time.sleep(hold)
+                        hold = 0.0
             for relative, file in sorted(files.items()):
                 outcome.files.append((relative, file.close(), file.rows))
         except BaseException:
