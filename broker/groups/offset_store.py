@@ -27,8 +27,9 @@ a later binary tombstone cannot be undone by a surviving JSON record).
 
 **Transactional offsets** (KIP-98's TxnOffsetCommit; Kafka's ``storeOffsets`` with a producer
 id, ``loadGroupsAndOffsets``, ``handleTxnCompletion``): :meth:`OffsetStore.commit_txn` appends
-them as a *transactional* batch (the producer's id, epoch and a sequence, the transactional
-attribute set; the same key and value bytes as a plain commit) and holds them as **pending**
+them as a *transactional* batch (the producer's id and epoch, sequence 0, the transactional
+attribute set; the same key and value bytes as a plain commit; appended as the coordinator's, so
+the log checks the epoch and not the sequence) and holds them as **pending**
 (``PendingTxnOffsets``) — not visible to OffsetFetch — until the transaction's marker is
 written to the partition like any partition's (``Log.append_marker``);
 :meth:`OffsetStore.complete_txn` then commits (COMMIT) or drops (ABORT) the producer's pending
@@ -368,12 +369,13 @@ class OffsetStore:
                     self._appended[ident] = base
 
     async def commit_txn(
-        self, group: str, producer_id: int, producer_epoch: int, base_sequence: int,
+        self, group: str, producer_id: int, producer_epoch: int,
         offsets: Sequence[tuple[str, int, CommittedOffset]],
     ) -> None:  # fmt: skip
         """Durably append a TxnOffsetCommit's offsets as one transactional batch of
-        ``producer_id`` (its ``producer_epoch``; ``base_sequence`` continuing the producer's
-        sequence in the partition, which the log checks) and hold them as pending until the
+        ``producer_id`` (its ``producer_epoch``, which the log checks; sequence 0, as Kafka
+        writes it: a coordinator's batch carries no sequence the log checks) and hold them
+        as pending until the
         producer's marker (:meth:`complete_txn`). Raises ``OffsetCommitFailedError`` if the
         batch was not made durable, and the log's ``InvalidProducerEpochError`` for a fenced
         producer. (A JSON migration waits for the next plain write: its records must not be
@@ -385,8 +387,7 @@ class OffsetStore:
         records = [_commit_record((group, t, p), c) for t, p, c in offsets]
         base = await self._append(
             partition,
-            _batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
-                   base_sequence=base_sequence),
+            _batch(records, producer_id=producer_id, producer_epoch=producer_epoch),
         )  # fmt: skip
         with self._lock:
             if partition not in self.loaded:  # leadership moved meanwhile: the log has them
@@ -490,12 +491,12 @@ def _committed(value: OffsetCommitValue) -> CommittedOffset:
 
 def _batch(
     records: Sequence[RawRecord], *, producer_id: int = -1, producer_epoch: int = -1,
-    base_sequence: int = -1,
 ) -> bytes:  # fmt: skip
-    """One batch of ``records``; with a producer id, a transactional one."""
+    """One batch of ``records``; with a producer id, a transactional one (sequence 0, as
+    Kafka's group coordinator writes it)."""
     now = int(time.time() * 1000)
     return encode_batch(
         list(records), timestamps=[now] * len(records), producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence,
+        producer_epoch=producer_epoch, base_sequence=0 if producer_id >= 0 else -1,
         transactional=producer_id >= 0,
     )  # fmt: skip

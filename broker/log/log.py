@@ -270,14 +270,16 @@ class Log:
         *,
         leader_epoch: int = 0,
         assign: bool = True,
-        control: bool = False,
+        coordinator: bool = False,
     ) -> AppendInfo:
         """Validate and append a record set (one or more magic-2 batches).
 
         With ``assign`` (the leader's path) the broker assigns consecutive offsets from the
         log end and stamps ``leader_epoch`` by rewriting each header's first 16 bytes; each
-        batch must hold RecordCount == LastOffsetDelta + 1 records and no control batch is
-        accepted unless ``control`` (a coordinator's marker, :meth:`append_marker`). Without it
+        batch must hold RecordCount == LastOffsetDelta + 1 records. ``coordinator`` (Kafka's
+        ``AppendOrigin.COORDINATOR``: a marker, :meth:`append_marker`, or a group
+        coordinator's transactional offsets) is the only origin a control batch is accepted
+        from, and its producer's epoch is checked but not its sequence. Without ``assign``
         (a follower copying its leader) offsets are kept and must start at or after the log
         end. Raises :class:`CorruptRecordError`,
         :class:`InvalidRecordError` or :class:`RecordBatchTooLargeError`; nothing is written
@@ -298,15 +300,15 @@ class Log:
             self._dir_failures.check_writable(self.directory, "append to")
             append_time = -1
             if assign:
-                duplicate = self.producer_state.check_batches(headers)
+                duplicate = self.producer_state.check_batches(headers, coordinator=coordinator)
                 if duplicate is not None:
                     return duplicate_info(duplicate, headers[0], self._log_start_offset)
-                if control and first.is_control:  # one marker per append (append_marker)
+                if coordinator and first.is_control:  # one marker per append (append_marker)
                     self.producer_state.check_marker(first, read_marker(buf, first))
                 if config.compact:
                     check_keys(buf, headers, self.directory.name)
                 headers, append_time = assign_leader_offsets(
-                    buf, headers, self._log_end_offset, leader_epoch, allow_control=control,
+                    buf, headers, self._log_end_offset, leader_epoch, allow_control=coordinator,
                     clock=self._clock if config.message_timestamp_type == "LogAppendTime" else None,
                 )  # fmt: skip
             else:
@@ -363,7 +365,7 @@ class Log:
             producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
             timestamp=self._clock(),
         )  # fmt: skip
-        return self.append(batch, leader_epoch=leader_epoch, control=True)
+        return self.append(batch, leader_epoch=leader_epoch, coordinator=True)
 
     # A single-replica log (standalone mode) commits on append; replication turns this off
     # and moves the high watermark itself.

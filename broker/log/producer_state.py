@@ -137,8 +137,11 @@ class ProducerStateManager:
         rest = [o for pid, o in self.ongoing.items() if pid != completed.producer_id]
         return min(rest) if rest else completed.last_offset + 1
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
-        """Validate a client batch; return the original metadata if it is a duplicate."""
+    def check(self, header: BatchHeader, *, coordinator: bool = False) -> BatchMetadata | None:
+        """Validate a client batch; return the original metadata if it is a duplicate.
+        ``coordinator``: a coordinator's batch (a marker, transactional offsets), whose epoch
+        is checked but not its sequence, and which is never a duplicate (Kafka checks
+        sequences for ``AppendOrigin.CLIENT`` only)."""
         pid = header.producer_id
         if pid < 0:
             return None
@@ -148,8 +151,8 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {pid}: expected epoch >= {entry.epoch}, found {header.producer_epoch}"
             )
-        if header.is_control:
-            return None  # a marker has no sequence
+        if header.is_control or coordinator:
+            return None  # a marker has no sequence; a coordinator keeps none per producer
         if entry is None or header.producer_epoch != entry.epoch:
             if seq != 0:
                 if entry is None:
@@ -193,12 +196,14 @@ class ProducerStateManager:
             for pid, e in self.entries.items()
         }
 
-    def check_batches(self, headers: Sequence[BatchHeader]) -> BatchMetadata | None:
+    def check_batches(
+        self, headers: Sequence[BatchHeader], *, coordinator: bool = False
+    ) -> BatchMetadata | None:
         """:meth:`check` for the batches of one append. An idempotent producer sends one
         batch per partition per request (Kafka's rule too): more than one with a producer id
         raises :class:`InvalidRecordError`."""
         if len(headers) == 1:
-            return self.check(headers[0])
+            return self.check(headers[0], coordinator=coordinator)
         if any(h.producer_id >= 0 for h in headers):
             raise InvalidRecordError(
                 f"expected one batch per append from an idempotent producer, found {len(headers)}"

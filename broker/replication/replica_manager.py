@@ -333,10 +333,12 @@ class ReplicaManager:
         acks: int,
         timeout_ms: int,
         min_insync_replicas: int | None = None,
+        coordinator: bool = False,
     ) -> AppendResult:
         """Append one batch as the partition's leader and wait as ``acks`` asks (see the module
-        docstring). ``min_insync_replicas``: None for the topic's. Raises the log's
-        ``StorageError`` if the log refuses the batch."""
+        docstring). ``min_insync_replicas``: None for the topic's; ``coordinator``: a
+        coordinator's own batch (``Log.append``). Raises the log's ``StorageError`` if the log
+        refuses the batch."""
         p, error = self.leader_or_error(topic, partition)
         if p is None:
             message = (
@@ -357,7 +359,7 @@ class ReplicaManager:
                 message=f"expected an ISR of at least {min_insync_replicas} "
                 f"(min.insync.replicas), found {list(p.isr)}",
             )
-        info = p.log.append(records, leader_epoch=p.leader_epoch)  # raises StorageError
+        info = p.log.append(records, leader_epoch=p.leader_epoch, coordinator=coordinator)
         p.maybe_advance_hw()  # a single-replica ISR commits at once
         if acks != -1 or p.committed(info.last_offset + 1):
             self._completed_by_hw(p.tp, p)

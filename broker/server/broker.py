@@ -398,6 +398,7 @@ class Broker:
         result = await self.replicas.append(
             OFFSETS_TOPIC, partition, batch, acks=-1,
             timeout_ms=self.config.offsets_commit_timeout_ms, min_insync_replicas=1,
+            coordinator=True,
         )  # fmt: skip
         if result.error != Errors.NONE or result.info is None:
             raise OffsetCommitFailedError(result.error, result.message or "")

@@ -45,7 +45,6 @@ from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from sluice.broker.log.errors import InvalidProducerEpochError, StorageError
 from sluice.broker.log.log import Log
-from sluice.broker.log.record_batch import NO_SEQUENCE
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
@@ -479,13 +478,9 @@ async def _append_txn_offsets(
     leading = ctx.replicas.leader_partition(OFFSETS_TOPIC, partition)
     if leading is None:
         return Errors.NOT_COORDINATOR
-    sequence = _next_sequence(leading.log, producer_id, producer_epoch)
     try:
-        # No suspension between reading the sequence and the log's append (the replica
-        # manager appends before its first await), so no other batch of the producer can
-        # come in between; if one did, the log refuses this one (OUT_OF_ORDER_SEQUENCE).
         await ctx.offsets.commit_txn(
-            group, producer_id, producer_epoch, sequence,
+            group, producer_id, producer_epoch,
             [(t, p, CommittedOffset(o, e, m, now)) for t, p, o, e, m in offsets],
         )  # fmt: skip
     except InvalidProducerEpochError:
@@ -495,19 +490,6 @@ async def _append_txn_offsets(
     except (StorageError, OSError) as exc:
         return code_for(exc)
     return Errors.NONE
-
-
-def _next_sequence(partition_log: Log, producer_id: int, producer_epoch: int) -> int:
-    """The sequence the producer's next batch in ``partition_log`` must carry: the group
-    coordinator writes the transactional offset batches of a producer id in its own
-    sequence per offsets partition (Kafka skips the check for its coordinators' appends;
-    Sluice's log checks every batch with a producer id, and would take a second batch of
-    ``NO_SEQUENCE`` for a duplicate of the first)."""
-    entry = partition_log.producer_state.entries.get(producer_id)
-    if entry is None or entry.epoch != producer_epoch or not entry.batches:
-        return 0
-    last = entry.batches[-1].last_seq
-    return 0 if last == NO_SEQUENCE else (last + 1) % (1 << 31)
 
 
 async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> bytes:

@@ -29,11 +29,10 @@ class Offsets:
 
         async def append(partition, batch):
             assert partition == 0
-            return self.log.append(batch).first_offset
+            return self.log.append(batch, coordinator=True).first_offset
 
         self.store = OffsetStore(1, append)
         self.store.load_partition(0, self.log, compact=True)
-        self.sequences = {}
 
     def reopen(self):
         self.manager.shutdown()
@@ -41,10 +40,8 @@ class Offsets:
 
     def txn(self, pid, epoch, group, offsets):
         """TxnOffsetCommit through the store: ``offsets`` {(topic, partition): offset}."""
-        seq = self.sequences.get((pid, epoch), 0)
-        self.sequences[(pid, epoch)] = seq + len(offsets)
         entries = [(t, p, CommittedOffset(o, -1, None, 1)) for (t, p), o in offsets.items()]
-        asyncio.run(self.store.commit_txn(group, pid, epoch, seq, entries))
+        asyncio.run(self.store.commit_txn(group, pid, epoch, entries))
 
     def commit(self, group, offsets):
         entries = [(t, p, CommittedOffset(o, -1, None, 1)) for (t, p), o in offsets.items()]
@@ -165,9 +162,8 @@ def test_deleted_offsets_leave_the_pending_ones_too(tmp_path):
 def test_a_transactional_tombstone_removes_the_pending_entry_on_load(tmp_path):
     o = Offsets(tmp_path)
     o.txn(7, 0, "g", {("t", 0): 10, ("t", 1): 11})
-    tombstone = _batch([_commit_record(("g", "t", 1), None)], producer_id=7, producer_epoch=0,
-                       base_sequence=2)  # fmt: skip
-    o.log.append(tombstone)
+    tombstone = _batch([_commit_record(("g", "t", 1), None)], producer_id=7, producer_epoch=0)
+    o.log.append(tombstone, coordinator=True)
     o = o.reopen()
     assert o.pending() == {7: {("g", "t", 0): 10}}
     o.marker(7, 0, commit=True)

@@ -67,6 +67,22 @@ def test_sequences_wrap(log):
     log.append(produce(9, 0, epoch=0, tag=b"wrapped"))
 
 
+def test_a_coordinators_batches_are_fenced_by_epoch_but_carry_no_sequence(log):
+    """Kafka's AppendOrigin.COORDINATOR: the group coordinator writes every transactional
+    offsets batch of a producer with sequence 0; none is a duplicate or out of order, and an
+    older epoch is still refused."""
+    first = log.append(produce(7, 0, epoch=1), coordinator=True)
+    again = log.append(produce(7, 0, epoch=1), coordinator=True)
+    assert not again.duplicate and again.first_offset == first.last_offset + 1
+    log.append(produce(7, 0, n=1, epoch=1), coordinator=True)
+    with pytest.raises(InvalidProducerEpochError, match="expected epoch >= 1, found 0"):
+        log.append(produce(7, 0, epoch=0), coordinator=True)
+    # A client's batch of the same producer is still checked against what was appended.
+    with pytest.raises(OutOfOrderSequenceError, match="expected sequence 1, found 5"):
+        log.append(produce(7, 5, epoch=1))
+    assert log.log_end_offset == 5
+
+
 def test_non_idempotent_producers_are_not_checked(log):
     log.append(encode_batch([(b"k", b"v")]))
     log.append(encode_batch([(b"k", b"v")]))
