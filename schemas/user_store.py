@@ -40,8 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import javaproperties
-
+from sluice.common.properties import PropertiesError, property_entries
 from sluice.schemas.errors import UsersFileError
 
 MD5_PREFIX = "MD5:"
@@ -91,16 +90,12 @@ class UserStore:
             raise UsersFileError(f"users file {path}: cannot read ({exc.strerror})") from None
         users: dict[str, User] = {}
         try:
-            entries = list(javaproperties.parse(raw))
-        except ValueError:
-            raise UsersFileError(f"users file {path}: not a valid .properties file") from None
-        line = 1
+            entries = property_entries(raw)
+        except PropertiesError as exc:  # names the line, never quotes it
+            raise UsersFileError(f"users file {path}, {exc}") from None
         for entry in entries:
-            start, line = line, line + entry.source.count("\n")
-            if not isinstance(entry, javaproperties.KeyValue):
-                continue
             name = entry.key.strip()
-            where = f"users file {path}, line {start}, user {name!r}"
+            where = f"users file {path}, line {entry.line}, user {name!r}"
             credential, _, roles = entry.value.strip().partition(",")
             if not name or not credential.strip():
                 raise UsersFileError(f"{where}: expected 'user: password[,role ...]'")

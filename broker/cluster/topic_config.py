@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from sluice.broker.cluster.topic_metadata import InvalidConfigError
 from sluice.broker.log.log_config import REPLICATION_TOPIC_KEYS, TOPIC_KEYS, LogConfig
+from sluice.common.options import parse_boolean
 
 MAX_LONG = (1 << 63) - 1
 MAX_INT = (1 << 31) - 1
@@ -133,9 +134,7 @@ class TopicConfigDef:
         value: object
         try:
             if self.type is ConfigType.BOOLEAN:
-                if text.lower() not in ("true", "false"):
-                    raise ValueError
-                value = text.lower() == "true"
+                value = parse_boolean(self.name, text)  # an InvalidOptionError is a ValueError
             elif self.type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
                 value = int(text)
                 limit = MAX_INT if self.type is ConfigType.INT else MAX_LONG

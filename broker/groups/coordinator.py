@@ -57,6 +57,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from sluice.broker.groups.commit_failure import commit_failure_code
 from sluice.broker.groups.offset_store import OffsetCommitFailedError
 from sluice.broker.groups.offsets_topic_records import GroupMetadataValue, MemberMetadata
 from sluice.broker.protocol.errors import Errors
@@ -636,17 +637,15 @@ class GroupCoordinator:
         )
 
     async def _store(self, group: Group, *, deleted: bool = False) -> Errors:
-        """Make the group's metadata durable; the code its members get if that failed (what
-        ``sluice.broker.server.error_mapping.coordinator_code_for`` answers for a commit)."""
+        """Make the group's metadata durable; the code its members get if that failed (the
+        rule of ``sluice.broker.groups.commit_failure``, as for an offset commit)."""
         if self._store_group is None:
             return Errors.NONE
         try:
             await self._store_group(group.group_id, None if deleted else self._metadata(group))
         except OffsetCommitFailedError as exc:
             log.warning("group %s: metadata not stored: %s", group.group_id, exc)
-            if exc.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
-                return Errors.NOT_COORDINATOR
-            return Errors.COORDINATOR_NOT_AVAILABLE
+            return commit_failure_code(exc)
         return Errors.NONE
 
     def _store_later(self, group: Group, *, deleted: bool = False) -> None:

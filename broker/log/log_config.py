@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.broker.log.errors import RecordBatchTooLargeError
+from sluice.common.options import parse_boolean
 
 MAX_LONG = (1 << 63) - 1
 DAY_MS = 24 * 60 * 60 * 1000
@@ -185,9 +186,7 @@ def _convert(name: str, raw: str) -> Any:
         except ValueError:
             raise ValueError(f"{name}: expected a number, found {raw!r}") from None
     if field.type in ("bool", bool):
-        if raw.strip().lower() not in ("true", "false"):
-            raise ValueError(f"{name}: expected true or false, found {raw!r}")
-        return raw.strip().lower() == "true"
+        return parse_boolean(name, raw, error=ValueError)
     if field.type in ("str", str):
         return raw.strip()
     try:
@@ -224,8 +223,7 @@ def _check_min_isr(raw: str) -> None:
 
 def _check_bool(key: str) -> Any:
     def check(raw: str) -> None:
-        if raw.strip().lower() not in ("true", "false"):
-            raise ValueError(f"{key}: expected true or false, found {raw!r}")
+        parse_boolean(key, raw, error=ValueError)
 
     return check
 

@@ -5,16 +5,31 @@ The layers below the server raise exceptions of their own domain — storage
 topic names (``sluice.common.topic_partition``), committed offsets
 (``sluice.broker.groups.offset_store``) — and know nothing of Kafka's codes (see
 ``sluice.broker.protocol.errors`` for why). A handler that catches one answers with
-:func:`code_for` (or, for the coordinator APIs, :func:`coordinator_code_for`); the codes are
-members of the registry, :class:`~sluice.broker.protocol.errors.Errors`.
+the function of its API family; the codes are members of the registry,
+:class:`~sluice.broker.protocol.errors.Errors`:
 
-Order matters in ``_TABLE``: the first class the exception is an instance of wins, so a
-specific storage error comes before ``StorageError``. Pure; thread-safe.
+* :func:`code_for`: the data and topic-administration APIs (Produce, Fetch, ListOffsets,
+  CreateTopics, Metadata's auto-creation, …); the table ``_TABLE``.
+* :func:`coordinator_code_for`: the coordinator APIs, which send the client looking for the
+  coordinator again rather than fail. A failed write to ``__consumer_offsets`` is answered by
+  the rule in ``sluice.broker.groups.commit_failure``: it lives there, below the server,
+  because the group coordinator applies it to its own metadata writes too.
+* :func:`controller_code_for`: the APIs the controller answers (ElectLeaders,
+  Alter/ListPartitionReassignments); ``CONTROLLER_ERRORS`` is what they catch.
+* :func:`log_dir_code_for`: DescribeLogDirs and AlterReplicaLogDirs.
+
+The families exist because one failure gets a different answer by API (ZooKeeper unreachable
+is REQUEST_TIMED_OUT to CreateTopics, COORDINATOR_NOT_AVAILABLE to FindCoordinator); each
+falls back to :func:`code_for`. Order matters in ``_TABLE``: the first class the exception is an
+instance of wins, so a specific storage error comes before ``StorageError``. Pure;
+thread-safe.
 """
 
 from __future__ import annotations
 
 from sluice.broker.cluster import topic_metadata as tm
+from sluice.broker.cluster.partition_admin import NotControllerError
+from sluice.broker.groups.commit_failure import commit_failure_code
 from sluice.broker.groups.offset_store import OffsetCommitFailedError
 from sluice.broker.log import errors as le
 from sluice.broker.protocol.errors import Errors
@@ -28,6 +43,9 @@ ADMIN_ERRORS: tuple[type[Exception], ...] = (
     le.StorageError,
     OSError,
 )
+
+#: What a controller API catches from ``ctx.cluster.partition_admin`` and answers with a code.
+CONTROLLER_ERRORS: tuple[type[Exception], ...] = (NotControllerError, TimeoutError)
 
 _TABLE: list[tuple[type[BaseException], Errors]] = [
     (le.OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
@@ -69,9 +87,39 @@ def coordinator_code_for(exc: BaseException) -> Errors:
       is too small or replication timed out; the same coordinator may take the retry).
     """
     if isinstance(exc, OffsetCommitFailedError):
-        if exc.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
-            return Errors.NOT_COORDINATOR
-        return Errors.COORDINATOR_NOT_AVAILABLE
+        return commit_failure_code(exc)
     if isinstance(exc, tm.MetadataUnavailableError):
         return Errors.COORDINATOR_NOT_AVAILABLE
+    return code_for(exc)
+
+
+def controller_code_for(exc: BaseException) -> Errors:
+    """The code a controller API (ElectLeaders, AlterPartitionReassignments,
+    ListPartitionReassignments) answers for ``exc``.
+
+    * ``NotControllerError``: NOT_CONTROLLER; the client asks the controller again.
+    * ``TimeoutError`` (the controller did not finish within the request's timeout):
+      REQUEST_TIMED_OUT. Checked before :func:`code_for`, whose ``OSError`` row would call it
+      a storage error (``TimeoutError`` is an ``OSError``).
+    """
+    if isinstance(exc, NotControllerError):
+        return Errors.NOT_CONTROLLER
+    if isinstance(exc, TimeoutError):
+        return Errors.REQUEST_TIMED_OUT
+    return code_for(exc)
+
+
+def log_dir_code_for(exc: BaseException) -> Errors:
+    """The code DescribeLogDirs and AlterReplicaLogDirs answer for ``exc``.
+
+    * ``KeyError`` from ``LogManager.start_move`` (the partition's log was deleted meanwhile):
+      REPLICA_NOT_AVAILABLE.
+    * Any ``StorageError`` or ``OSError`` (a dir whose usage cannot be read, a move that could
+      not start): KAFKA_STORAGE_ERROR, Kafka's code for a storage failure there — not the
+      specific code :func:`code_for` gives some storage errors on the data path.
+    """
+    if isinstance(exc, KeyError):
+        return Errors.REPLICA_NOT_AVAILABLE
+    if isinstance(exc, le.StorageError | OSError):
+        return Errors.KAFKA_STORAGE_ERROR
     return code_for(exc)

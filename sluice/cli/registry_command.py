@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sluice.common.logging_setup import configure
 from sluice.common.properties import load_properties
 from sluice.schemas.client import RegistryClient
 from sluice.schemas.errors import SchemasError
@@ -57,10 +57,7 @@ def add_registry_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _start(args: argparse.Namespace) -> int:
     config = RegistryConfig.from_properties(load_properties(args.config, args.override or ()))
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure(config.log_level)
     serve(config)
     return 0
 

@@ -6,6 +6,10 @@ functions turn one key's text into a value, or raise with the key, the expected 
 was found. A missing key, or one whose value is blank (``key=`` in a properties file), takes
 the default.
 
+:func:`parse_boolean` reads one value that is there (a topic config's, as Kafka's
+``ConfigDef`` reads a BOOLEAN): blank is an error, not the default; :func:`boolean` is it over
+a mapping, with the default for a missing or blank key.
+
 Each caller has its own exception type for a bad configuration (``LoadConfigError``,
 ``MirrorConfigError``, ...); pass it as ``error`` so that callers catch one type per failure
 mode. ``InvalidOptionError`` is the default.
@@ -25,6 +29,7 @@ __all__ = [
     "check_known_keys",
     "integer",
     "names",
+    "parse_boolean",
     "positive_int",
     "required",
     "text",
@@ -93,13 +98,18 @@ def boolean(
     error: type[Exception] = InvalidOptionError,
 ) -> bool:
     """``true`` or ``false`` (any case); the default when missing or blank."""
-    value = text(options, key)
-    if value is None:
+    if text(options, key) is None:
         return default
-    lowered = value.lower()
-    if lowered not in ("true", "false"):
-        raise error(f"{key}: expected true or false, found {options[key]!r}")
-    return lowered == "true"
+    return parse_boolean(key, str(options[key]), error=error)
+
+
+def parse_boolean(key: str, raw: str, *, error: type[Exception] = InvalidOptionError) -> bool:
+    """``raw`` as Kafka's ``ConfigDef`` reads a BOOLEAN: ``true`` or ``false`` in any case,
+    surrounding blanks ignored; anything else, blank included, is ``error`` naming ``key``."""
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise error(f"{key}: expected true or false, found {raw!r}")
+    return value == "true"
 
 
 def positive_int(

@@ -8,29 +8,71 @@ included). Files are read as UTF-8 (Java 9+ reads ``.properties`` resource bundl
 too; a Latin-1 file with non-ASCII bytes is refused rather than mis-read). Later keys win, and
 ``--override key=value`` pairs win over the file, as in Kafka's ``kafka-server-start``.
 
+:func:`property_entries` keeps what a dict loses — file order, repeated keys and the line each
+entry starts on — for a reader whose errors name the line (the registry's users file). The one
+error of the format, a ``\\u`` not followed by four hex digits, names its line and does not
+quote it: a value may be a password.
+
 Pure functions; thread-safe.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import javaproperties
 
-__all__ = ["PropertiesError", "load_properties", "parse_properties"]
+__all__ = [
+    "PropertiesError",
+    "PropertyEntry",
+    "load_properties",
+    "parse_properties",
+    "property_entries",
+]
+
+# Java's line terminators (Properties.load): \n, \r or \r\n.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class PropertiesError(ValueError):
     """A properties file or an override does not parse."""
 
 
+@dataclass(frozen=True)
+class PropertyEntry:
+    """One ``key=value`` of a ``.properties`` text, unescaped, and the line it starts on
+    (1-based; a value continued over several lines counts from its first)."""
+
+    line: int
+    key: str
+    value: str
+
+
+def property_entries(text: str) -> list[PropertyEntry]:
+    """The entries of a ``.properties`` text in file order, repeated keys included."""
+    entries: list[PropertyEntry] = []
+    line = 1
+    try:
+        # javaproperties parses lazily, element by element (comments and blank lines are
+        # elements too), so ``line`` is where the element that fails to parse starts.
+        for element in javaproperties.parse(text):
+            if isinstance(element, javaproperties.KeyValue):
+                entries.append(PropertyEntry(line, element.key, element.value))
+            line += len(_LINE_BREAK.findall(element.source))
+    except javaproperties.InvalidUEscapeError:
+        raise PropertiesError(
+            f"line {line}: expected \\u and four hex digits, found an invalid \\u escape "
+            "(write \\\\ for a backslash)"
+        ) from None
+    return entries
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Parse the text of a ``.properties`` file; later keys win."""
-    try:
-        return dict(javaproperties.loads(text))
-    except ValueError as exc:  # javaproperties' InvalidUEscapeError: a bad \uXXXX
-        raise PropertiesError(f"expected a valid .properties escape, found {exc}") from None
+    return {entry.key: entry.value for entry in property_entries(text)}
 
 
 def load_properties(path: str | Path | None, overrides: Iterable[str] = ()) -> dict[str, str]:
@@ -48,7 +90,10 @@ def load_properties(path: str | Path | None, overrides: Iterable[str] = ()) -> d
                 f"config file {path}: expected UTF-8 text, found byte {exc.object[exc.start]:#04x}"
                 f" at offset {exc.start}"
             ) from None
-        props = parse_properties(text)
+        try:
+            props = parse_properties(text)
+        except PropertiesError as exc:
+            raise PropertiesError(f"config file {path}, {exc}") from None
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

@@ -13,6 +13,7 @@ from sluice.common.options import (
     check_known_keys,
     integer,
     names,
+    parse_boolean,
     positive_int,
     required,
     text,
@@ -42,6 +43,18 @@ def test_booleans_in_any_case(raw: str, expected: bool) -> None:
 def test_a_bad_boolean_names_the_key_the_form_and_the_value(raw: str) -> None:
     with pytest.raises(MyConfigError, match=rf"k: expected true or false, found '{raw}'"):
         boolean({"k": raw}, "k", True, error=MyConfigError)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("true", True), ("FaLsE", False), ("\tTRUE ", True)])
+def test_parse_boolean_reads_a_value_as_kafkas_configdef_does(raw: str, expected: bool) -> None:
+    assert parse_boolean("k", raw) is expected
+
+
+@pytest.mark.parametrize("raw", ["", "  ", "yes", "0", "on"])
+def test_parse_boolean_refuses_anything_else_blank_included(raw: str) -> None:
+    # A value that is there has no default to fall back on (boolean() gives one for blank).
+    with pytest.raises(MyConfigError, match=rf"k: expected true or false, found '{raw}'"):
+        parse_boolean("k", raw, error=MyConfigError)
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "1.5", "x", "٣"])

@@ -1,6 +1,14 @@
+import re
+
 import pytest
 
-from sluice.common.properties import PropertiesError, load_properties, parse_properties
+from sluice.common.properties import (
+    PropertiesError,
+    PropertyEntry,
+    load_properties,
+    parse_properties,
+    property_entries,
+)
 
 
 def test_kafka_style_properties():
@@ -45,9 +53,26 @@ def test_unicode_escapes_and_surrogate_pairs():
     }
 
 
-def test_a_bad_unicode_escape_is_a_properties_error():
-    with pytest.raises(PropertiesError, match="escape"):
-        parse_properties(r"name=\u00zz")
+def test_a_bad_unicode_escape_is_a_properties_error_naming_its_line_not_its_text(tmp_path):
+    text = "# passwords\nuser=alice\npassword=hunter\\u00zz2\n"
+    with pytest.raises(PropertiesError, match=r"line 3: expected \\u and four hex digits") as e:
+        parse_properties(text)
+    assert "hunter" not in str(e.value) and "00zz" not in str(e.value)
+    path = tmp_path / "server.properties"
+    path.write_text(text)
+    with pytest.raises(PropertiesError, match=re.escape(f"config file {path}, line 3: ")):
+        load_properties(path)
+
+
+def test_entries_keep_order_repeats_and_the_line_each_starts_on():
+    text = "# c\na=1\r\nb=2\rlist=x,\\\n  y\n\n! c\na=3"
+    assert property_entries(text) == [
+        PropertyEntry(2, "a", "1"),
+        PropertyEntry(3, "b", "2"),  # \r\n and a lone \r are one line break each, as in Java
+        PropertyEntry(4, "list", "x,y"),
+        PropertyEntry(8, "a", "3"),
+    ]
+    assert parse_properties(text) == {"a": "3", "b": "2", "list": "x,y"}
 
 
 def test_continuation_lines_drop_the_next_lines_leading_blanks():

@@ -96,6 +96,12 @@ def test_malformed_lines_are_named_not_quoted(tmp_path: Path, text: str, expecte
     assert "secret" not in str(e.value) and "1234" not in str(e.value)
 
 
+def test_a_bad_escape_names_the_line_not_the_text(tmp_path: Path) -> None:
+    with pytest.raises(UsersFileError, match=r"password-file, line 2: expected \\u") as e:
+        store(tmp_path, "# users\nalice: secret\\u12xy,admin\n")
+    assert "secret" not in str(e.value) and "12xy" not in str(e.value)
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UsersFileError, match="no such file"):
         UserStore.read(tmp_path / "absent")

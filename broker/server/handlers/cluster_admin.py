@@ -31,6 +31,7 @@ from sluice.broker.log.errors import StorageError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext, client_endpoint
+from sluice.broker.server.error_mapping import log_dir_code_for
 from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import TopicPartition
 
@@ -90,8 +91,8 @@ async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> byte
         try:
             usage = shutil.disk_usage(d)
             total, usable, error = usage.total, usage.free, Errors.NONE
-        except OSError:
-            total, usable, error = -1, -1, Errors.KAFKA_STORAGE_ERROR
+        except OSError as exc:
+            total, usable, error = -1, -1, log_dir_code_for(exc)
         results.append(
             {"error_code": error, "log_dir": str(d), "total_bytes": total, "usable_bytes": usable,
              "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())]}
@@ -117,9 +118,9 @@ def _move(ctx: BrokerContext, tp: TopicPartition, path: str) -> Errors:
         manager.start_move(tp, dest)
     except StorageError as exc:
         log.warning("%s: not moved to %s: %s", tp, dest, exc)
-        return Errors.KAFKA_STORAGE_ERROR
-    except KeyError:  # its log was deleted meanwhile
-        return Errors.REPLICA_NOT_AVAILABLE
+        return log_dir_code_for(exc)
+    except KeyError as exc:  # its log was deleted meanwhile
+        return log_dir_code_for(exc)
     return Errors.NONE
 
 

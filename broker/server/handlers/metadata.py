@@ -23,7 +23,7 @@ from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext, client_endpoint
-from sluice.broker.server.error_mapping import ADMIN_ERRORS
+from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import InvalidTopicError, validate_topic
 
@@ -103,11 +103,8 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
                         ctx.create_topic,
                         name, cfg.num_partitions, cfg.default_replication_factor, {},
                     )  # fmt: skip
-                except InvalidTopicError:
-                    topics.append(
-                        {"error_code": Errors.INVALID_TOPIC_EXCEPTION, "name": name,
-                         "partitions": []}
-                    )  # fmt: skip
+                except InvalidTopicError as exc:
+                    topics.append({"error_code": code_for(exc), "name": name, "partitions": []})
                     continue
                 except ADMIN_ERRORS as exc:
                     log.warning("auto-creating topic %s failed: %s", name, exc)

@@ -31,10 +31,11 @@ from datetime import timedelta
 from typing import Any
 
 from sluice.broker.cluster.leader_election import ElectionOutcome, ElectionType
-from sluice.broker.cluster.partition_admin import NotControllerError, TopicPartitionKey
+from sluice.broker.cluster.partition_admin import TopicPartitionKey
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.error_mapping import CONTROLLER_ERRORS, controller_code_for
 from sluice.broker.server.responses import respond
 
 LEADER_POLL_SECONDS = 0.05
@@ -86,11 +87,8 @@ async def handle_elect_leaders(ctx: BrokerContext, request: Request) -> bytes:
         outcomes = await ctx.off_loop(
             ctx.cluster.partition_admin.elect_leaders, ElectionType(raw_type), partitions, timeout
         )
-    except (NotControllerError, TimeoutError) as exc:
-        error = (
-            Errors.NOT_CONTROLLER if isinstance(exc, NotControllerError)
-            else Errors.REQUEST_TIMED_OUT
-        )  # fmt: skip
+    except CONTROLLER_ERRORS as exc:
+        error = controller_code_for(exc)
         outcomes = {tp: ElectionOutcome(error, str(exc)) for tp in partitions or []}
     await _until_leaders_seen(ctx, outcomes, deadline)
     if partitions is None:
@@ -138,11 +136,8 @@ async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Requ
         answers = await ctx.off_loop(
             ctx.cluster.partition_admin.alter_reassignments, targets, _seconds(body.timeout)
         )
-    except (NotControllerError, TimeoutError) as exc:
-        error = (
-            Errors.NOT_CONTROLLER if isinstance(exc, NotControllerError)
-            else Errors.REQUEST_TIMED_OUT
-        )  # fmt: skip
+    except CONTROLLER_ERRORS as exc:
+        error = controller_code_for(exc)
         return respond(request, {"throttle_time": 0, "error_code": error,
                                  "error_message": str(exc), "responses": []})  # fmt: skip
     answers.update(refused)
@@ -164,11 +159,8 @@ async def handle_list_partition_reassignments(ctx: BrokerContext, request: Reque
         ongoing = await ctx.off_loop(
             ctx.cluster.partition_admin.list_reassignments, partitions, _seconds(body.timeout)
         )
-    except (NotControllerError, TimeoutError) as exc:
-        error = (
-            Errors.NOT_CONTROLLER if isinstance(exc, NotControllerError)
-            else Errors.REQUEST_TIMED_OUT
-        )  # fmt: skip
+    except CONTROLLER_ERRORS as exc:
+        error = controller_code_for(exc)
         return respond(request, {"throttle_time": 0, "error_code": error,
                                  "error_message": str(exc), "topics": []})  # fmt: skip
     entries = (

@@ -43,6 +43,16 @@ def test_bad_values_are_refused_with_kafkas_words(key: str, value: str, message:
         tc.validate({key: value})
 
 
+@pytest.mark.parametrize(("raw", "expected"), [("TRUE", True), (" false ", False)])
+def test_booleans_are_read_in_any_case_as_kafka_reads_them(raw: str, expected: bool) -> None:
+    assert tc.TOPIC_CONFIGS["preallocate"].parse(raw) is expected
+
+
+def test_a_blank_boolean_is_refused_not_defaulted() -> None:
+    with pytest.raises(InvalidConfigError, match="Expected value to be either true or false"):
+        tc.validate({"unclean.leader.election.enable": " "})
+
+
 def test_describe_sources_and_synonyms() -> None:
     entries = {
         e.name: e for e in tc.describe({"retention.ms": "1000"}, {"log.segment.bytes": "4096"})

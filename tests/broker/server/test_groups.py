@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from sluice.testing.net import wait_until
+
 from .broker_process import BrokerProcess
 from .clients import Msg, create_topic, produce, unique
 
@@ -77,15 +79,6 @@ class GroupMember(threading.Thread):
             return sorted(self._owned)
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_three_consumers_share_a_topic_each_message_once(
     broker: BrokerProcess, strategy: str
@@ -99,13 +92,16 @@ def test_three_consumers_share_a_topic_each_message_once(
     for m in members:
         m.start()
     try:
-        wait_for(lambda: sum(len(m.assignment()) for m in members) == PARTITIONS
-                 and all(m.assignment() for m in members), 30, "a balanced assignment")  # fmt: skip
+        wait_until(
+            lambda: sum(len(m.assignment()) for m in members) == PARTITIONS
+            and all(m.assignment() for m in members),
+            30, "a balanced assignment",
+        )  # fmt: skip
         owned = [p for m in members for p in m.assignment()]
         assert sorted(owned) == list(range(PARTITIONS))  # each partition owned once
         expected = [m.value for m in values(600, strategy)]
         produce(broker.bootstrap, topic, values(600, strategy))
-        wait_for(lambda: sum(len(m.received) for m in members) >= 600, 30, "600 messages")
+        wait_until(lambda: sum(len(m.received) for m in members) >= 600, 30, "600 messages")
         got = [v for m in members for v in m.received]
         assert Counter(got) == Counter(expected)  # every message once, none twice
         assert all(not m.errors for m in members), [m.errors for m in members]
@@ -176,21 +172,21 @@ def test_a_consumer_killed_with_minus_9_hands_its_partitions_over(
     reader = threading.Thread(target=lambda: victim_got.extend(victim.stdout or []), daemon=True)
     reader.start()
     try:
-        wait_for(lambda: len(survivor.assignment()) in (2, 3, 4), 30, "a shared assignment")
+        wait_until(lambda: len(survivor.assignment()) in (2, 3, 4), 30, "a shared assignment")
         first = values(300, "before")
         produce(broker.bootstrap, topic, first)
-        wait_for(lambda: len(survivor.received) + len(victim_got) >= 300, 30, "the first 300")
+        wait_until(lambda: len(survivor.received) + len(victim_got) >= 300, 30, "the first 300")
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(timeout=10)
         reader.join(timeout=10)
         produce(broker.bootstrap, topic, values(300, "after"))
         # Its partitions move once its session (6 s) expires, and nothing is left behind.
-        wait_for(lambda: survivor.assignment() == list(range(PARTITIONS)), 30, "a takeover")
+        wait_until(lambda: survivor.assignment() == list(range(PARTITIONS)), 30, "a takeover")
         expected = {m.value for m in values(300, "before") + values(300, "after")}
         all_got = survivor.received + [v.strip().encode() for v in victim_got]
-        wait_for(lambda: expected <= set(survivor.received + [v.strip().encode()
-                                                            for v in victim_got]), 30,
-                 "every message")  # fmt: skip
+        wait_until(lambda: expected <= set(survivor.received + [v.strip().encode()
+                                                              for v in victim_got]), 30,
+                   "every message")  # fmt: skip
         all_got = survivor.received + [v.strip().encode() for v in victim_got]
         duplicates = len(all_got) - len(set(all_got))
         # Duplicates come only from offsets the victim consumed but had not committed.
@@ -212,7 +208,7 @@ def test_two_groups_each_receive_the_whole_stream(broker: BrokerProcess) -> None
     for m in members:
         m.start()
     try:
-        wait_for(lambda: all(len(m.received) >= 100 for m in members), 30, "both groups")
+        wait_until(lambda: all(len(m.received) >= 100 for m in members), 30, "both groups")
         for m in members:
             assert sorted(m.received) == sorted(v.value for v in values(100, "both"))
     finally:
@@ -235,7 +231,7 @@ def test_groups_cli_list_describe_and_reset(broker: BrokerProcess) -> None:
     member = GroupMember(broker.bootstrap, group, topic)
     member.start()
     try:
-        wait_for(lambda: len(member.received) >= 40, 30, "40 messages")
+        wait_until(lambda: len(member.received) >= 40, 30, "40 messages")
         time.sleep(0.5)  # an auto-commit
         described = sluice("groups", "describe", "--group", group,
                            "--bootstrap-server", broker.bootstrap)  # fmt: skip
@@ -253,9 +249,9 @@ def test_groups_cli_list_describe_and_reset(broker: BrokerProcess) -> None:
     finally:
         member.stop.set()
         member.join(timeout=30)
-    wait_for(lambda: "Empty" in sluice("groups", "describe", "--group", group,
-                                       "--bootstrap-server", broker.bootstrap).stdout,
-             20, "the group to empty")  # fmt: skip
+    wait_until(lambda: "Empty" in sluice("groups", "describe", "--group", group,
+                                         "--bootstrap-server", broker.bootstrap).stdout,
+               20, "the group to empty")  # fmt: skip
     dry = sluice("groups", "reset-offsets", "--group", group, "--topic", f"{topic}:0",
                  "--shift-by", "-15", "--bootstrap-server", broker.bootstrap)  # fmt: skip
     assert dry.returncode == 0 and "dry run" in dry.stdout

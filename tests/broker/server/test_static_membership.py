@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from sluice.testing.net import wait_until
+
 from .broker_process import BrokerProcess
 from .clients import create_topic, unique
 
@@ -78,15 +80,6 @@ class StaticMember(threading.Thread):
         self.join(30)
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def _stable_pair(broker: BrokerProcess) -> tuple[str, str, StaticMember, StaticMember]:
     topic, group = unique("static"), unique("static-group")
     create_topic(broker.bootstrap, topic, PARTITIONS)
@@ -94,7 +87,7 @@ def _stable_pair(broker: BrokerProcess) -> tuple[str, str, StaticMember, StaticM
     b = StaticMember(broker.bootstrap, group, topic, "instance-b")
     a.start()
     b.start()
-    wait_for(
+    wait_until(
         lambda: len(a.assignment()) + len(b.assignment()) == PARTITIONS
         and a.assignment() and b.assignment(),
         40, "the two static members to share the partitions",
@@ -114,8 +107,8 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         restarted = StaticMember(broker.bootstrap, group, topic, "instance-a")
         restarted.start()
         try:
-            wait_for(lambda: restarted.assignment() == a_partitions, 30,
-                     f"the restarted member to get {a_partitions} back")  # fmt: skip
+            wait_until(lambda: restarted.assignment() == a_partitions, 30,
+                       f"the restarted member to get {a_partitions} back")  # fmt: skip
             time.sleep(2)  # several heartbeat intervals: a rebalance would show by now
             assert b.callbacks == b_callbacks, "the other member saw a rebalance"
             assert b.assignment() == b_partitions
@@ -133,11 +126,11 @@ def test_a_duplicate_static_member_fences_the_old_one(broker: BrokerProcess) -> 
     try:
         a_partitions = a.assignment()
         duplicate.start()
-        wait_for(lambda: duplicate.assignment() == a_partitions, 30,
-                 "the duplicate to take the instance's partitions")  # fmt: skip
+        wait_until(lambda: duplicate.assignment() == a_partitions, 30,
+                   "the duplicate to take the instance's partitions")  # fmt: skip
         # The old process, still running, is fenced at its next heartbeat: a fatal error.
-        wait_for(lambda: any("fenced" in e.lower() for e in a.errors), 20,
-                 f"FENCED_INSTANCE_ID on the old member (errors: {a.errors})")  # fmt: skip
+        wait_until(lambda: any("fenced" in e.lower() for e in a.errors), 20,
+                   f"FENCED_INSTANCE_ID on the old member (errors: {a.errors})")  # fmt: skip
         assert not b.errors
     finally:
         for m in (a, b, duplicate):
@@ -164,15 +157,15 @@ def test_kafka_python_static_member_rejoins_without_a_rebalance(broker: BrokerPr
 
     try:
         first = kp_consumer()
-        wait_for(lambda: len(partitions_of(first)) + len(other.assignment()) == PARTITIONS
-                 and other.assignment(), 40, "kafka-python and librdkafka to share")  # fmt: skip
+        wait_until(lambda: len(partitions_of(first)) + len(other.assignment()) == PARTITIONS
+                   and other.assignment(), 40, "kafka-python and librdkafka to share")  # fmt: skip
         time.sleep(1.5)
         mine, callbacks = partitions_of(first), list(other.callbacks)
         # A static member's close() sends no LeaveGroup (KIP-345) in kafka-python either.
         first.close(autocommit=False)
         second = kp_consumer()
         try:
-            wait_for(lambda: partitions_of(second) == mine, 30, f"{mine} back")
+            wait_until(lambda: partitions_of(second) == mine, 30, f"{mine} back")
             time.sleep(2)
             assert other.callbacks == callbacks, "the other member saw a rebalance"
         finally:
