@@ -100,6 +100,7 @@ from sluice.broker.security.client import InterBrokerSecurity, inter_broker_secu
 from sluice.broker.security.errors import SecurityError
 from sluice.broker.transactions.transaction_config import TransactionConfig, TransactionConfigError
 from sluice.common import options
+from sluice.common.jaas import JaasConfigError
 from sluice.common.tls import TlsError, client_context
 
 _log = logging.getLogger(__name__)
@@ -381,7 +382,7 @@ def _inter_broker_security(props: Mapping[str, str], listener: Listener) -> Inte
         )
         if security.tls_properties is not None:
             client_context(security.tls_properties)
-    except (SecurityError, TlsError) as exc:
+    except (SecurityError, JaasConfigError, TlsError) as exc:
         raise ConfigError(f"inter-broker security: {exc}") from None
     return security
 

@@ -12,6 +12,13 @@ The layers, bottom to top; a module may import its own package and the layers be
     sluice.pipeline                    the client side
     sluice.testing   sluice.cli        real processes for tests; the command line
     sluice.jobs                        Spark applications and demos
+
+Inside ``sluice.pipeline`` each sub-package (and each module directly in it) may import only
+what the "May import" sentence of its docstring names: ``PIPELINE_IMPORTS`` is those sentences
+as a table, checked against the graph and against the docstrings. Kafka's error codes are
+spelt only in the registry (``sluice.broker.protocol.errors``), and kio's ``ErrorCode`` is
+imported only inside ``sluice.broker.protocol``: everything else names a code through the
+registry's ``Errors``.
 """
 
 from __future__ import annotations
@@ -46,6 +53,41 @@ MAX_LINES = 800
 MAX_PIPELINE_MODULES = 8
 # The Kafka error-code registry: the only module that may spell a code's number.
 REGISTRY = "sluice.broker.protocol.errors"
+# The only package that may import kio's ``ErrorCode`` (the registry wraps it).
+PROTOCOL = "sluice.broker.protocol"
+KIO_ERRORS = "kio.schema.errors"
+
+# What each part of sluice.pipeline may import besides itself (a module or a package and
+# everything under it): the "May import" sentence of the part's ``__init__`` docstring, or of
+# its own docstring for a module directly in pipeline/. Third-party imports are not listed.
+PIPELINE_IMPORTS: dict[str, tuple[str, ...]] = {
+    "sluice.pipeline": (),
+    "sluice.pipeline.kafka_settings": ("sluice.common",),
+    "sluice.pipeline.lineage": (),
+    "sluice.pipeline.sink": ("sluice.common", "sluice.schemas", "sluice.pipeline.kafka_settings"),
+    "sluice.pipeline.source": (
+        "sluice.common",
+        "sluice.schemas",
+        "sluice.pipeline.kafka_settings",
+        "sluice.pipeline.sink",
+    ),
+    "sluice.pipeline.table": ("sluice.common", "sluice.pipeline.source.ranges"),
+    "sluice.pipeline.load": (
+        "sluice.common",
+        "sluice.pipeline.kafka_settings",
+        "sluice.pipeline.source",
+        "sluice.pipeline.table",
+    ),
+    "sluice.pipeline.mirror": ("sluice.common", "sluice.pipeline.lineage"),
+    "sluice.pipeline.audit": (
+        "sluice.common",
+        "sluice.schemas",
+        "sluice.pipeline.lineage",
+        "sluice.pipeline.source",
+        "sluice.pipeline.table",
+    ),
+    "sluice.pipeline.consumer": ("sluice.common", "sluice.broker.cluster.zk_data"),
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -212,3 +254,63 @@ def test_kafka_error_codes_come_only_from_the_registry() -> None:
                 if isinstance(target, ast.Name) and target.id in CODE_NAMES:
                     constants.append(f"{path.relative_to(ROOT)}:{node.lineno} {target.id}")
     assert constants == []
+
+
+def _pipeline_part(name: str) -> str | None:
+    """``sluice.pipeline.source.ranges`` -> ``sluice.pipeline.source``; ``None`` outside."""
+    parts = name.split(".")
+    if parts[:2] != ["sluice", "pipeline"]:
+        return None
+    return ".".join(parts[:3])
+
+
+def _within(target: str, prefix: str) -> bool:
+    return target == prefix or target.startswith(prefix + ".")
+
+
+def test_every_pipeline_part_has_an_import_rule() -> None:
+    parts = {_pipeline_part(name) for name in MODULES} - {None}
+    assert parts == set(PIPELINE_IMPORTS)
+
+
+def test_pipeline_parts_import_only_what_their_docstrings_allow() -> None:
+    """Every import of a pipeline module, lazy and ``TYPE_CHECKING`` ones included, stays in
+    its own part or in one its rule names; so there is no circle between the parts either."""
+    breaches = []
+    for name, imports in GRAPH.items():
+        part = _pipeline_part(name)
+        if part is None:
+            continue
+        allowed = PIPELINE_IMPORTS[part]
+        for target, line in imports:
+            if _within(target, part) or any(_within(target, a) for a in allowed):
+                continue
+            breaches.append(f"{MODULES[name].relative_to(ROOT)}:{line} imports {target}")
+    assert breaches == []
+
+
+@pytest.mark.parametrize("part", sorted(PIPELINE_IMPORTS))
+def test_pipeline_import_rules_are_what_the_docstrings_say(part: str) -> None:
+    """The table above and the docstrings cannot drift apart: each name a rule allows is named
+    in full, in double back-quotes, in the part's docstring."""
+    docstring = ast.get_docstring(ast.parse(MODULES[part].read_text())) or ""
+    assert [a for a in PIPELINE_IMPORTS[part] if f"``{a}``" not in docstring] == []
+
+
+def test_kio_error_codes_are_used_only_by_the_protocol() -> None:
+    """kio's ``ErrorCode`` stays behind the registry: outside ``sluice.broker.protocol`` a code
+    is an ``Errors`` member (with ``errno``, ``retriable``), never kio's enum."""
+    uses = []
+    for name, path in MODULES.items():
+        if _within(name, PROTOCOL):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            if any(_within(m, KIO_ERRORS) for m in modules):
+                uses.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert uses == []

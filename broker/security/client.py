@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar, Final
 
-from kio.schema.errors import ErrorCode
-
+from sluice.broker.protocol.errors import Errors
 from sluice.common.options import text
 
 from .errors import SaslError, SaslStateError, SecurityError
@@ -84,7 +83,7 @@ class InterBrokerAuthenticationError(SaslError):
 class UnsupportedSaslMechanismError(SaslError):
     """The other broker's listener does not enable the inter-broker mechanism."""
 
-    code: ClassVar[ErrorCode] = ErrorCode.unsupported_sasl_mechanism
+    code: ClassVar[Errors] = Errors.UNSUPPORTED_SASL_MECHANISM
 
 
 @dataclass(frozen=True)
@@ -189,12 +188,12 @@ def _sasl_login(
 def check_handshake(mechanism: str, error_code: int, mechanisms: Sequence[str], peer: str) -> None:
     """A SaslHandshake answer: ``UnsupportedSaslMechanismError`` unless it accepted
     ``mechanism``."""
-    if error_code == ErrorCode.unsupported_sasl_mechanism:
+    if error_code == Errors.UNSUPPORTED_SASL_MECHANISM:
         raise UnsupportedSaslMechanismError(
             f"{peer}: expected the listener to enable {mechanism}, found "
             f"{', '.join(mechanisms) or 'none'}"
         )
-    if error_code != ErrorCode.none:
+    if error_code != Errors.NONE:
         raise InterBrokerAuthenticationError(
             f"{peer}: SaslHandshake for {mechanism} answered with error code {error_code}"
         )
@@ -203,7 +202,7 @@ def check_handshake(mechanism: str, error_code: int, mechanisms: Sequence[str], 
 def check_authenticate(error_code: int, error_message: str | None, peer: str, user: str) -> None:
     """A SaslAuthenticate answer: ``InterBrokerAuthenticationError`` with the server's message
     unless it carries no error."""
-    if error_code != ErrorCode.none:
+    if error_code != Errors.NONE:
         raise InterBrokerAuthenticationError(
             f"{peer}: SASL authentication as {user!r} failed (error code {error_code}): "
             f"{error_message or 'no message'}"

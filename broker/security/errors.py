@@ -3,7 +3,8 @@
 Two families, as in ``broker/protocol/errors.py`` (after h11):
 
 1. **The peer failed** (``SaslError`` and its subclasses). Each names the Kafka error code the
-   server answers with in the SaslAuthenticate response (``code``, a kio ``ErrorCode``); the
+   server answers with in the SaslAuthenticate response (``code``, a member of the registry
+   ``sluice.broker.protocol.errors.Errors``); the
    server then closes the connection, as Kafka's ``SaslServerAuthenticator`` does. Their
    messages are written to be sent to the unauthenticated client as the response's
    ``error_message``: they never say whether a user exists, and never quote what the client
@@ -27,7 +28,9 @@ Two families, as in ``broker/protocol/errors.py`` (after h11):
    ============================  ==============================  ==========================
 
 2. **The configuration or stored data is wrong** (everything else; the TLS keys' errors are
-   ``sluice.common.tls.TlsError``'s, shared with the registry). Raised while a broker
+   ``sluice.common.tls.TlsError``'s, shared with the registry, and a JAAS line's is
+   ``sluice.common.jaas.JaasConfigError``, shared with the Spark source and sink: neither is a
+   ``SecurityError``, so callers catch them beside it). Raised while a broker
    starts or a credential / ACL is read from its store; the messages name the key or znode
    and what was expected, never a password, a key or a stored credential.
 
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from kio.schema.errors import ErrorCode
+from sluice.broker.protocol.errors import Errors
 
 __all__ = [
     "SecurityError",
@@ -49,7 +52,6 @@ __all__ = [
     "SaslAuthenticationError",
     "SaslStateError",
     "ScramServerProofError",
-    "JaasConfigError",
     "ScramCredentialError",
     "CredentialFormatError",
     "AclBindingError",
@@ -71,7 +73,7 @@ class SecurityError(Exception):
 class SaslError(SecurityError):
     """A SASL exchange failed; ``code`` is the error the SaslAuthenticate response carries."""
 
-    code: ClassVar[ErrorCode] = ErrorCode.sasl_authentication_failed
+    code: ClassVar[Errors] = Errors.SASL_AUTHENTICATION_FAILED
 
 
 class SaslMessageError(SaslError):
@@ -89,7 +91,7 @@ class SaslAuthenticationError(SaslError):
 class SaslStateError(SaslError):
     """A message arrived when the exchange expects none (completed or already failed)."""
 
-    code: ClassVar[ErrorCode] = ErrorCode.illegal_sasl_state
+    code: ClassVar[Errors] = Errors.ILLEGAL_SASL_STATE
 
 
 class ScramServerProofError(SaslError):
@@ -102,10 +104,6 @@ class ScramServerProofError(SaslError):
 # --------------------------------------------------------------------------------------------
 # The configuration or the stored data is wrong
 # --------------------------------------------------------------------------------------------
-
-
-class JaasConfigError(SecurityError):
-    """A ``sasl.jaas.config`` value Kafka would refuse; says where, never quotes the text."""
 
 
 class ScramCredentialError(SecurityError):

@@ -6,8 +6,10 @@ error by its documented spelling. The options, after Spark's ``KafkaSourceProvid
 side) and the integration guide's "Writing Data to Kafka":
 
 ==========================  ===================================================================
-``kafka.<setting>``         a producer setting, prefix cut, given to confluent-kafka (librdkafka)
-                            as is; ``kafka.bootstrap.servers`` is required.
+``kafka.<setting>``         a producer setting, prefix cut, given to confluent-kafka (librdkafka);
+                            a Java client's key (a JAAS line, a PEM truststore) is translated
+                            or refused as for the source (``sluice.pipeline.kafka_settings``);
+                            ``kafka.bootstrap.servers`` is required.
                             ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused,
                             as Spark refuses them: the sink writes bytes.
 ``topic``                   the topic of every row; wins over a ``topic`` column (as in Spark)
@@ -48,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.common.options import positive_int, text
-from sluice.pipeline.source.kafka_params import translate_java_settings
+from sluice.pipeline.kafka_settings import translate_java_settings
 
 __all__ = [
     "KNOWN_OPTIONS",

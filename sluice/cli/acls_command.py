@@ -47,10 +47,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from sluice.broker.security.acl import AclOperation as Op
 from sluice.broker.security.acl import parse_enum
-from sluice.broker.security.errors import AclBindingError, JaasConfigError
-from sluice.broker.security.jaas import parse_jaas_config
+from sluice.broker.security.errors import AclBindingError
 from sluice.cli.errors import CommandError, CommandUsageError, raise_for_kafka
 from sluice.cli.kafka_clients import client_config
+from sluice.common.jaas import JaasConfigError, parse_jaas_config
 from sluice.common.properties import load_properties
 
 __all__ = ["add_parser", "acls_list", "acls_add", "acls_remove", "command_config"]

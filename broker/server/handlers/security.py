@@ -42,13 +42,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest
 
 from sluice.broker.config import BrokerConfig, ConfigError, Listener, sasl_mechanisms
 from sluice.broker.protocol import Request
-from sluice.broker.security.errors import SaslError, SaslStateError, SecurityError
+from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.errors import SaslError, SaslStateError
 from sluice.broker.security.jaas import jaas_config_for_listener
 from sluice.broker.security.plain import PlainAuthenticator
 from sluice.broker.security.scram import ScramServer
@@ -61,6 +61,7 @@ from sluice.broker.security.scram_credential import (
 from sluice.broker.security.scram_store import ScramStore
 from sluice.broker.server.context import CURRENT_PRINCIPAL, BrokerContext
 from sluice.broker.server.responses import respond
+from sluice.common.jaas import JaasConfigError
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +76,6 @@ __all__ = [
     "handle_describe_user_scram_credentials",
     "handle_alter_user_scram_credentials",
 ]
-
-# Until sluice.broker.protocol.errors.Errors lists them (issue 19): Kafka's codes, from kio.
-_NONE: Final = ErrorCode.none
-_UNSUPPORTED_MECHANISM: Final = ErrorCode.unsupported_sasl_mechanism
-_ILLEGAL_STATE: Final = ErrorCode.illegal_sasl_state
-_RESOURCE_NOT_FOUND: Final = ErrorCode.resource_not_found
-_DUPLICATE_RESOURCE: Final = ErrorCode.duplicate_resource
-_UNACCEPTABLE_CREDENTIAL: Final = ErrorCode.unacceptable_credential
 
 # The API keys, from Kafka's message definitions (kio), until ApiKey lists them.
 SASL_HANDSHAKE: Final = int(SaslHandshakeRequest.__api_key__)
@@ -107,7 +100,7 @@ class ListenerAuth:
         if "PLAIN" in mechanisms:
             try:
                 source = jaas_config_for_listener(props, listener.name, "PLAIN")
-            except SecurityError as exc:
+            except JaasConfigError as exc:
                 raise ConfigError(str(exc)) from None
             if source is None or not source.entry.plain_users:
                 raise ConfigError(
@@ -159,21 +152,25 @@ class SaslSession:
         enabled = list(self.auth.mechanisms)
         if self.state is not SaslState.HANDSHAKE:
             self._fail()
-            return respond(request, {"error_code": _ILLEGAL_STATE, "mechanisms": enabled})
+            return respond(
+                request, {"error_code": Errors.ILLEGAL_SASL_STATE, "mechanisms": enabled}
+            )
         if mechanism not in enabled:
             log.info(
                 "closing %s on %s: SASL mechanism %r is not enabled",
                 self._peer, self.auth.listener.name, mechanism[:64],
             )  # fmt: skip
             self._fail()
-            return respond(request, {"error_code": _UNSUPPORTED_MECHANISM, "mechanisms": enabled})
+            return respond(
+                request, {"error_code": Errors.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled}
+            )
         self.mechanism = mechanism
         scram = ScramMechanism.by_name(mechanism)
         if scram is not None:
             self._scram = ScramServer(scram, self._lookup, fake_salt_key=self._fake_salt_key)
         self.legacy_tokens = request.api_version == 0
         self.state = SaslState.AUTHENTICATE
-        return respond(request, {"error_code": _NONE, "mechanisms": enabled})
+        return respond(request, {"error_code": Errors.NONE, "mechanisms": enabled})
 
     def authenticate(self, request: Request) -> bytes:
         """Answer a SaslAuthenticate (may block on the credential store: call it off the
@@ -188,7 +185,7 @@ class SaslSession:
         return respond(
             request,
             {
-                "error_code": _NONE,
+                "error_code": Errors.NONE,
                 "error_message": None,
                 "auth_bytes": answer,
                 "session_lifetime_ms": 0,
@@ -244,10 +241,11 @@ async def handle_sasl_without_sasl(ctx: BrokerContext, request: Request) -> byte
     """SaslHandshake / SaslAuthenticate on a listener without SASL: ILLEGAL_SASL_STATE, as
     Kafka answers them there (the connection stays open)."""
     if request.api_key == SASL_HANDSHAKE:
-        return respond(request, {"error_code": _ILLEGAL_STATE, "mechanisms": []})
+        return respond(request, {"error_code": Errors.ILLEGAL_SASL_STATE, "mechanisms": []})
     message = "SaslAuthenticate on a listener without SASL"
     return respond(
-        request, {"error_code": _ILLEGAL_STATE, "error_message": message, "auth_bytes": b""}
+        request,
+        {"error_code": Errors.ILLEGAL_SASL_STATE, "error_message": message, "auth_bytes": b""},
     )
 
 
@@ -277,18 +275,18 @@ async def handle_describe_user_scram_credentials(ctx: BrokerContext, request: Re
     for name in dict.fromkeys(names):
         if names.count(name) > 1:
             message = f"Cannot describe SCRAM credentials for the same user twice: {name}"
-            results.append(_user_error(name, _DUPLICATE_RESOURCE, message))
+            results.append(_user_error(name, Errors.DUPLICATE_RESOURCE, message))
             continue
         config = await ctx.off_loop(store.user, name)
         credentials = config.credentials() if config is not None else {}
         if not credentials:
             message = f"Attempt to describe a user credential that does not exist: {name}"
-            results.append(_user_error(name, _RESOURCE_NOT_FOUND, message))
+            results.append(_user_error(name, Errors.RESOURCE_NOT_FOUND, message))
             continue
         results.append(_described(name, credentials))
     return respond(
         request,
-        {"error_code": _NONE, "error_message": None, "results": results, "throttle_time": 0},
+        {"error_code": Errors.NONE, "error_message": None, "results": results, "throttle_time": 0},
     )
 
 
@@ -297,10 +295,15 @@ def _described(name: str, credentials: dict[ScramMechanism, ScramCredential]) ->
         {"mechanism": mechanism.kafka_type, "iterations": credential.iterations}
         for mechanism, credential in sorted(credentials.items(), key=lambda i: i[0].kafka_type)
     ]
-    return {"user": name, "error_code": _NONE, "error_message": None, "credential_infos": infos}
+    return {
+        "user": name,
+        "error_code": Errors.NONE,
+        "error_message": None,
+        "credential_infos": infos,
+    }
 
 
-def _user_error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+def _user_error(name: str, code: Errors, message: str) -> dict[str, Any]:
     return {"user": name, "error_code": code, "error_message": message, "credential_infos": []}
 
 
@@ -308,14 +311,14 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, request: Reque
     store = _store(ctx)
     body = request.body
     users = [str(d.name) for d in body.deletions] + [str(u.name) for u in body.upsertions]
-    seen: dict[str, tuple[ErrorCode, str | None]] = {}
+    seen: dict[str, tuple[Errors, str | None]] = {}
     pairs = [(str(d.name), int(d.mechanism)) for d in body.deletions] + [
         (str(u.name), int(u.mechanism)) for u in body.upsertions
     ]
     for name, mechanism_code in pairs:
         if pairs.count((name, mechanism_code)) > 1:
-            seen[name] = (_DUPLICATE_RESOURCE, "A user credential cannot be altered twice in "
-                          "the same request")  # fmt: skip
+            message = "A user credential cannot be altered twice in the same request"
+            seen[name] = (Errors.DUPLICATE_RESOURCE, message)
     changes: list[tuple[str, ScramMechanism, Callable[[], ScramCredential | None]]] = []
     for deletion in body.deletions:
         name = str(deletion.name)
@@ -329,11 +332,14 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, request: Reque
             continue
         iterations = int(upsertion.iterations)
         if iterations < MIN_ITERATIONS:
-            seen[name] = (_UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+            seen[name] = (Errors.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
         elif iterations > MAX_ALTER_ITERATIONS:
-            seen[name] = (_UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+            seen[name] = (Errors.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
         elif not bytes(upsertion.salt) or not bytes(upsertion.salted_password):
-            seen[name] = (_UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+            seen[name] = (
+                Errors.UNACCEPTABLE_CREDENTIAL,
+                "Salt and salted password must not be empty",
+            )
         else:
             changes.append((name, mechanism, _credential_of(mechanism, upsertion)))
     for name, mechanism, make in changes:
@@ -342,25 +348,25 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, request: Reque
         credential = make()
         existed = await ctx.off_loop(store.set_credential, name, mechanism, credential)
         if credential is None and not existed:
-            seen[name] = (_RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does "
-                          "not exist")  # fmt: skip
+            message = "Attempt to delete a user credential that does not exist"
+            seen[name] = (Errors.RESOURCE_NOT_FOUND, message)
+    ok: tuple[Errors, str | None] = (Errors.NONE, None)
     results = [
-        {"user": name, "error_code": seen.get(name, (_NONE, None))[0],
-         "error_message": seen.get(name, (_NONE, None))[1]}
+        {"user": name, "error_code": seen.get(name, ok)[0], "error_message": seen.get(name, ok)[1]}
         for name in dict.fromkeys(users)
-    ]  # fmt: skip
+    ]
     return respond(request, {"results": results, "throttle_time": 0})
 
 
 def _mechanism(
-    name: str, code: int, errors: dict[str, tuple[ErrorCode, str | None]]
+    name: str, code: int, errors: dict[str, tuple[Errors, str | None]]
 ) -> ScramMechanism | None:
     if not name:
-        errors[name] = (_UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        errors[name] = (Errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         return None
     mechanism = ScramMechanism.by_kafka_type(code)
     if mechanism is None:
-        errors[name] = (_UNSUPPORTED_MECHANISM, "Unknown SCRAM mechanism")
+        errors[name] = (Errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
     return mechanism
 
 

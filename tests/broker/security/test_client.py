@@ -16,10 +16,11 @@ from sluice.broker.security.client import (
     check_handshake,
     inter_broker_security,
 )
-from sluice.broker.security.errors import JaasConfigError, SaslAuthenticationError
+from sluice.broker.security.errors import SaslAuthenticationError
 from sluice.broker.security.plain import PlainAuthenticator
 from sluice.broker.security.scram import ScramServer
 from sluice.broker.security.scram_credential import ScramMechanism, create_credential
+from sluice.common.jaas import JaasConfigError
 
 PASSWORD = "b-pw-8812"
 SCRAM_JAAS = (

@@ -7,12 +7,12 @@ import warnings
 import pytest
 
 from sluice.broker.security.errors import SaslAuthenticationError, SaslError, SaslMessageError
-from sluice.broker.security.jaas import parse_jaas_config
 from sluice.broker.security.plain import (
     PlainAuthenticator,
     encode_plain_message,
     parse_plain_message,
 )
+from sluice.common.jaas import parse_jaas_config
 
 with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with deprecated importlib.resources calls.

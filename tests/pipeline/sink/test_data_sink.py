@@ -22,10 +22,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sluice.pipeline.source.data_source import register
 from sluice.schemas.client import RegistryClient
 from sluice.schemas.serde import AvroDeserializer, decode_header
 from sluice.testing.broker import create_topic
-from tests.pipeline.sink.sink_format import register_sink
 from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker
@@ -60,7 +60,7 @@ def _options(bootstrap: str, topic: str) -> dict[str, str]:
 def test_thousand_rows_read_back_exactly(spark: Any, kafka_broker: Any, topic_name: str) -> None:
     """Keys, explicit partitions, headers, timestamps and null values, in one task so the
     offsets are known: row i of partition p lands at the number of earlier rows of p."""
-    register_sink(spark)
+    register(spark)
     create_topic(kafka_broker.bootstrap, topic_name, 3)
     rows = [_row(i) for i in range(1000)]
     df = spark.createDataFrame(rows, ROWS_SCHEMA).coalesce(1)
@@ -82,7 +82,7 @@ def test_thousand_rows_read_back_exactly(spark: Any, kafka_broker: Any, topic_na
 
 def test_many_tasks_and_the_partitioner(spark: Any, kafka_broker: Any, topic_name: str) -> None:
     """Four tasks, string columns, no partition column: every row once, offsets dense."""
-    register_sink(spark)
+    register(spark)
     create_topic(kafka_broker.bootstrap, topic_name, 2)
     df = spark.range(0, 2000, numPartitions=4).selectExpr(
         "CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value"
@@ -98,7 +98,7 @@ def test_many_tasks_and_the_partitioner(spark: Any, kafka_broker: Any, topic_nam
 
 
 def test_topic_column_and_the_option_wins(spark: Any, kafka_broker: Any, topic_name: str) -> None:
-    register_sink(spark)
+    register(spark)
     first, second = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(kafka_broker.bootstrap, first, 1)
     create_topic(kafka_broker.bootstrap, second, 1)
@@ -130,7 +130,7 @@ def test_typed_errors_before_any_write(
     error: str,
     message: str,
 ) -> None:
-    register_sink(spark)
+    register(spark)
     create_topic(kafka_broker.bootstrap, topic_name, 1)
     df = spark.range(10).selectExpr(*select.split(", "))
     options = {"kafka.bootstrap.servers": kafka_broker.bootstrap}
@@ -143,7 +143,7 @@ def test_typed_errors_before_any_write(
 
 
 def test_overwrite_is_refused(spark: Any, kafka_broker: Any, topic_name: str) -> None:
-    register_sink(spark)
+    register(spark)
     df = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
     with pytest.raises(Exception, match="UnsupportedSaveModeError") as caught:
         df.write.format("sluice").options(**_options(kafka_broker.bootstrap, topic_name)).mode(
@@ -153,7 +153,7 @@ def test_overwrite_is_refused(spark: Any, kafka_broker: Any, topic_name: str) ->
 
 
 def test_unknown_option_is_refused(spark: Any, kafka_broker: Any, topic_name: str) -> None:
-    register_sink(spark)
+    register(spark)
     df = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
     with pytest.raises(Exception, match="UnknownSinkOptionError") as caught:
         df.write.format("sluice").options(
@@ -199,7 +199,7 @@ def _views(n: int) -> list[tuple[Any, ...]]:
 def test_avro_values_round_trip_through_the_registry(
     spark: Any, kafka_broker: Any, registry_url: str, topic_name: str, tmp_path: Path
 ) -> None:
-    register_sink(spark)
+    register(spark)
     create_topic(kafka_broker.bootstrap, topic_name, 1)
     avsc = tmp_path / "view.avsc"
     avsc.write_text(json.dumps(VIEW_SCHEMA))
@@ -240,7 +240,7 @@ def test_avro_values_round_trip_through_the_registry(
 def test_avro_struct_not_fitting_the_schema_is_refused(
     spark: Any, kafka_broker: Any, registry_url: str, topic_name: str, tmp_path: Path
 ) -> None:
-    register_sink(spark)
+    register(spark)
     create_topic(kafka_broker.bootstrap, topic_name, 1)
     avsc = tmp_path / "view.avsc"
     avsc.write_text(json.dumps(VIEW_SCHEMA))

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from sluice.pipeline.source.data_source import register
 from sluice.testing.broker import create_topic
-from tests.pipeline.sink.sink_format import register_sink
 from tests.pipeline.topic_reader import read_all
 
 pytestmark = pytest.mark.broker
@@ -26,7 +26,7 @@ ROWS_PER_BATCH = 50
 
 
 def _run(spark: Any, options: dict[str, str], checkpoint: Path) -> Any:
-    register_sink(spark)
+    register(spark)
     query = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", ROWS_PER_BATCH)
