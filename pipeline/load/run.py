@@ -81,6 +81,7 @@ from typing import Any
 
 from sluice.common.options import boolean, check_known_keys, names, positive_int, text
 from sluice.common.paths import to_uri
+from sluice.pipeline.kafka_settings import translate_java_settings
 from sluice.pipeline.load.errors import LoadConfigError, LoadError
 from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
@@ -165,7 +166,8 @@ class LoadConfig:
     spark_master: str | None = None  # None: Spark's conventions (sluice.pipeline.load.session)
     run_id: str | None = None
     reports: str | None = None  # default <warehouse>/_reports
-    kafka: dict[str, str] = field(default_factory=dict)  # other kafka.* keys, for consumers
+    # Other kafka.* keys, for consumers: librdkafka's, Java-only keys translated (_kafka_settings).
+    kafka: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
     avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
 
@@ -184,7 +186,8 @@ class LoadConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LoadConfig:
         """The config of ``props``; a key nothing reads is an error naming the nearest one
-        (``kafka.*`` and ``spark.*`` pass through to the consumers and the session)."""
+        (``kafka.*`` and ``spark.*`` pass through to the consumers and the session; Java-only
+        ``kafka.*`` keys translated as the source translates them, or refused)."""
         check_known_keys(
             props, LOAD_KEYS | set(AVRO_KEYS), prefixes=("kafka.", "spark."),
             what="load config", error=LoadConfigError,
@@ -240,11 +243,7 @@ class LoadConfig:
             spark_master=text(props, "spark.master"),
             run_id=text(props, "run.id"),
             reports=to_uri(reports) if reports else None,
-            kafka={
-                k: v
-                for k, v in props.items()
-                if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
-            },
+            kafka=_kafka_settings(props),
             spark={
                 k: v for k, v in props.items() if k.startswith("spark.") and k != "spark.master"
             },
@@ -253,6 +252,23 @@ class LoadConfig:
     def kafka_options(self) -> dict[str, str]:
         """The ``kafka.*`` options of every consumer of this load (the planner's, the source's)."""
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.kafka}
+
+
+def _kafka_settings(props: Mapping[str, str]) -> dict[str, str]:
+    """The config's ``kafka.*`` keys but ``kafka.bootstrap.servers``, as librdkafka's: Java-only
+    keys carried over from Spark jobs translated (a ``sasl.jaas.config`` line becomes
+    ``sasl.username`` / ``sasl.password``) or refused with what to use instead, exactly as the
+    ``sluice`` source's ``kafka.*`` options are (``sluice.pipeline.kafka_settings``)."""
+    raw = {
+        k[len("kafka.") :].lower(): v
+        for k, v in props.items()
+        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+    }
+    try:
+        translated = translate_java_settings(raw)
+    except ValueError as exc:  # JavaOnlyKafkaOptionError, JaasTranslationError
+        raise LoadConfigError(str(exc)) from None
+    return {f"kafka.{k}": v for k, v in translated.items()}
 
 
 # -- crash injection ------------------------------------------------------------------------

@@ -31,8 +31,8 @@ save mode, and for Avro the writer schema (registered or looked up once) against
 struct. Spark pickles the writer to the executors, where ``write`` runs one
 ``sluice.pipeline.sink.write_task.KafkaWriteTask`` per Spark task and returns its
 ``SinkCommitMessage`` only after every record of the task was acknowledged. ``commit`` (all
-tasks succeeded) and ``abort`` (one failed) run on the driver; Kafka has nothing to commit or
-roll back without transactions, so both only log what was written.
+tasks succeeded) and ``abort`` (one failed) run on the driver; the sink uses no transactions
+(see below), so there is nothing to commit or roll back: both only log what was written.
 
 Save modes: ``append`` only for batch writes. Spark itself refuses ``ignore`` and
 ``errorifexists`` for Python data sources; ``overwrite`` is refused here
@@ -46,10 +46,12 @@ A batch job succeeds only if every task's records were acknowledged (``acks=all`
 task is retried by Spark and writes its rows again, so a row may land twice but is never
 silently dropped. A streaming micro-batch is committed to the checkpoint only after ``commit``,
 i.e. after every task of the batch saw every delivery report succeed; a query stopped or
-failed before that re-runs the batch on restart, writing it again. Exactly-once would need
-Kafka transactions (issue 18): a transactional producer per task whose transaction is
-committed in ``commit`` — keyed by the micro-batch id so a re-run batch is not written twice —
-and readers with ``isolation.level=read_committed``.
+failed before that re-runs the batch on restart, writing it again. It stays at-least-once
+although the broker has transactions: ``commit`` runs on the driver, and Kafka's producer API
+cannot commit a transaction a producer in an executor opened (``init_transactions`` with its
+``transactional.id`` aborts it; librdkafka cannot resume another instance's producer id and
+epoch, which Flink does in Java by reflection), while a transaction the task commits itself is
+visible before the job commits. The full reasoning is in ``sluice.pipeline.sink.write_task``.
 
 A writer is used by one thread at a time, as Spark does.
 """

@@ -24,11 +24,24 @@ task, on the executor:
 
    Before raising, the producer's queue is purged, so nothing of a failed task is sent later.
 
-Delivery is **at-least-once**: a failed task may have written part of its rows, and Spark's
-retry of the task (or of the micro-batch) writes them again. The idempotent producer only
-removes duplicates from librdkafka's own retries inside one producer session; a new task is a
-new session. Exactly-once would need Kafka transactions (issue 18): a transactional producer
-per task, its transaction committed only when Spark commits the job or micro-batch.
+Delivery is **at-least-once**, as Spark's own Kafka sink (``KafkaDataWriter``: ``commit``
+flushes and checks the callbacks' errors, ``abort`` does nothing; no transactions): a failed
+task may have written part of its rows, and Spark's retry of the task (or of the micro-batch)
+writes them again. The idempotent producer only removes duplicates from librdkafka's own
+retries inside one producer session; a new task is a new session.
+
+Why not exactly-once, although the broker has transactions: a transaction that the task
+commits itself (at the end of ``run``) makes its rows visible before Spark knows whether the
+job or micro-batch succeeds, so a later failure of another task, or a micro-batch re-run after
+a restart, still writes them twice. Exactly-once needs each task's transaction committed only
+when Spark commits the job, i.e. opened by a producer in the executor's Python worker and
+committed by the driver (``commit`` of the batch or stream writer), another process. Kafka's
+producer API cannot take over another instance's transaction: ``init_transactions`` with the
+same ``transactional.id`` *aborts* the open one (fencing), and resuming it needs the producer
+id and epoch, which no librdkafka (confluent-kafka) call accepts — Flink's exactly-once Kafka
+sink sets them in Java's producer internals by reflection. Spark's Python Data Source API has
+no task-side hook after the job's commit either. So the guarantee is Spark's; a reader that
+must see each row once deduplicates (by key, or by a row id carried in a header).
 
 Not thread-safe: one task thread drives a ``KafkaWriteTask``; librdkafka runs the callbacks
 on that thread, inside ``poll`` / ``flush``.

@@ -22,12 +22,14 @@ producer handle in librdkafka — warns about every one of them.)
 
 Every lookup is tried up to ``attempts`` times, ``retry_interval_s`` apart (Spark's
 ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``, ``KafkaOffsetReaderAdmin.
-withRetries``); the last failure raises ``MetadataError``. A refused login is not retried:
-librdkafka reports it only to an error callback (the lookup itself fails with a bare
-"transport failure"), so the consumer's ``error_cb`` keeps the last authentication error and a
-failed lookup raises ``SourceAuthenticationError`` with the broker's message at once — as
-Spark's Java client fails on a ``SaslAuthenticationException``. Use it as a context manager;
-it is for one thread.
+withRetries``): each failed attempt but the last logs a warning ("attempt k of n of <lookup>
+failed"); the last raises ``MetadataError``, naming the attempts, their interval and the last
+failure when there were several. Spark makes ``numRetries`` attempts in all, not
+``1 + numRetries``, and so does this. A refused login is not retried: librdkafka reports it
+only to an error callback (the lookup itself fails with a bare "transport failure"), so the
+consumer's ``error_cb`` keeps the last authentication error and a failed lookup raises
+``SourceAuthenticationError`` with the broker's message at once — as Spark's Java client fails
+on a ``SaslAuthenticationException``. Use it as a context manager; it is for one thread.
 """
 
 from __future__ import annotations
@@ -110,8 +112,14 @@ class KafkaMetadata:
                 refused = self._refused_login()
                 if refused is not None:
                     raise refused from None
-                if attempt == self.attempts:
+                if attempt == self.attempts == 1:  # no retries (the load's planner): as is
                     raise
+                if attempt == self.attempts:
+                    raise MetadataError(
+                        f"{what}: expected an answer within {self.attempts} attempts "
+                        f"{self.retry_interval_s:g} s apart (fetchOffset.numRetries, "
+                        f"fetchOffset.retryIntervalMs), found the last failing with: {exc}"
+                    ) from None
                 log.warning("attempt %d of %d of %s failed: %s", attempt, self.attempts, what, exc)
                 time.sleep(self.retry_interval_s)
         raise AssertionError("unreachable")  # pragma: no cover
