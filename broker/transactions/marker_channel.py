@@ -38,7 +38,7 @@ from typing import Protocol
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
-from sluice.broker.protocol.errors import Errors
+from sluice.broker.protocol.errors import Errors, for_code
 from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, BrokerConnector
 from sluice.broker.security.errors import SaslError
 
@@ -171,7 +171,7 @@ class TransactionMarkerChannel:
         for answered in response.markers:
             for t in answered.topics:
                 for p in t.partitions:
-                    results[(t.name, p.partition_index)] = _error(p.error_code)
+                    results[(t.name, p.partition_index)] = for_code(p.error_code)
         # A partition missing from the answer was not handled: send it again.
         return {tp: results.get(tp, Errors.UNKNOWN_SERVER_ERROR) for tp in partitions}
 
@@ -194,10 +194,3 @@ class TransactionMarkerChannel:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.close()
-
-
-def _error(code: int) -> Errors:
-    try:
-        return Errors(code)
-    except ValueError:  # a code this broker has no member for: an error all the same
-        return Errors.UNKNOWN_SERVER_ERROR
