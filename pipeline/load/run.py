@@ -27,8 +27,9 @@ on Spark. One run:
    (``StrandedFilesError``): nothing published, no offset moved.
 4. **commit** — write ``_manifest.json`` (every range with rows and bytes, the resume offsets,
    per-date counts, files, data loss, schema ids, error counts) and publish with one
-   no-replace rename, through the JVM's Hadoop ``FileContext`` for every scheme
-   (``HadoopRenamer``: the code that publishes on ``hdfs://`` is the code ``file://`` runs).
+   no-replace rename (``HadoopRenamer``: ``FileContext.rename`` on ``hdfs://``; on ``file://``
+   the kernel's ``renameat2(RENAME_NOREPLACE)``, since Hadoop's local rename is
+   check-then-rename with a copy fallback).
 5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
 
 Before the plan the run starts Spark (``sluice.pipeline.load.session``: the master by Spark's

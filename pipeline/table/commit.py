@@ -36,19 +36,21 @@ Why the rename is the whole commit
 ==================================
 * **Atomic publish.** On ``file://`` the rename is rename(2) of a directory within one
   filesystem — atomic: every reader's directory listing has all of ``load=<N>`` or none of it.
-  On ``hdfs://`` it is one namenode operation (``FileContext.rename``
-  with
+  On ``hdfs://`` it is one namenode operation (``FileContext.rename`` with
   ``Options.Rename.NONE``, see ``sluice.pipeline.table.filesystem``), atomic for every client.
-  Nothing under
-  ``<table>`` is ever modified or deleted after it appears.
+  Nothing under ``<table>`` is ever modified or deleted after it appears.
 * **Conflicts.** The rename target is a function of the sequence alone, so the rename is a
   compare-and-swap on "the newest run is still the one I started after", as in pyiceberg's
   ``expected X, found Y`` commit. ``publish`` first checks that the newest published run is the
-  one ``begin`` saw (the cheap, early check), then renames *without replacing*: Linux
+  one ``begin`` saw (the cheap, early check), then renames *without replacing*, in one step
+  that refuses an existing target: on a local filesystem Linux
   ``renameat2(RENAME_NOREPLACE)`` (fallback ``os.rename``, which fails on a non-empty target —
-  and a published directory always holds its manifest), or Hadoop's ``Rename.NONE`` (fails with
-  ``FileAlreadyExistsException``). Of two loads that started after the same run, exactly one
-  rename succeeds; the other raises ``CommitConflictError`` with the expected and found runs.
+  and a published directory always holds its manifest), on HDFS the namenode's rename with
+  ``Rename.NONE`` (``FileAlreadyExistsException``). Of two loads that started after the same
+  run, exactly one rename succeeds; the other raises ``CommitConflictError`` with the expected
+  and found runs. (Hadoop's own *local* rename would not do: it looks the target up, then
+  renames, and when a competitor's directory appeared in between it copies the run *into* it —
+  which is why ``HadoopRenamer`` hands ``file://`` to the kernel; see the filesystem module.)
   No lock files, so a killed process never leaves a lock behind.
 * **Resume.** The newest ``load=<N>/_manifest.json`` holds the full resume position
   (``offsets``); ``latest_committed_offsets`` returns it in Spark's offsets JSON shape.

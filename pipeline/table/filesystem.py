@@ -12,21 +12,35 @@ atomic step, or fail because ``dst`` exists. ``pyarrow.fs`` cannot do it on HDFS
 ``dst`` before renaming onto it). So the rename is a separate ``Renamer``:
 
 * ``LocalRenamer`` — Linux ``renameat2(..., RENAME_NOREPLACE)``: one syscall that fails with
-  EEXIST if ``dst`` exists. Where the kernel or filesystem lacks it, ``os.rename``: POSIX
-  rename(2) of a directory is atomic and fails with ENOTEMPTY/EEXIST when ``dst`` is a non-empty
-  directory; published run directories always hold their manifest, so they are never empty.
+  EEXIST if ``dst`` exists. Where the kernel or filesystem lacks it (ENOSYS, EINVAL — NFS, for
+  one), ``os.rename``: POSIX rename(2) of a directory is atomic and fails with ENOTEMPTY/EEXIST
+  when ``dst`` is a non-empty directory (and replaces an empty one); published run directories
+  always hold their manifest, so they are never empty.
 * ``HadoopRenamer`` — Hadoop's ``FileContext.rename(src, dst, Options.Rename.NONE)`` through the
-  Spark driver's JVM (py4j). On HDFS this is one namenode operation under the namesystem write
-  lock: atomic, and it throws ``FileAlreadyExistsException`` when ``dst`` exists. (On other
-  Hadoop filesystems it is only as atomic as their rename; object stores are not.)
+  Spark driver's JVM (py4j), for every scheme but the local one. On HDFS this is one namenode
+  operation under the namesystem write lock (``Hdfs.renameInternal`` → ``FSDirRenameOp``):
+  atomic, and it throws ``FileAlreadyExistsException`` when ``dst`` exists. On ``file://``
+  URIs and plain paths it uses ``LocalRenamer`` instead, because Hadoop's local rename is *not*
+  a rename-if-absent: ``LocalFs`` → ``DelegateToFileSystem`` → ``FileSystem.rename(src, dst,
+  NONE)`` first looks ``dst`` up (``FileAlreadyExistsException`` if present) and only then
+  calls ``RawLocalFileSystem.rename``, which is ``File.renameTo`` (rename(2)) and, when that
+  fails — as it does for a non-empty ``dst`` that appeared since the look-up — falls back to
+  ``FileUtil.copy(src → dst)``, which copies ``src`` *into* the existing directory as
+  ``dst/<name of src>`` and deletes ``src``. Two publishers racing for ``load=<N>`` then both
+  "succeed", the loser's run nested inside the winner's (``tests/pipeline/table/
+  test_filesystem.py`` shows each step; two threads racing through ``FileContext.rename`` both
+  won 11 times in 300 on the development machine). An
+  empty ``dst`` is replaced by that rename(2) all the same. (On ``viewfs://`` the rename is
+  that of the mount's target filesystem; object stores are refused below.)
 
 ``TableFileSystem.from_uri`` picks ``LocalRenamer`` for the local filesystem; for any other
 scheme pass a renamer (``HadoopRenamer.from_spark(spark)``), or ``rename_noreplace`` raises
 ``UnsupportedRenameError`` rather than fall back to a check-then-rename race. The nightly load
-passes ``HadoopRenamer`` for **every** scheme, ``file://`` included, so the code that publishes
-on HDFS is the code the local tests run; ``HadoopRenamer`` takes plain local paths as
-``file://`` URIs. Instances hold no state beyond the filesystem handle and are as thread-safe
-as it is.
+passes ``HadoopRenamer`` for **every** scheme, ``file://`` included: one publish call, which on
+``hdfs://`` goes through the JVM's ``FileContext`` and on ``file://`` through the kernel's
+no-replace rename; ``HadoopRenamer.hadoop_rename`` (the JVM call alone) is exercised on
+``file://`` by the tests. Instances hold no state beyond the filesystem handle and are as
+thread-safe as it is.
 
 Which schemes a table may live on (``check_table_scheme``)
 ==========================================================
@@ -135,19 +149,22 @@ class LocalRenamer:
 
 
 class HadoopRenamer:
-    """Rename-if-absent through Hadoop's ``FileContext`` in the Spark driver's JVM.
+    """Rename-if-absent through Hadoop's ``FileContext`` in the Spark driver's JVM — except on
+    the local filesystem, where Hadoop's rename is check-then-rename (module doc) and the
+    kernel's no-replace rename (``local``, default ``LocalRenamer``) is used instead.
 
     ``src`` and ``dst`` are full URIs (``hdfs://namenode:8020/...``, ``file:///w/...``) or
-    plain local paths (taken as ``file://``). The same call for every scheme: ``FileContext``
-    picks the scheme's ``AbstractFileSystem`` (HDFS: one namenode rename; local: ``LocalFs``,
-    which checks the target and then calls rename(2)). Not thread-safe beyond what py4j offers
-    (one gateway call at a time is fine).
+    plain local paths. Not thread-safe beyond what py4j offers (one gateway call at a time is
+    fine); the local rename is thread-safe.
     """
 
-    def __init__(self, jvm: Any, gateway: Any, hadoop_conf: Any) -> None:
+    def __init__(
+        self, jvm: Any, gateway: Any, hadoop_conf: Any, local: Renamer | None = None
+    ) -> None:
         self._jvm = jvm
         self._gateway = gateway
         self._conf = hadoop_conf
+        self._local = local if local is not None else LocalRenamer()
 
     @classmethod
     def from_spark(cls, spark: Any) -> HadoopRenamer:
@@ -155,6 +172,17 @@ class HadoopRenamer:
         return cls(sc._jvm, sc._gateway, sc._jsc.hadoopConfiguration())
 
     def rename_noreplace(self, src: str, dst: str) -> None:
+        local_src, local_dst = _local_path(src), _local_path(dst)
+        if local_src is not None and local_dst is not None:
+            self._local.rename_noreplace(local_src, local_dst)
+        else:
+            self.hadoop_rename(src, dst)
+
+    def hadoop_rename(self, src: str, dst: str) -> None:
+        """``FileContext.rename(src, dst, Rename.NONE)`` for any scheme (plain paths are taken
+        as ``file://``); ``TargetExistsError`` when Hadoop reports ``dst`` as existing. Atomic
+        rename-if-absent only where the scheme's ``AbstractFileSystem`` makes it one (HDFS);
+        on ``file://`` a look-up, then rename(2) with a copy fallback (module doc)."""
         from py4j.protocol import Py4JJavaError
 
         src, dst = _as_uri(src), _as_uri(dst)
@@ -171,6 +199,16 @@ class HadoopRenamer:
             if name == "org.apache.hadoop.fs.FileAlreadyExistsException":
                 raise TargetExistsError(errno.EEXIST, "rename target exists", dst) from None
             raise
+
+
+def _local_path(path: str) -> str | None:
+    """The local path of a plain path or a ``file:`` URI; ``None`` for any other scheme."""
+    parts = urlsplit(path)
+    if not parts.scheme:
+        return os.path.abspath(path)
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost"):
+        return parts.path
+    return None
 
 
 def _as_uri(path: str) -> str:
