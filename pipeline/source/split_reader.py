@@ -179,6 +179,11 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
         ISOLATION_LEVEL_KEY: DEFAULT_ISOLATION_LEVEL,
         "client.id": "sluice-source",
         "log.connection.close": False,
+        # Once its prefetch queue holds queued.min.messages, librdkafka stops fetching for
+        # fetch.queue.backoff.ms — 1,000 ms by default, while a split task drains 100,000
+        # records in well under a second and then waits (the finding of the broker's consume
+        # benchmark, README "Performance"). A kafka.* option still overrides it.
+        "fetch.queue.backoff.ms": 10,
     }
     for key, value in options.items():
         key = key.lower()

@@ -269,3 +269,11 @@ def test_read_committed_still_detects_offsets_that_are_gone(
     got, result = _read_values(log, 0, end, config, fail_on_data_loss=False, poll_timeout_s=20)
     assert got == log.visible_committed()
     assert result.lost == 20
+
+
+def test_the_reader_refetches_soon_after_its_prefetch_queue_was_full() -> None:
+    """librdkafka's default fetch.queue.backoff.ms (1 s) idles a split task that drains its
+    prefetch queue faster; the reader sets 10 ms, and a ``kafka.*`` option still wins."""
+    assert consumer_config({"kafka.bootstrap.servers": "h:1"})["fetch.queue.backoff.ms"] == 10
+    given = {"kafka.bootstrap.servers": "h:1", "kafka.fetch.queue.backoff.ms": "250"}
+    assert consumer_config(given)["fetch.queue.backoff.ms"] == "250"
