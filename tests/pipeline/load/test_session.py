@@ -131,58 +131,39 @@ def _load_master(
     return masters[0]
 
 
-@pytest.mark.broker
-def test_spark_defaults_conf_chooses_the_master_when_the_config_names_none(
-    kafka_broker: Any, topic_name: str, tmp_path: Path
-) -> None:
-    """``spark.master`` of ``$SPARK_CONF_DIR/spark-defaults.conf`` decides, before ``MASTER``
-    (Spark's order)."""
-    create_topic(kafka_broker.bootstrap, topic_name, 1)
-    master = _load_master(
-        tmp_path, kafka_broker.bootstrap, topic_name,
-        defaults_master="local[1]", env_master="local[3]",
-    )  # fmt: skip
-    assert master == "local[1]"
+# Who chooses the master, each case through the load itself: (the master each source names,
+# the one the SparkContext must run on).
+MASTER_CASES = {
+    # spark.master of $SPARK_CONF_DIR/spark-defaults.conf decides, before MASTER (Spark's order)
+    "spark-defaults.conf": (dict(defaults_master="local[1]", env_master="local[3]"), "local[1]"),
+    # spark-submit --master decides, before spark-defaults.conf and MASTER
+    "spark-submit --master": (
+        dict(submit_master="local[1]", defaults_master="local[2]", env_master="local[3]"),
+        "local[1]",
+    ),
+    # the config's spark.master wins over spark-defaults.conf and MASTER
+    "the config": (
+        dict(config_master="local[2]", defaults_master="local[1]", env_master="local[3]"),
+        "local[2]",
+    ),
+    # As conf/nightly_load.properties and jobs/nightly_load.py say: a job started by
+    # spark-submit runs where spark-submit put it (its --master, as for any flag over a
+    # properties file); the config's spark.master is for `sluice load` / `python -m`.
+    "spark-submit over the config": (
+        dict(submit_master="local[1]", config_master="local[2]"),
+        "local[1]",
+    ),
+}
 
 
 @pytest.mark.broker
-def test_spark_submit_master_chooses_the_master_when_the_config_names_none(
-    kafka_broker: Any, topic_name: str, tmp_path: Path
+@pytest.mark.parametrize("case", list(MASTER_CASES))
+def test_who_chooses_the_master(
+    case: str, kafka_broker: Any, topic_name: str, tmp_path: Path
 ) -> None:
-    """``spark-submit --master`` decides, before spark-defaults.conf and ``MASTER``."""
+    sources, expected = MASTER_CASES[case]
     create_topic(kafka_broker.bootstrap, topic_name, 1)
-    master = _load_master(
-        tmp_path, kafka_broker.bootstrap, topic_name,
-        submit_master="local[1]", defaults_master="local[2]", env_master="local[3]",
-    )  # fmt: skip
-    assert master == "local[1]"
-
-
-@pytest.mark.broker
-def test_the_configs_master_wins_over_spark_defaults_conf_and_master_env(
-    kafka_broker: Any, topic_name: str, tmp_path: Path
-) -> None:
-    create_topic(kafka_broker.bootstrap, topic_name, 1)
-    master = _load_master(
-        tmp_path, kafka_broker.bootstrap, topic_name,
-        config_master="local[2]", defaults_master="local[1]", env_master="local[3]",
-    )  # fmt: skip
-    assert master == "local[2]"
-
-
-@pytest.mark.broker
-def test_under_spark_submit_its_master_wins_over_the_configs(
-    kafka_broker: Any, topic_name: str, tmp_path: Path
-) -> None:
-    """As ``conf/nightly_load.properties`` and ``jobs/nightly_load.py`` say: a job started by
-    spark-submit runs where spark-submit put it (its ``--master``, as for any flag over a
-    properties file); the config's ``spark.master`` is for ``sluice load`` / ``python -m``."""
-    create_topic(kafka_broker.bootstrap, topic_name, 1)
-    master = _load_master(
-        tmp_path, kafka_broker.bootstrap, topic_name,
-        submit_master="local[1]", config_master="local[2]",
-    )  # fmt: skip
-    assert master == "local[1]"
+    assert _load_master(tmp_path, kafka_broker.bootstrap, topic_name, **sources) == expected
 
 
 @pytest.mark.parametrize("warehouse", ["s3a://bucket/warehouse", "gs://bucket/w"])
