@@ -145,5 +145,11 @@ def test_replication_runs_under_the_authorizer(acl_cluster: BrokerCluster) -> No
         "replicated", replication_factor=3, config={"min.insync.replicas": "2"}
     )
     grant(acl_cluster.bootstrap, binding(ALICE, AclOperation.WRITE, name="replicated"))
-    assert codes(produce(acl_cluster.bootstrap, "alice", "replicated", count=5)) == {None}
+    # The grant reaches the partition's leader through ZooKeeper's change notification, as in
+    # Kafka: until then the leader may still answer TOPIC_AUTHORIZATION_FAILED.
+    wait_until(
+        lambda: codes(produce(acl_cluster.bootstrap, "alice", "replicated", count=5)) == {None},
+        timeout=20,
+        message="acks=all writes by alice to succeed once the leader has the ACL",
+    )
     acl_cluster.wait_isr("replicated", 0, {0, 1, 2})
