@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from sluice.broker.groups.offset_store import partition_for as group_partition
 from sluice.broker.transactions.transaction_log import TOPIC as TXN_TOPIC
 from sluice.broker.transactions.transaction_log import partition_for as txn_partition
 from sluice.testing.cluster import QUIET, BrokerCluster
+from sluice.testing.net import wait_until
 from tests.broker.server import clients
 from tests.broker.server.clients import unique
 
@@ -27,6 +28,12 @@ pytestmark = pytest.mark.broker
 PARTITIONS = 3
 STATE_PARTITIONS = 50  # transaction.state.log.num.partitions's default
 OFFSETS_PARTITIONS = 3  # the cluster's offsets.topic.num.partitions
+# What a coordinator answers while it is being elected or is loading.
+COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+)
 
 
 @pytest.fixture
@@ -69,6 +76,24 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
     return clients.committed_offset(bootstrap, group, topic, timeout=20, **QUIET)
 
 
+def create_offsets_topic(bootstrap: str, topic: str) -> None:
+    """Create ``__consumer_offsets`` by asking for a group's committed offset, until one is
+    answered: while the new partitions' leaders are still being elected, the broker a client
+    was sent to may answer NOT_COORDINATOR (as Kafka's would), and librdkafka hands that to
+    ``committed()``'s caller instead of asking again."""
+
+    def answered() -> bool:
+        try:
+            committed(bootstrap, unique("warmup"), topic)
+        except KafkaException as exc:
+            if exc.args[0].code() in COORDINATOR_MOVING:
+                return False
+            raise
+        return True
+
+    wait_until(answered, timeout=60, message="a committed offset answered by the coordinator")
+
+
 def coordinator_of(cluster: BrokerCluster, txn_id: str) -> int:
     return int(cluster.wait_leader(TXN_TOPIC, txn_partition(txn_id, STATE_PARTITIONS)).leader)
 
@@ -99,7 +124,7 @@ def test_offsets_sent_to_a_transaction_in_a_cluster(cluster: BrokerCluster) -> N
     source = unique("src")
     cluster.create_topic(source, 1, 3)
     txn_id = unique("tx")
-    committed(cluster.bootstrap, unique("warmup"), source)  # creates __consumer_offsets
+    create_offsets_topic(cluster.bootstrap, source)
     producer = txn_producer(cluster.bootstrap, txn_id)  # creates __transaction_state
     txn_coordinator = coordinator_of(cluster, txn_id)
     # A group whose coordinator is another broker than the transaction's.

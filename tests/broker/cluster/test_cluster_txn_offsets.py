@@ -21,6 +21,7 @@ from tests.broker.cluster.test_cluster_transactions import (
     OFFSETS_PARTITIONS,
     committed,
     coordinator_of,
+    create_offsets_topic,
     txn_producer,
 )
 from tests.broker.server.clients import unique
@@ -61,7 +62,7 @@ def test_a_group_coordinator_killed_before_end_txn_loses_nothing(
     source = unique("src")
     cluster.create_topic(source, 1, 3)
     txn_id = unique("tx")
-    committed(cluster.bootstrap, unique("warmup"), source)  # creates __consumer_offsets
+    create_offsets_topic(cluster.bootstrap, source)
     producer = txn_producer(cluster.bootstrap, txn_id, **{"transaction.timeout.ms": 120_000})
     txn_coordinator = coordinator_of(cluster, txn_id)
     group, group_coordinator = group_led_elsewhere(cluster, txn_coordinator)
