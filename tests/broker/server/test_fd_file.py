@@ -1,5 +1,6 @@
 """The file object the broker hands to ``loop.sendfile``: both the native path and asyncio's
-fallback (taken e.g. while a transport is closing) must send exactly the slice."""
+fallback (taken where the platform or transport cannot sendfile natively) must send exactly
+the slice."""
 
 from __future__ import annotations
 
