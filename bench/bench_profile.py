@@ -72,7 +72,8 @@ PATHS = {
 # (category, test on one frame "function (file)"), tried innermost frame first: the first
 # frame that passes a test names the stack's category.
 _WRITE = ("._flush ", "._write ", "StreamWriter.", "sendfile", "_write_ready", "drain",
-          "_SelectorSocketTransport.write ", "_SelectorTransport.write")  # fmt: skip
+          "_SelectorSocketTransport.write ", "_SelectorTransport.write",
+          "broker/server/response_writer.py")  # fmt: skip
 _READ = ("_read_ready", "StreamReader.", "FrameDecoder.", "data_received", "recv_into")
 RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("write", lambda f: any(w in f for w in _WRITE)),

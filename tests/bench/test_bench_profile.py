@@ -75,3 +75,13 @@ def test_own_and_total_time() -> None:
     total = text.split("total time")[1]
     assert "run_forever" not in total
     assert "60.0%  Broker.handle_frame (broker/server/broker.py)" in total
+
+
+def test_the_response_writers_own_frames_count_as_write() -> None:
+    """``_send_slice``, ``_cork`` and the rest of ``response_writer`` put responses on the
+    socket: write, not the handler their file's package would suggest."""
+    for frame in ("_send_slice (broker/server/response_writer.py:170)",
+                  "_cork (broker/server/response_writer.py:91)"):  # fmt: skip
+        stack = CONN + ";write_response (broker/server/response_writer.py:113);" + frame
+        profile = parse_folded([stack + " 1"])
+        assert [category(s) for s in profile.stacks] == ["write"]
