@@ -89,6 +89,15 @@ _S = TransactionState
 _EXPIRABLE = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
 
 
+def _state_write_failed(what: str, exc: TransactionStateWriteError) -> Errors:
+    """The answer to a request whose ``__transaction_state`` write was not made durable
+    (logged with ``what``): COORDINATOR_NOT_AVAILABLE, as Kafka's TransactionStateManager
+    answers when the append did not replicate (NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT). The
+    client looks the coordinator up again and retries; the state was not changed."""
+    log.warning("%s: %s", what, exc)
+    return Errors.COORDINATOR_NOT_AVAILABLE
+
+
 class CoordinatorHost(Protocol):
     """What the coordinator needs of its broker."""
 
@@ -271,8 +280,7 @@ class TransactionCoordinator:
                 )  # fmt: skip
                 await self.state.write(staged)
             except TransactionStateWriteError as exc:
-                log.warning("InitProducerId of %r: %s", txn_id, exc)
-                return Errors.COORDINATOR_NOT_AVAILABLE, -1, -1
+                return _state_write_failed(f"InitProducerId of {txn_id!r}", exc), -1, -1
             self._pending.pop(txn_id, None)
             return Errors.NONE, pid, epoch
 
@@ -333,8 +341,7 @@ class TransactionCoordinator:
         try:
             await self.state.write(meta.staged(_S.ONGOING, now, txn_start_ms=start, **changes))
         except TransactionStateWriteError as exc:
-            log.warning("transactional id %r: %s", meta.transactional_id, exc)
-            return Errors.COORDINATOR_NOT_AVAILABLE
+            return _state_write_failed(f"transactional id {meta.transactional_id!r}", exc)
         return Errors.NONE
 
     def txn_offset_commit(
@@ -379,8 +386,7 @@ class TransactionCoordinator:
             try:
                 await self._end(meta, commit=commit, fence=False)
             except TransactionStateWriteError as exc:
-                log.warning("EndTxn of %r: %s", txn_id, exc)
-                return Errors.COORDINATOR_NOT_AVAILABLE
+                return _state_write_failed(f"EndTxn of {txn_id!r}", exc)
             return Errors.NONE
 
     # -- ending transactions -----------------------------------------------------------------

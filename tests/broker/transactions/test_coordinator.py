@@ -19,6 +19,7 @@ from sluice.broker.transactions.coordinator import TopicPartitionKey, Transactio
 from sluice.broker.transactions.marker_channel import TxnMarker
 from sluice.broker.transactions.transaction_config import TransactionConfig
 from sluice.broker.transactions.transaction_metadata import TransactionState
+from sluice.broker.transactions.transaction_state_manager import TransactionStateWriteError
 
 DATA = ("orders", 0)
 OFFSETS = ("__consumer_offsets", 0)
@@ -34,6 +35,7 @@ class FakeHost:
         self.next_pid = 1000
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.fail_markers = False
+        self.fail_state = False
         self.leader_epoch = 0
         self.leading = True
         self.markers: list[TxnMarker] = []
@@ -44,6 +46,8 @@ class FakeHost:
         return self.next_pid
 
     async def append_state(self, partition: int, batch: bytes) -> None:
+        if self.fail_state:
+            raise TransactionStateWriteError("the ISR of __transaction_state-0 is too small")
         self.state_log.append(batch)
 
     async def write_markers(
@@ -215,6 +219,36 @@ def test_requests_are_checked(host):
         assert c.txn_offset_commit("tx", "g", pid, epoch, []) == Errors.INVALID_TXN_STATE
 
     run(scenario())
+
+
+def test_a_state_write_that_is_not_durable_answers_coordinator_not_available(host, caplog):
+    """InitProducerId, AddPartitionsToTxn and EndTxn whose ``__transaction_state`` write fails
+    answer COORDINATOR_NOT_AVAILABLE (the client retries), say why, and change nothing."""
+
+    async def scenario():
+        c = coordinator(host)
+        await c.sync_partitions()
+        host.fail_state = True
+        assert await c.init_producer_id("tx", 60_000) == (Errors.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        assert c.state.get("tx") is None
+        host.fail_state = False
+        _, pid, epoch = await c.init_producer_id("tx", 60_000)
+        host.fail_state = True
+        result = await c.add_partitions("tx", pid, epoch, [DATA])
+        assert result == {DATA: Errors.COORDINATOR_NOT_AVAILABLE}
+        assert c.state.get("tx").state is TransactionState.EMPTY
+        host.fail_state = False
+        assert await c.add_partitions("tx", pid, epoch, [DATA]) == {DATA: Errors.NONE}
+        host.fail_state = True
+        assert await c.end_txn("tx", pid, epoch, True) == Errors.COORDINATOR_NOT_AVAILABLE
+        assert c.state.get("tx").state is TransactionState.ONGOING
+        host.fail_state = False
+        assert await c.end_txn("tx", pid, epoch, True) == Errors.NONE
+
+    with caplog.at_level("WARNING"):
+        run(scenario())
+    for what in ("InitProducerId of 'tx'", "transactional id 'tx'", "EndTxn of 'tx'"):
+        assert f"{what}: the ISR of __transaction_state-0 is too small" in caplog.text
 
 
 def test_offsets_bring_the_group_partition_and_markers_carry_the_coordinator_epoch(host):
