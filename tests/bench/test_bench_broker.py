@@ -4,16 +4,14 @@ broker's responses."""
 
 from __future__ import annotations
 
-import socket
 import struct
 from pathlib import Path
 
 import pytest
 
 from bench.bench_broker import (
+    FetchClient,
     _fetch_request_template,
-    _next_offset_in,
-    _read_exact,
     produce,
     raw_fetch_rate,
     start_broker,
@@ -44,18 +42,15 @@ def test_the_walk_lands_on_each_next_offset_and_the_rate_reads_to_the_end(tmp_pa
     try:
         count = 20_000
         produce(broker.bootstrap, "walk", count, {"batch.num.messages": 50, "linger.ms": 5})
-        request, offset_at, id_at = _fetch_request_template("walk")
-        buf = bytearray(8 << 20)
+        client = FetchClient(broker.port, "walk", timeout=10)
         offsets = [0]
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        try:
             while offsets[-1] < count:
-                struct.pack_into(">q", request, offset_at, offsets[-1])
-                struct.pack_into(">i", request, id_at, len(offsets))
-                sock.sendall(request)
-                (size,) = struct.unpack(">i", _read_exact(sock, 4, buf))
-                following = _next_offset_in(_read_exact(sock, size, buf))
+                following = client.fetch(offsets[-1])[1]
                 assert following > offsets[-1], f"no progress at offset {offsets[-1]}"
                 offsets.append(following)
+        finally:
+            client.close()
         assert offsets[-1] == count
         assert len(offsets) > 2  # 20,000 × 200 B: more than one 1 MiB response
         assert raw_fetch_rate(broker.port, "walk", count) > 0
