@@ -40,6 +40,18 @@ def _receive(sock: socket.socket, n: int) -> bytes:
     return got
 
 
+def _pair(sndbuf: int | None = None) -> tuple[socket.socket, socket.socket, socket.socket]:
+    """(listener, client, accepted) over loopback; ``sndbuf`` shrinks the accepted side's send
+    buffer and the client's receive buffer, so that a large response cannot go at once."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname()[:2])
+    accepted, _ = listener.accept()
+    if sndbuf is not None:
+        accepted.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, sndbuf)
+    return listener, client, accepted
+
+
 def test_a_fetch_response_header_leaves_with_its_records_in_one_segment(tmp_path: Path) -> None:
     """With TCP_NODELAY (as asyncio sets it on the broker's accepted connections), a header
     written before the ``sendfile`` went out as a segment of its own; corked, header and
@@ -47,9 +59,7 @@ def test_a_fetch_response_header_leaves_with_its_records_in_one_segment(tmp_path
     path = tmp_path / "segment.log"
     path.write_bytes(os.urandom(4096))
     fd = os.open(path, os.O_RDONLY)
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname()[:2])
-    accepted, _ = listener.accept()
+    listener, client, accepted = _pair()
     accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     header = b"h" * 72
     response = EncodedFetchResponse([header, FileSlice(fd, 100, 1000)], 1072)
@@ -85,16 +95,6 @@ class _Reader(threading.Thread):
     def run(self) -> None:
         time.sleep(self.delay)
         self.got = _receive(self.sock, self.n)
-
-
-def _pair(sndbuf: int | None = None) -> tuple[socket.socket, socket.socket, socket.socket]:
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname()[:2])
-    accepted, _ = listener.accept()
-    if sndbuf is not None:
-        accepted.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, sndbuf)
-    return listener, client, accepted
 
 
 async def _write(
