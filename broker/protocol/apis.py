@@ -36,29 +36,58 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from types import MappingProxyType, ModuleType
+from types import MappingProxyType
 from typing import Any, Final
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.static.constants import EntityType
 
-from . import (
-    alter_replica_log_dirs_v0,
-    create_acls_v0,
-    create_topics_v0_1,
-    delete_acls_v0,
-    delete_topics_v0,
-    describe_acls_v0,
-    describe_configs_v0,
-    describe_log_dirs_v0,
-    fetch_v0_3,
-    list_offsets_v0,
-    offset_commit_v0_1,
-    offset_fetch_v0,
-    offset_for_leader_epoch_v0_1,
-    produce_v0_2,
-    write_txn_markers_v0,
+from .alter_replica_log_dirs_v0 import AlterReplicaLogDirsRequestV0, AlterReplicaLogDirsResponseV0
+from .create_acls_v0 import CreateAclsRequestV0, CreateAclsResponseV0
+from .create_topics_v0_1 import (
+    CreateTopicsRequestV0,
+    CreateTopicsRequestV1,
+    CreateTopicsResponseV0,
+    CreateTopicsResponseV1,
 )
+from .delete_acls_v0 import DeleteAclsRequestV0, DeleteAclsResponseV0
+from .delete_topics_v0 import DeleteTopicsRequestV0, DeleteTopicsResponseV0
+from .describe_acls_v0 import DescribeAclsRequestV0, DescribeAclsResponseV0
+from .describe_configs_v0 import DescribeConfigsRequestV0, DescribeConfigsResponseV0
+from .describe_log_dirs_v0 import DescribeLogDirsRequestV0, DescribeLogDirsResponseV0
+from .fetch_v0_3 import (
+    FetchRequestV0,
+    FetchRequestV1,
+    FetchRequestV2,
+    FetchRequestV3,
+    FetchResponseV0,
+    FetchResponseV1,
+    FetchResponseV2,
+    FetchResponseV3,
+)
+from .list_offsets_v0 import ListOffsetsRequest, ListOffsetsResponse
+from .offset_commit_v0_1 import (
+    OffsetCommitRequestV0,
+    OffsetCommitRequestV1,
+    OffsetCommitResponseV0,
+    OffsetCommitResponseV1,
+)
+from .offset_fetch_v0 import OffsetFetchRequestV0, OffsetFetchResponseV0
+from .offset_for_leader_epoch_v0_1 import (
+    OffsetForLeaderEpochRequestV0,
+    OffsetForLeaderEpochRequestV1,
+    OffsetForLeaderEpochResponseV0,
+    OffsetForLeaderEpochResponseV1,
+)
+from .produce_v0_2 import (
+    ProduceRequestV0,
+    ProduceRequestV1,
+    ProduceRequestV2,
+    ProduceResponseV0,
+    ProduceResponseV1,
+    ProduceResponseV2,
+)
+from .write_txn_markers_v0 import WriteTxnMarkersRequestV0, WriteTxnMarkersResponseV0
 
 __all__ = [
     "ApiKey",
@@ -228,26 +257,62 @@ def spec_for(api_key: int) -> ApiSpec | None:
     return APIS.get(api_key)
 
 
-#: Schemas kio does not generate, in kio's shape: (api key, version) → the module holding the
-#: request and response classes (``<Name>Request`` / ``<Name>Response``, suffixed ``V<n>``
-#: in the modules that hold several versions).
-_LEGACY: Final[Mapping[tuple[int, int], ModuleType]] = MappingProxyType(
+#: Schemas kio does not generate, in kio's shape: (api key, version, request|response) → the
+#: class, keyed by the class's own ``__api_key__``, ``__version__`` and ``__type__``. The
+#: classes are imported from their modules by name rather than the modules through the
+#: package (``from . import fetch_v0_3``), which would make this module depend on the
+#: package's ``__init__`` that imports it.
+_LEGACY: Final[Mapping[tuple[int, int, EntityType], type[Any]]] = MappingProxyType(
     {
-        (ApiKey.LIST_OFFSETS, 0): list_offsets_v0,
-        **{(ApiKey.PRODUCE, v): produce_v0_2 for v in range(3)},
-        **{(ApiKey.FETCH, v): fetch_v0_3 for v in range(4)},
-        **{(ApiKey.OFFSET_COMMIT, v): offset_commit_v0_1 for v in range(2)},
-        (ApiKey.OFFSET_FETCH, 0): offset_fetch_v0,
-        **{(ApiKey.CREATE_TOPICS, v): create_topics_v0_1 for v in range(2)},
-        (ApiKey.DELETE_TOPICS, 0): delete_topics_v0,
-        (ApiKey.WRITE_TXN_MARKERS, 0): write_txn_markers_v0,
-        **{(ApiKey.OFFSET_FOR_LEADER_EPOCH, v): offset_for_leader_epoch_v0_1 for v in range(2)},
-        (ApiKey.DESCRIBE_CONFIGS, 0): describe_configs_v0,
-        (ApiKey.DESCRIBE_LOG_DIRS, 0): describe_log_dirs_v0,
-        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0): alter_replica_log_dirs_v0,
-        (ApiKey.DESCRIBE_ACLS, 0): describe_acls_v0,
-        (ApiKey.CREATE_ACLS, 0): create_acls_v0,
-        (ApiKey.DELETE_ACLS, 0): delete_acls_v0,
+        (int(cls.__api_key__), int(cls.__version__), cls.__type__): cls
+        for cls in (
+            ListOffsetsRequest,
+            ListOffsetsResponse,
+            ProduceRequestV0,
+            ProduceResponseV0,
+            ProduceRequestV1,
+            ProduceResponseV1,
+            ProduceRequestV2,
+            ProduceResponseV2,
+            FetchRequestV0,
+            FetchResponseV0,
+            FetchRequestV1,
+            FetchResponseV1,
+            FetchRequestV2,
+            FetchResponseV2,
+            FetchRequestV3,
+            FetchResponseV3,
+            OffsetCommitRequestV0,
+            OffsetCommitResponseV0,
+            OffsetCommitRequestV1,
+            OffsetCommitResponseV1,
+            OffsetFetchRequestV0,
+            OffsetFetchResponseV0,
+            CreateTopicsRequestV0,
+            CreateTopicsResponseV0,
+            CreateTopicsRequestV1,
+            CreateTopicsResponseV1,
+            DeleteTopicsRequestV0,
+            DeleteTopicsResponseV0,
+            WriteTxnMarkersRequestV0,
+            WriteTxnMarkersResponseV0,
+            OffsetForLeaderEpochRequestV0,
+            OffsetForLeaderEpochResponseV0,
+            OffsetForLeaderEpochRequestV1,
+            OffsetForLeaderEpochResponseV1,
+            DescribeConfigsRequestV0,
+            DescribeConfigsResponseV0,
+            DescribeLogDirsRequestV0,
+            DescribeLogDirsResponseV0,
+            AlterReplicaLogDirsRequestV0,
+            AlterReplicaLogDirsResponseV0,
+            DescribeAclsRequestV0,
+            DescribeAclsResponseV0,
+            CreateAclsRequestV0,
+            CreateAclsResponseV0,
+            DeleteAclsRequestV0,
+            DeleteAclsResponseV0,
+        )
     }
 )
 
@@ -258,11 +323,10 @@ def _class(api_key: int, version: int, kind: EntityType) -> type[Any] | None:
     spec = APIS.get(api_key)
     if spec is None:
         return None
-    name = spec.name + ("Request" if kind is EntityType.request else "Response")
-    legacy = _LEGACY.get((api_key, version))
+    legacy = _LEGACY.get((api_key, version, kind))
     if legacy is not None:
-        cls: type[Any] = getattr(legacy, f"{name}V{version}", None) or getattr(legacy, name)
-        return cls
+        return legacy
+    name = spec.name + ("Request" if kind is EntityType.request else "Response")
     try:
         module = load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
     except (UnknownAPIKey, UnknownEntity):
