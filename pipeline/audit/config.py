@@ -1,36 +1,12 @@
 """``AuditConfig``: the keys of ``conf/audit.properties``, and the ``--until`` time.
 
-=========================  =====================  ============================================
-key                        default                meaning
-=========================  =====================  ============================================
-live.clusters              (required)             live cluster aliases, comma-separated (the
-                                                  mirror's ``clusters``)
-<alias>.bootstrap.servers  (required)             one per live alias
-offline.bootstrap.servers  (none: no offline)     the cluster the mirror fills
-offline.alias              offline                its alias (the mirror's ``target.alias``)
-warehouse.table            (none: no warehouse)   the nightly load's table(s), paths or URIs,
-                                                  comma-separated
-warehouse.cutoff           load                   ``load``: judge the warehouse up to its newest
-                                                  load's start; ``audit``: at the cutoff
-audit.topic                sluice-audit           where the producers report, on each live
-                                                  cluster; never audited itself
-window.ms                  60000                  a multiple of the producers' window
-grace.ms                   window.ms              a window is closed once end + grace <= cutoff
-lookback.ms                (none: every window)   only windows starting this long before the
-                                                  cutoff
-topics                     (every reported one)   the audited topics, comma-separated
-tiers                      (every configured)     some of ``live``, ``offline``, ``warehouse``
-schema.registry.url        (required)             holds ``<audit.topic>-value``
-report.dir                 ./build/audit          ``audit.json``, ``.txt``, ``.png``; path or URI
-spark.master               local[2]               unless spark-submit chose one
-spark.<key>                                       to the SparkSession builder
-kafka.<key>                                       to every consumer (the ``sluice`` source)
-=========================  =====================  ============================================
+The keys are declared once, in :data:`CONFIG_DEF`; the "audit" section of
+``docs/configuration.md`` is generated from it.
 
 ``conf/audit.properties`` explains each key at length. Aliases are ``[A-Za-z0-9._-]+`` (they
 are the lineage header's, ``sluice.pipeline.lineage``), topic names too. Every malformed key
-raises :class:`AuditConfigError` naming the key, what was expected and what was found (numbers
-and lists through ``sluice.common.options``); a blank value (``key=``) is the default.
+raises :class:`AuditConfigError` naming the key, what was expected and what was found (every
+declared key parsed through ``CONFIG_DEF``); a blank value (``key=``) is the default.
 
 A parsed :class:`AuditConfig` is immutable (its dicts are never changed after parsing);
 thread-safe. This module imports neither Spark nor pyarrow: ``sluice audit`` checks its
@@ -43,10 +19,10 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from sluice.common.options import check_known_keys, names, positive_int, required, text
+from sluice.common.config_def import POSITIVE, REQUIRED, ConfigDef, OneOf, Type
+from sluice.common.options import required
 from sluice.common.paths import to_uri
 from sluice.pipeline.audit.producer import DEFAULT_AUDIT_TOPIC, DEFAULT_WINDOW_MS
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
@@ -71,18 +47,69 @@ class AuditConfigError(ValueError):
     """A configuration key is missing or malformed; the message names the key."""
 
 
-# A key without which the config means nothing: missing or blank is a AuditConfigError.
-_required = partial(required, error=AuditConfigError)
-
-
-# Every key of conf/audit.properties the audit reads, besides the per-cluster
-# <alias>.bootstrap.servers and the kafka.* / spark.* / schema.registry.* families.
-AUDIT_KEYS: frozenset[str] = frozenset(
-    {
-        "live.clusters", "offline.alias", "offline.bootstrap.servers", "schema.registry.url",
-        "audit.topic", "topics", "tiers", "warehouse.table", "warehouse.cutoff", "window.ms",
-        "grace.ms", "lookback.ms", "report.dir", "spark.master",
-    }
+CONFIG_DEF = (
+    ConfigDef(error=AuditConfigError, what="audit config")
+    .define(
+        "live.clusters", Type.LIST, (), default_doc="(required)",
+        doc="Live cluster aliases, comma-separated (the mirror's clusters); the producers' "
+        "counts are read from each one's audit topic.",
+    )
+    .define(
+        "offline.bootstrap.servers", Type.STRING, None, default_doc="(none: no offline tier)",
+        doc="The cluster the mirror fills (its target.bootstrap.servers).",
+    )
+    .define(
+        "offline.alias", Type.STRING, "offline",
+        doc="The offline cluster's alias (the mirror's target.alias).",
+    )
+    .define(
+        "warehouse.table", Type.LIST, (), default_doc="(none: no warehouse tier)",
+        doc="The nightly load's table(s), paths or URIs, comma-separated.",
+    )
+    .define(
+        "warehouse.cutoff", Type.STRING, "load", OneOf(*WAREHOUSE_CUTOFFS),
+        doc="load: judge the warehouse up to its newest load's start; audit: at the cutoff.",
+    )
+    .define(
+        "audit.topic", Type.STRING, DEFAULT_AUDIT_TOPIC,
+        doc="Where the producers report, on each live cluster; never audited itself.",
+    )
+    .define(
+        "window.ms", Type.INT, DEFAULT_WINDOW_MS, POSITIVE,
+        doc="The audit window, a multiple of the producers' window.",
+    )
+    .define(
+        "grace.ms", Type.INT, None, POSITIVE, default_doc="window.ms",
+        doc="A window is judged once its end + grace.ms <= the cutoff.",
+    )
+    .define(
+        "lookback.ms", Type.INT, None, POSITIVE, default_doc="(none: every window)",
+        doc="Only windows starting this long before the cutoff.",
+    )
+    .define(
+        "topics", Type.LIST, (), default_doc="(every reported topic)",
+        doc="The audited topics, comma-separated.",
+    )
+    .define(
+        "tiers", Type.LIST, (), default_doc="(every configured tier)",
+        doc="Some of live, offline, warehouse.",
+    )
+    .define(
+        "schema.registry.url", Type.STRING, REQUIRED,
+        doc="The registry holding <audit.topic>-value.",
+    )
+    .define(
+        "report.dir", Type.STRING, "./build/audit",
+        doc="Where audit.json, audit.txt and audit.png go; a path or URI.",
+    )
+    .define("spark.master", Type.STRING, "local[2]", doc="Unless spark-submit chose one.")
+    .family("<alias>.bootstrap.servers", "(required) One per live alias (and offline.alias).")
+    .family("spark.<key>", "To the SparkSession builder.", prefix="spark.")
+    .family("kafka.<key>", "To every consumer (the sluice source).", prefix="kafka.")
+    .family(
+        "schema.registry.<key>", "To the registry client.", prefix="schema.registry."
+    )
+    .family("basic.auth.<key>", "To the registry client.", prefix="basic.auth.")
 )  # fmt: skip
 
 
@@ -126,7 +153,8 @@ class AuditConfig:
     def from_properties(cls, props: Mapping[str, str]) -> AuditConfig:
         """The config of ``props``; a key nothing reads is an error naming the nearest one
         (``kafka.*`` and ``spark.*`` pass through; ``<alias>.bootstrap.servers`` per cluster)."""
-        aliases = names(props, "live.clusters")
+        values = CONFIG_DEF.parse(props)
+        aliases = values["live.clusters"]
         if not aliases:
             raise AuditConfigError(
                 "live.clusters: expected a comma list of cluster aliases (the producers' audit "
@@ -137,68 +165,41 @@ class AuditConfig:
         live = tuple(
             KafkaCluster(
                 _alias("live.clusters", a),
-                _required(props, f"{a}.bootstrap.servers"),
+                required(props, f"{a}.bootstrap.servers", error=AuditConfigError),
             )
             for a in aliases
         )
+        offline_alias = values["offline.alias"]
         offline = None
-        if text(props, "offline.bootstrap.servers") is not None:
-            alias = _alias("offline.alias", text(props, "offline.alias") or "offline")
+        if values["offline.bootstrap.servers"] is not None:
+            alias = _alias("offline.alias", offline_alias)
             if alias in aliases:
                 raise AuditConfigError(
                     f"offline.alias: expected an alias no live cluster has, found {alias!r}"
                 )
-            offline = KafkaCluster(alias, _required(props, "offline.bootstrap.servers"))
-        tables = tuple(to_uri(t) for t in names(props, "warehouse.table"))
-        window_ms = positive_int(props, "window.ms", DEFAULT_WINDOW_MS, error=AuditConfigError)
-        assert window_ms is not None
-        grace_ms = positive_int(props, "grace.ms", window_ms, error=AuditConfigError)
-        assert grace_ms is not None
-        audit_topic = text(props, "audit.topic") or DEFAULT_AUDIT_TOPIC
-        topics = names(props, "topics")
-        for topic in (audit_topic, *topics):
-            if not _TOPIC.fullmatch(topic):
-                raise AuditConfigError(f"topics: expected [A-Za-z0-9._-]+ names, found {topic!r}")
-        if audit_topic in topics:
-            raise AuditConfigError(
-                f"topics: expected application topics, found the audit topic {audit_topic!r}"
-            )
-        configured = {"live": True, "offline": offline is not None, "warehouse": bool(tables)}
-        tiers = names(props, "tiers") or tuple(t for t in TIERS if configured[t])
-        for tier in tiers:
-            if tier not in TIERS:
-                raise AuditConfigError(
-                    f"tiers: expected some of {', '.join(TIERS)}, found {tier!r}"
-                )
-            if not configured[tier]:
-                key = "offline.bootstrap.servers" if tier == "offline" else "warehouse.table"
-                raise AuditConfigError(f"tiers: {tier} needs {key}, found none")
-        mode = (text(props, "warehouse.cutoff") or "load").lower()
-        if mode not in WAREHOUSE_CUTOFFS:
-            raise AuditConfigError(f"warehouse.cutoff: expected load or audit, found {mode!r}")
+            offline = KafkaCluster(alias, values["offline.bootstrap.servers"])
+        tables = tuple(to_uri(t) for t in values["warehouse.table"])
+        audit_topic, topics = values["audit.topic"], values["topics"]
+        _check_topics(audit_topic, topics)
+        tiers = _tiers(values["tiers"], offline is not None, bool(tables))
         # after the values' own checks, which say more about a malformed alias
-        offline_alias = text(props, "offline.alias") or "offline"
-        check_known_keys(
-            props,
-            AUDIT_KEYS | {f"{a}.bootstrap.servers" for a in (*aliases, offline_alias)},
-            prefixes=("kafka.", "spark.", "schema.registry.", "basic.auth."),
-            what="audit config",
-            error=AuditConfigError,
+        CONFIG_DEF.check_known(
+            props, extra={f"{a}.bootstrap.servers" for a in (*aliases, offline_alias)}
         )
         return cls(
             live=live,
-            registry_url=_required(props, "schema.registry.url"),
+            registry_url=values["schema.registry.url"],
             offline=offline,
             warehouse_tables=tables,
             audit_topic=audit_topic,
-            window_ms=window_ms,
-            grace_ms=grace_ms,
-            lookback_ms=positive_int(props, "lookback.ms", None, error=AuditConfigError),
+            window_ms=values["window.ms"],
+            grace_ms=values["grace.ms"] or values["window.ms"],
+            lookback_ms=values["lookback.ms"],
             topics=topics,
-            tiers=tuple(t for t in TIERS if t in tiers),
-            warehouse_cutoff=mode,
-            report_dir=to_uri(text(props, "report.dir") or "./build/audit"),
-            spark_master=text(props, "spark.master") or "local[2]",
+            tiers=tiers,
+            warehouse_cutoff=values["warehouse.cutoff"],
+            report_dir=to_uri(values["report.dir"]),
+            spark_master=values["spark.master"],
             spark={
                 k: v for k, v in props.items() if k.startswith("spark.") and k != "spark.master"
             },
@@ -221,6 +222,29 @@ class AuditConfig:
             found["warehouse"] = list(self.warehouse_tables)
             found["warehouse_cutoff"] = self.warehouse_cutoff
         return found
+
+
+def _check_topics(audit_topic: str, topics: tuple[str, ...]) -> None:
+    for topic in (audit_topic, *topics):
+        if not _TOPIC.fullmatch(topic):
+            raise AuditConfigError(f"topics: expected [A-Za-z0-9._-]+ names, found {topic!r}")
+    if audit_topic in topics:
+        raise AuditConfigError(
+            f"topics: expected application topics, found the audit topic {audit_topic!r}"
+        )
+
+
+def _tiers(given: tuple[str, ...], offline: bool, warehouse: bool) -> tuple[str, ...]:
+    """The tiers counted, in data-path order: ``given``, else every configured one."""
+    configured = {"live": True, "offline": offline, "warehouse": warehouse}
+    tiers = given or tuple(t for t in TIERS if configured[t])
+    for tier in tiers:
+        if tier not in TIERS:
+            raise AuditConfigError(f"tiers: expected some of {', '.join(TIERS)}, found {tier!r}")
+        if not configured[tier]:
+            key = "offline.bootstrap.servers" if tier == "offline" else "warehouse.table"
+            raise AuditConfigError(f"tiers: {tier} needs {key}, found none")
+    return tuple(t for t in TIERS if t in tiers)
 
 
 def parse_time(text: str) -> int:

@@ -1,29 +1,8 @@
 """``ConsumerConfig``: the ZooKeeper consumer's settings, under Kafka 0.8's key names.
 
-Keys, with their defaults (Kafka 0.8's, except where noted)::
-
-    zookeeper.connect                   required; "host:port[,host:port]/chroot"
-    group.id                            required
-    bootstrap.servers                   required (or 0.8's metadata.broker.list): where the
-                                        fetcher connects. Kafka 0.8 found its brokers in
-                                        /brokers/ids, which a standalone Sluice broker does not
-                                        write
-    consumer.id                         <group>_<host>-<ms>-<8 hex digits>, as Kafka 0.8's
-    partition.assignment.strategy       range (also roundrobin, sticky, cooperative-sticky)
-    rebalance.max.retries               4 (>= 1)
-    rebalance.backoff.ms                2000
-    auto.commit.enable                  true
-    auto.commit.interval.ms             60000
-    auto.offset.reset                   largest (smallest/largest, or earliest/latest)
-    consumer.timeout.ms                 -1 (a stream's next() blocks for ever)
-    zookeeper.session.timeout.ms        6000
-    zookeeper.connection.timeout.ms     6000
-    queued.max.messages                 2000 (>= 1; per stream)
-    fetch.wait.max.ms                   100
-    topic.metadata.refresh.interval.ms  30000 (how often standalone brokers' partition counts
-                                        are polled)
-    kafka.<key>                         passed, without the prefix, to the confluent-kafka
-                                        ``Consumer`` handles
+The keys are declared once, in :data:`CONFIG_DEF` (Kafka 0.8's defaults, except where a key's
+doc says otherwise); the "consumer" section of ``docs/configuration.md`` is generated from it.
+``kafka.<key>`` keys pass, without the prefix, to the confluent-kafka ``Consumer`` handles.
 
 Values may be strings (as read from a properties file); a blank value takes the default, as
 everywhere in Sluice (``sluice.common.options``). An unknown key, a missing required key or a
@@ -41,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.common.options import boolean, integer, text
+from sluice.common.config_def import REQUIRED, ConfigDef, OneOf, Range, Type
 from sluice.pipeline.consumer.assignors import get_assignor
 
 __all__ = ["ConsumerConfig", "ConsumerConfigError"]
@@ -59,38 +38,56 @@ _OFFSET_RESETS = {
     "latest": "latest",
 }
 
-# Integer keys: their default and their least legal value (None: any integer).
-_INTS: dict[str, tuple[int, int | None]] = {
-    "rebalance.max.retries": (4, 1),
-    "rebalance.backoff.ms": (2000, None),
-    "auto.commit.interval.ms": (60_000, None),
-    "consumer.timeout.ms": (-1, None),
-    "zookeeper.session.timeout.ms": (6000, None),
-    "zookeeper.connection.timeout.ms": (6000, None),
-    "queued.max.messages": (2000, 1),
-    "fetch.wait.max.ms": (100, None),
-    "topic.metadata.refresh.interval.ms": (30_000, None),
-}
-
-_KNOWN = {
-    "zookeeper.connect",
-    "group.id",
-    "bootstrap.servers",
-    "metadata.broker.list",
-    "consumer.id",
-    "partition.assignment.strategy",
-    "auto.commit.enable",
-    "auto.offset.reset",
-    *_INTS,
-}
-
-
-def _required(options: Mapping[str, str], key: str, alias: str | None = None) -> str:
-    value = text(options, key) or (text(options, alias) if alias else None)
-    if value is None:
-        named = f"{key} (or {alias})" if alias else key
-        raise ConsumerConfigError(f"{named}: expected a value, found none")
-    return value
+CONFIG_DEF = (
+    ConfigDef(error=ConsumerConfigError, what="consumer config")
+    .define("zookeeper.connect", Type.STRING, REQUIRED, doc="host:port[,host:port]/chroot")
+    .define("group.id", Type.STRING, REQUIRED, doc="The consumer group.")
+    .define(
+        "bootstrap.servers", Type.STRING, None, default_doc="(required)",
+        doc="Where the fetcher connects (or Kafka 0.8's metadata.broker.list). Kafka 0.8 found "
+        "its brokers in /brokers/ids, which a standalone Sluice broker does not write.",
+    )
+    .define(
+        "metadata.broker.list", Type.STRING, None,
+        doc="Kafka 0.8's name of bootstrap.servers, read when that is unset.",
+    )
+    .define(
+        "consumer.id", Type.STRING, None, default_doc="<group>_<host>-<ms>-<8 hex digits>",
+        doc="This consumer's id in the group's registry, as Kafka 0.8's.",
+    )
+    .define(
+        "partition.assignment.strategy", Type.STRING, "range",
+        doc="range, roundrobin, sticky or cooperative-sticky.",
+    )
+    .define("rebalance.max.retries", Type.INT, 4, Range.at_least(1), doc="Attempts to rebalance.")
+    .define("rebalance.backoff.ms", Type.INT, 2000, doc="Wait between rebalance attempts.")
+    .define("auto.commit.enable", Type.BOOLEAN, True, doc="Commit offsets to ZooKeeper.")
+    .define("auto.commit.interval.ms", Type.INT, 60_000, doc="How often offsets are committed.")
+    .define(
+        "auto.offset.reset", Type.STRING, "largest",
+        OneOf(*_OFFSET_RESETS, expected="smallest/largest (or earliest/latest)"),
+        doc="Where a partition without a committed offset starts.",
+    )
+    .define(
+        "consumer.timeout.ms", Type.INT, -1,
+        doc="How long a stream's next() waits for a message; -1: for ever.",
+    )
+    .define("zookeeper.session.timeout.ms", Type.INT, 6000, doc="ZooKeeper session timeout.")
+    .define("zookeeper.connection.timeout.ms", Type.INT, 6000, doc="ZooKeeper connect timeout.")
+    .define(
+        "queued.max.messages", Type.INT, 2000, Range.at_least(1),
+        doc="Messages buffered per stream.",
+    )
+    .define("fetch.wait.max.ms", Type.INT, 100, doc="The fetcher's longest wait for data.")
+    .define(
+        "topic.metadata.refresh.interval.ms", Type.INT, 30_000,
+        doc="How often standalone brokers' partition counts are polled.",
+    )
+    .family(
+        "kafka.<key>", "Passed, without the prefix, to the confluent-kafka Consumer handles.",
+        prefix="kafka.",
+    )
+)  # fmt: skip
 
 
 def _default_consumer_id(group: str) -> str:
@@ -125,41 +122,33 @@ class ConsumerConfig:
     def from_properties(cls, props: Mapping[str, object]) -> ConsumerConfig:
         """Parse Kafka-style properties (values may be strings, as read from a file)."""
         options = {key: str(value) for key, value in props.items()}
-        kafka: dict[str, str] = {}
-        for key, value in options.items():
-            if key.startswith("kafka."):
-                kafka[key[len("kafka.") :]] = value
-            elif key not in _KNOWN:
-                raise ConsumerConfigError(f"unknown consumer config key {key!r}")
-        zookeeper = _required(options, "zookeeper.connect")
-        group = _required(options, "group.id")
-        servers = _required(options, "bootstrap.servers", "metadata.broker.list")
-        ints: dict[str, Any] = {
-            key.replace(".", "_"): integer(
-                options, key, default, minimum=minimum, error=ConsumerConfigError
-            )
-            for key, (default, minimum) in _INTS.items()
-        }
-        reset = (text(options, "auto.offset.reset") or "largest").lower()
-        if reset not in _OFFSET_RESETS:
+        CONFIG_DEF.check_known(options)
+        values = CONFIG_DEF.parse(options)
+        servers = values["bootstrap.servers"] or values["metadata.broker.list"]
+        if servers is None:
             raise ConsumerConfigError(
-                "auto.offset.reset: expected smallest/largest (or earliest/latest), "
-                f"found {reset!r}"
+                "bootstrap.servers (or metadata.broker.list): expected a value, found none"
             )
-        strategy = (text(options, "partition.assignment.strategy") or "range").lower()
+        strategy = values["partition.assignment.strategy"].lower()
         get_assignor(strategy)  # raises UnknownAssignorError early
         return cls(
-            zookeeper_connect=zookeeper,
-            group_id=group,
+            zookeeper_connect=values["zookeeper.connect"],
+            group_id=values["group.id"],
             bootstrap_servers=servers,
-            consumer_id=text(options, "consumer.id") or _default_consumer_id(group),
+            consumer_id=values["consumer.id"] or _default_consumer_id(values["group.id"]),
             partition_assignment_strategy=strategy,
-            auto_commit_enable=boolean(
-                options, "auto.commit.enable", True, error=ConsumerConfigError
-            ),
-            auto_offset_reset=reset,
-            kafka=kafka,
-            **ints,
+            rebalance_max_retries=values["rebalance.max.retries"],
+            rebalance_backoff_ms=values["rebalance.backoff.ms"],
+            auto_commit_enable=values["auto.commit.enable"],
+            auto_commit_interval_ms=values["auto.commit.interval.ms"],
+            auto_offset_reset=values["auto.offset.reset"],
+            consumer_timeout_ms=values["consumer.timeout.ms"],
+            zookeeper_session_timeout_ms=values["zookeeper.session.timeout.ms"],
+            zookeeper_connection_timeout_ms=values["zookeeper.connection.timeout.ms"],
+            queued_max_messages=values["queued.max.messages"],
+            fetch_wait_max_ms=values["fetch.wait.max.ms"],
+            topic_metadata_refresh_interval_ms=values["topic.metadata.refresh.interval.ms"],
+            kafka={k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")},
         )
 
     @property

@@ -1,39 +1,10 @@
 """``MirrorConfig``: the keys of ``conf/mirror.properties``, MirrorMaker 2's names where it has one.
 
-===================================  =============  =============================================
-key                                  default        meaning
-===================================  =============  =============================================
-clusters                             (required)     source cluster aliases, comma-separated
-<alias>.bootstrap.servers            (required)     one per source alias
-<alias>.<librdkafka key>                            every client of that source cluster
-<alias>.consumer.<librdkafka key>                   that source cluster's consumer only
-consumer.<librdkafka key>                           every source consumer
-target.alias                         (required)     the target (offline) cluster's name
-target.bootstrap.servers             (required)
-target.replication.factor            -1             for created target topics; -1: broker default
-target.<librdkafka key>                             every client of the target cluster
-producer.<librdkafka key>                           the target producers
-group.id                             sluice-mirror  one group on every source cluster
-topics                               .*             comma-separated regexes, full match
-topics.exclude                       (none)         comma-separated regexes, full match
-refresh.topics.interval.seconds      10             how often the topic list and the partition
-                                                    counts are re-read (MirrorMaker 2's key)
-refresh.topics.interval.ms           10000          the same in ms (not with the key above)
-sync.topic.configs.enabled           true           sync target topics' configs to the source's
-sync.topic.configs.interval.seconds  600            how often (IncrementalAlterConfigs)
-config.properties.exclude            (MM2's list)   topic configs never copied: comma-separated
-                                                    regexes, full match (``topic_configs``)
-use.defaults.from                    target         a config at its source default takes the
-                                                    target's default (target) or the source's
-batch.max.messages                   5000           records per consume → produce → commit cycle
-batch.max.wait.ms                    500            how long one consume waits for records
-commit.timeout.ms                    60000          retriable commit errors retried this long
-exactly.once.enabled                 false          transactional mode: each batch and its
-                                                    source offsets in one target transaction
-exactly.once.source.support          disabled       MirrorMaker 2's name for the key above
-                                                    (KIP-618): enabled, disabled or preparing
-metrics.listener                     (unset: off)   http://host:port for Prometheus
-===================================  =============  =============================================
+The keys are declared once, in :data:`CONFIG_DEF`; the "mirror" section of
+``docs/configuration.md`` is generated from it. Client settings pass through in families:
+``<alias>.<librdkafka key>`` (every client of that source cluster), ``<alias>.consumer.<key>``
+(its consumer only), ``consumer.<key>`` (every source consumer), ``target.<key>`` (every client
+of the target cluster) and ``producer.<key>`` (the target producers).
 
 Aliases are ``[A-Za-z0-9._-]+`` (they go into the lineage header, ``sluice.pipeline.lineage``);
 a key under ``<alias>.`` belongs to the longest alias it starts with. Topic names beginning with
@@ -65,7 +36,7 @@ nothing has to be prepared. Giving both keys is an error unless they agree. In t
 a killed mirror's open transaction holds read_committed readers back if it is never restarted).
 
 Every malformed key raises :class:`MirrorConfigError` naming the key, what was expected and
-what was found (numbers and lists through ``sluice.common.options``). librdkafka keys are checked
+what was found (every declared key parsed through ``CONFIG_DEF``). librdkafka keys are checked
 by librdkafka when the clients are built. A blank value (``key=``) is the default, except for
 ``topics``/``topics.exclude``/``config.properties.exclude``, where it lists no regex
 (``topics=`` mirrors nothing, ``config.properties.exclude=`` copies every topic config).
@@ -88,11 +59,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from sluice.common.options import boolean, integer, names, nearest, required, text
+from sluice.common.config_def import REQUIRED, Check, ConfigDef, OneOf, Range, Type
+from sluice.common.options import nearest, required, text
 from sluice.pipeline.lineage import LineageError, check_cluster_alias
 from sluice.pipeline.mirror.topic_configs import (
     DEFAULT_EXCLUDE,
@@ -100,40 +71,129 @@ from sluice.pipeline.mirror.topic_configs import (
     ConfigPropertyFilter,
 )
 
-__all__ = ["MirrorConfig", "MirrorConfigError", "SourceCluster"]
+__all__ = ["CONFIG_DEF", "MirrorConfig", "MirrorConfigError", "SourceCluster"]
 
 
 class MirrorConfigError(ValueError):
     """A mirror configuration key is missing or malformed; the message names the key."""
 
 
-# A key without which the config means nothing: missing or blank is a MirrorConfigError.
-_required = partial(required, error=MirrorConfigError)
+def _check_regexes(patterns: tuple[str, ...]) -> str | None:
+    for item in patterns:
+        try:
+            re.compile(item)
+        except re.error as exc:
+            return f"expected comma-separated regular expressions, found {item!r} ({exc})"
+    return None
 
 
-_TOP_LEVEL = frozenset(
-    {
-        "clusters",
-        "group.id",
-        "topics",
-        "topics.exclude",
-        "refresh.topics.interval.ms",
-        "refresh.topics.interval.seconds",
-        "sync.topic.configs.enabled",
-        "sync.topic.configs.interval.seconds",
-        "config.properties.exclude",
-        "use.defaults.from",
-        "batch.max.messages",
-        "batch.max.wait.ms",
-        "commit.timeout.ms",
-        "exactly.once.enabled",
-        "exactly.once.source.support",
-        "metrics.listener",
-        "target.alias",
-        "target.bootstrap.servers",
-        "target.replication.factor",
-    }
-)
+def _check_http(listener: str) -> str | None:
+    url = urlsplit(listener)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if url.scheme != "http" or port is None:
+        return f"expected http://host:port, found {listener!r}"
+    return None
+
+
+def _check_replication(factor: int) -> str | None:
+    if factor < -1:
+        return f"expected an integer >= -1, found {factor}"
+    if factor == 0:
+        return "expected -1 (the broker's default) or >= 1, found '0'"
+    return None
+
+
+# MirrorMaker 2's exactly.once.source.support values (KIP-618) → whether the mirror is
+# transactional. ``preparing`` is the rolling-upgrade step before ``enabled``: not yet.
+_EXACTLY_ONCE_SUPPORT = {"enabled": True, "disabled": False, "preparing": False}
+_REGEXES = Check("comma-separated regexes, full match", _check_regexes)
+
+CONFIG_DEF = (
+    ConfigDef(error=MirrorConfigError, what="mirror config")
+    .define("clusters", Type.LIST, REQUIRED, doc="Source cluster aliases, comma-separated.")
+    .define("target.alias", Type.STRING, REQUIRED, doc="The target (offline) cluster's name.")
+    .define(
+        "target.bootstrap.servers", Type.STRING, REQUIRED, doc="The target cluster's brokers."
+    )
+    .define(
+        "target.replication.factor", Type.INT, -1,
+        Check("-1 or [1,...]", _check_replication), doc="For created target topics; -1: the "
+        "broker's default.",
+    )
+    .define(
+        "group.id", Type.STRING, "sluice-mirror", doc="One group on every source cluster."
+    )
+    .define(
+        "topics", Type.LIST, (".*",), _REGEXES, blank_is_default=False,
+        doc="The mirrored topics: comma-separated regexes, full match (blank: none).",
+    )
+    .define(
+        "topics.exclude", Type.LIST, (), _REGEXES, blank_is_default=False,
+        doc="Topics never mirrored: comma-separated regexes, full match.",
+    )
+    .define(
+        "refresh.topics.interval.seconds", Type.INT, None, Range.at_least(1), default_doc="10",
+        doc="How often the topic list and the partition counts are re-read (MirrorMaker 2's "
+        "key).",
+    )
+    .define(
+        "refresh.topics.interval.ms", Type.INT, None, Range.at_least(1), default_doc="10000",
+        doc="The same in ms (not with the key above).",
+    )
+    .define(
+        "sync.topic.configs.enabled", Type.BOOLEAN, True,
+        doc="Sync target topics' configs to the source's.",
+    )
+    .define(
+        "sync.topic.configs.interval.seconds", Type.INT, 600, Range.at_least(1),
+        doc="How often (IncrementalAlterConfigs).",
+    )
+    .define(
+        "config.properties.exclude", Type.LIST, DEFAULT_EXCLUDE, _REGEXES,
+        default_doc="(MirrorMaker 2's list)", blank_is_default=False,
+        doc="Topic configs never copied: comma-separated regexes, full match (blank: none).",
+    )
+    .define(
+        "use.defaults.from", Type.STRING, "target", OneOf(*DEFAULTS_FROM),
+        doc="A config at its source default takes the target's default (target) or the "
+        "source's.",
+    )
+    .define(
+        "batch.max.messages", Type.INT, 5000, Range.at_least(1),
+        doc="Records per consume → produce → commit cycle.",
+    )
+    .define(
+        "batch.max.wait.ms", Type.INT, 500, Range.at_least(0),
+        doc="How long one consume waits for records.",
+    )
+    .define(
+        "commit.timeout.ms", Type.INT, 60_000, Range.at_least(1),
+        doc="Retriable commit errors are retried this long.",
+    )
+    .define(
+        "exactly.once.enabled", Type.BOOLEAN, False,
+        doc="Transactional mode: each batch and its source offsets in one target transaction.",
+    )
+    .define(
+        "exactly.once.source.support", Type.STRING, None, OneOf(*_EXACTLY_ONCE_SUPPORT),
+        default_doc="disabled", doc="MirrorMaker 2's name for the key above (KIP-618).",
+    )
+    .define(
+        "metrics.listener", Type.STRING, None, Check("http://host:port", _check_http),
+        default_doc="(unset: off)", doc="Where Prometheus scrapes the mirror's metrics.",
+    )
+    .family("<alias>.bootstrap.servers", "(required) One per source alias.")
+    .family("<alias>.<librdkafka key>", "Every client of that source cluster.")
+    .family("<alias>.consumer.<librdkafka key>", "That source cluster's consumer only.")
+    .family("consumer.<librdkafka key>", "Every source consumer.", prefix="consumer.")
+    .family("target.<librdkafka key>", "Every client of the target cluster.", prefix="target.")
+    .family("producer.<librdkafka key>", "The target producers.", prefix="producer.")
+)  # fmt: skip
+
+
 # Aliases that would make a key's owner ambiguous (``consumer.x`` is a global consumer key).
 _RESERVED_ALIASES = frozenset({"target", "consumer", "producer"})
 
@@ -159,72 +219,33 @@ class SourceCluster:
     consumer: dict[str, str] = field(default_factory=dict)  # <alias>.consumer.<key>
 
 
-def _regexes(
-    props: Mapping[str, str], key: str, default: tuple[re.Pattern[str], ...]
-) -> tuple[re.Pattern[str], ...]:
-    """The comma-separated regexes of ``key``; ``default`` only when the key is missing (a
-    blank value lists none)."""
-    if key not in props:
-        return default
-    patterns = []
-    for item in names(props, key):
-        try:
-            patterns.append(re.compile(item))
-        except re.error as exc:
-            raise MirrorConfigError(
-                f"{key}: expected comma-separated regular expressions, found {item!r} ({exc})"
-            ) from None
-    return tuple(patterns)
-
-
-def _refresh_interval_ms(props: Mapping[str, str]) -> int:
+def _refresh_interval_ms(props: Mapping[str, str], values: Mapping[str, Any]) -> int:
     """``refresh.topics.interval.seconds`` (MirrorMaker 2's) or ``.ms``, never both."""
     seconds_key, ms_key = "refresh.topics.interval.seconds", "refresh.topics.interval.ms"
-    if text(props, seconds_key) is not None:
-        if text(props, ms_key) is not None:
-            raise MirrorConfigError(
-                f"{seconds_key}: expected it or {ms_key}, not both; found {seconds_key}="
-                f"{props[seconds_key]!r} and {ms_key}={props[ms_key]!r}"
-            )
-        return 1000 * integer(props, seconds_key, 10, minimum=1, error=MirrorConfigError)
-    return integer(props, ms_key, 10_000, minimum=1, error=MirrorConfigError)
+    seconds, ms = values[seconds_key], values[ms_key]
+    if seconds is not None and ms is not None:
+        raise MirrorConfigError(
+            f"{seconds_key}: expected it or {ms_key}, not both; found {seconds_key}="
+            f"{props[seconds_key]!r} and {ms_key}={props[ms_key]!r}"
+        )
+    return 1000 * seconds if seconds is not None else ms if ms is not None else 10_000
 
 
-# MirrorMaker 2's exactly.once.source.support values (KIP-618) → whether the mirror is
-# transactional. ``preparing`` is the rolling-upgrade step before ``enabled``: not yet.
-_EXACTLY_ONCE_SUPPORT = {"enabled": True, "disabled": False, "preparing": False}
-
-
-def _exactly_once(props: Mapping[str, str]) -> bool:
+def _exactly_once(props: Mapping[str, str], values: Mapping[str, Any]) -> bool:
     """``exactly.once.enabled`` (Sluice's) or its alias ``exactly.once.source.support`` (MM2's);
     both may be given only when they agree."""
     key, alias = "exactly.once.enabled", "exactly.once.source.support"
-    enabled = boolean(props, key, False, error=MirrorConfigError)
-    support = text(props, alias)
+    enabled: bool = values[key]
+    support: str | None = values[alias]
     if support is None:
         return enabled
-    lowered = support.lower()
-    if lowered not in _EXACTLY_ONCE_SUPPORT:
-        raise MirrorConfigError(
-            f"{alias}: expected one of {', '.join(_EXACTLY_ONCE_SUPPORT)}, found {support!r}"
-        )
-    aliased = _EXACTLY_ONCE_SUPPORT[lowered]
+    aliased = _EXACTLY_ONCE_SUPPORT[support]
     if text(props, key) is not None and enabled != aliased:
         raise MirrorConfigError(
             f"{alias}: expected a value agreeing with {key}={props[key]!r} (its alias), "
-            f"found {support!r}"
+            f"found {props[alias].strip()!r}"
         )
     return aliased
-
-
-def _defaults_from(props: Mapping[str, str]) -> str:
-    value = (text(props, "use.defaults.from") or "target").lower()
-    if value not in DEFAULTS_FROM:
-        raise MirrorConfigError(
-            f"use.defaults.from: expected {' or '.join(DEFAULTS_FROM)}, "
-            f"found {props['use.defaults.from']!r}"
-        )
-    return value
 
 
 def _alias(value: str, key: str) -> str:
@@ -237,6 +258,97 @@ def _alias(value: str, key: str) -> str:
 def _check_fixed(key: str, value: str, allowed: tuple[str, ...], why: str) -> None:
     if value.strip().lower() not in allowed:
         raise MirrorConfigError(f"{key}: {why}; expected {allowed[0]} or unset, found {value!r}")
+
+
+def _source_aliases(props: Mapping[str, str], values: Mapping[str, Any]) -> tuple[str, ...]:
+    """``clusters``, checked, and checked against ``target.alias``."""
+    aliases: tuple[str, ...] = values["clusters"]
+    if not aliases:
+        raise MirrorConfigError(f"clusters: expected a comma list, found {props['clusters']!r}")
+    for alias in aliases:
+        _alias(alias, "clusters")
+        if alias in _RESERVED_ALIASES:
+            raise MirrorConfigError(
+                f"clusters: expected aliases other than {sorted(_RESERVED_ALIASES)}, "
+                f"found {alias!r}"
+            )
+    if len(set(aliases)) != len(aliases):
+        raise MirrorConfigError(f"clusters: expected distinct aliases, found {list(aliases)}")
+    target_alias = _alias(values["target.alias"], "target.alias")
+    if target_alias in aliases:
+        raise MirrorConfigError(
+            f"target.alias: expected a name other than the source clusters {list(aliases)}, "
+            f"found {target_alias!r}"
+        )
+    return aliases
+
+
+def _client_key(key: str, prefix: str, role: str) -> str:
+    """The librdkafka key of ``key`` under ``prefix``; the mirror's own keys refused."""
+    name = key[len(prefix) :]
+    if not name:
+        raise MirrorConfigError(f"{key}: expected {prefix}<librdkafka key>, found no key")
+    if name in _OWN_KEYS and not (role == "target" and name == "bootstrap.servers"):
+        own = _OWN_KEYS[name] if role != "target" else "target.bootstrap.servers"
+        raise MirrorConfigError(f"{key}: expected the mirror's own key {own}, found {key}")
+    return name
+
+
+@dataclass
+class _ClientLayers:
+    """The librdkafka settings of every key that is not a mirror key, by layer."""
+
+    client: dict[str, dict[str, str]]  # <alias>.<key>
+    source_consumer: dict[str, dict[str, str]]  # <alias>.consumer.<key>
+    consumer: dict[str, str] = field(default_factory=dict)  # consumer.<key>
+    producer: dict[str, str] = field(default_factory=dict)  # producer.<key>
+    target_client: dict[str, str] = field(default_factory=dict)  # target.<key>
+
+    @classmethod
+    def route(cls, props: Mapping[str, str], aliases: tuple[str, ...]) -> _ClientLayers:
+        """Each key to its layer; a key of no layer is an error with a "did you mean"."""
+        layers = cls({a: {} for a in aliases}, {a: {} for a in aliases})
+        by_length = sorted(aliases, key=len, reverse=True)
+        for key, value in props.items():
+            if key in CONFIG_DEF.keys:
+                continue
+            for prefix, layer in (
+                ("consumer.", layers.consumer),
+                ("producer.", layers.producer),
+                ("target.", layers.target_client),
+            ):
+                if key.startswith(prefix):
+                    layer[_client_key(key, prefix, prefix[:-1])] = value
+                    break
+            else:
+                owner = next((a for a in by_length if key.startswith(a + ".")), None)
+                if owner is None:
+                    raise MirrorConfigError(_no_owner(key, aliases))
+                rest = key[len(owner) + 1 :]
+                if rest == "bootstrap.servers":
+                    continue
+                if rest.startswith("consumer."):
+                    consumer_key = _client_key(key, f"{owner}.consumer.", "consumer")
+                    layers.source_consumer[owner][consumer_key] = value
+                else:
+                    layers.client[owner][_client_key(key, f"{owner}.", "source")] = value
+        return layers
+
+
+def _no_owner(key: str, aliases: tuple[str, ...]) -> str:
+    """The error of a key that is no mirror key and under no alias."""
+    head = key.split(".", 1)[0]
+    guess = nearest(key, CONFIG_DEF.names())
+    hint = (
+        f"did you mean {guess!r}?"
+        if guess
+        else f"is {head!r} a cluster alias missing from clusters?"
+    )
+    return (
+        f"{key}: expected a mirror key, consumer.*, producer.*, target.* or "
+        f"<alias>.* for an alias in clusters={','.join(aliases)}; found key "
+        f"{key!r} ({hint})"
+    )
 
 
 @dataclass(frozen=True)
@@ -269,156 +381,49 @@ class MirrorConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> MirrorConfig:
-        _required(props, "clusters")
-        aliases = list(names(props, "clusters"))
-        if not aliases:
-            raise MirrorConfigError(f"clusters: expected a comma list, found {props['clusters']!r}")
-        for alias in aliases:
-            _alias(alias, "clusters")
-            if alias in _RESERVED_ALIASES:
-                raise MirrorConfigError(
-                    f"clusters: expected aliases other than {sorted(_RESERVED_ALIASES)}, "
-                    f"found {alias!r}"
-                )
-        if len(set(aliases)) != len(aliases):
-            raise MirrorConfigError(f"clusters: expected distinct aliases, found {aliases}")
-        target_alias = _alias(_required(props, "target.alias"), "target.alias")
-        if target_alias in aliases:
-            raise MirrorConfigError(
-                f"target.alias: expected a name other than the source clusters {aliases}, "
-                f"found {target_alias!r}"
-            )
-
-        client: dict[str, dict[str, str]] = {a: {} for a in aliases}
-        source_consumer: dict[str, dict[str, str]] = {a: {} for a in aliases}
-        consumer: dict[str, str] = {}
-        producer: dict[str, str] = {}
-        target_client: dict[str, str] = {}
-        by_length = sorted(aliases, key=len, reverse=True)
-        for key, value in props.items():
-            if key in _TOP_LEVEL:
-                continue
-            if key.startswith("consumer."):
-                consumer[cls._client_key(key, "consumer.", "consumer")] = value
-                continue
-            if key.startswith("producer."):
-                producer[cls._client_key(key, "producer.", "producer")] = value
-                continue
-            if key.startswith("target."):
-                target_client[cls._client_key(key, "target.", "target")] = value
-                continue
-            owner = next((a for a in by_length if key.startswith(a + ".")), None)
-            if owner is None:
-                head = key.split(".", 1)[0]
-                guess = nearest(key, _TOP_LEVEL)
-                hint = (
-                    f"did you mean {guess!r}?"
-                    if guess
-                    else f"is {head!r} a cluster alias missing from clusters?"
-                )
-                raise MirrorConfigError(
-                    f"{key}: expected a mirror key, consumer.*, producer.*, target.* or "
-                    f"<alias>.* for an alias in clusters={','.join(aliases)}; found key "
-                    f"{key!r} ({hint})"
-                )
-            rest = key[len(owner) + 1 :]
-            if rest == "bootstrap.servers":
-                continue
-            if rest.startswith("consumer."):
-                source_consumer[owner][cls._client_key(key, f"{owner}.consumer.", "consumer")] = (
-                    value
-                )
-            else:
-                client[owner][cls._client_key(key, f"{owner}.", "source")] = value
-
+        """The config of ``props``; raises :class:`MirrorConfigError` naming the key."""
+        values = CONFIG_DEF.parse(props)
+        aliases = _source_aliases(props, values)
+        layers = _ClientLayers.route(props, aliases)
         sources = tuple(
             SourceCluster(
                 alias=a,
                 bootstrap_servers=required(
                     props, f"{a}.bootstrap.servers", error=MirrorConfigError
                 ),
-                client=client[a],
-                consumer=source_consumer[a],
+                client=layers.client[a],
+                consumer=layers.source_consumer[a],
             )
             for a in aliases
         )
-        metrics_host = metrics_port = None
-        listener = text(props, "metrics.listener")
-        if listener is not None:
-            url = urlsplit(listener)
-            try:
-                port = url.port
-            except ValueError:
-                port = None
-            if url.scheme != "http" or port is None:
-                raise MirrorConfigError(
-                    f"metrics.listener: expected http://host:port, found {listener!r}"
-                )
-            metrics_host, metrics_port = url.hostname or "127.0.0.1", port
-        replication = integer(
-            props, "target.replication.factor", -1, minimum=-1, error=MirrorConfigError
-        )
-        if replication == 0:
-            raise MirrorConfigError(
-                "target.replication.factor: expected -1 (the broker's default) or >= 1, found '0'"
-            )
+        metrics = urlsplit(values["metrics.listener"] or "")
         config = cls(
             sources=sources,
-            target_alias=target_alias,
-            target_bootstrap_servers=required(
-                props, "target.bootstrap.servers", error=MirrorConfigError
-            ),
-            group_id=text(props, "group.id") or "sluice-mirror",
-            topics=_regexes(props, "topics", (re.compile(".*"),)),
-            topics_exclude=_regexes(props, "topics.exclude", ()),
-            refresh_topics_interval_ms=_refresh_interval_ms(props),
-            sync_topic_configs_enabled=boolean(
-                props, "sync.topic.configs.enabled", True, error=MirrorConfigError
-            ),
-            sync_topic_configs_interval_s=integer(
-                props,
-                "sync.topic.configs.interval.seconds",
-                600,
-                minimum=1,
-                error=MirrorConfigError,
-            ),
+            target_alias=values["target.alias"],
+            target_bootstrap_servers=values["target.bootstrap.servers"],
+            group_id=values["group.id"],
+            topics=tuple(re.compile(p) for p in values["topics"]),
+            topics_exclude=tuple(re.compile(p) for p in values["topics.exclude"]),
+            refresh_topics_interval_ms=_refresh_interval_ms(props, values),
+            sync_topic_configs_enabled=values["sync.topic.configs.enabled"],
+            sync_topic_configs_interval_s=values["sync.topic.configs.interval.seconds"],
             config_properties=ConfigPropertyFilter(
-                exclude=_regexes(
-                    props,
-                    "config.properties.exclude",
-                    tuple(re.compile(p) for p in DEFAULT_EXCLUDE),
-                ),
-                use_defaults_from=_defaults_from(props),
+                exclude=tuple(re.compile(p) for p in values["config.properties.exclude"]),
+                use_defaults_from=values["use.defaults.from"],
             ),
-            batch_max_messages=integer(
-                props, "batch.max.messages", 5000, minimum=1, error=MirrorConfigError
-            ),
-            batch_max_wait_ms=integer(
-                props, "batch.max.wait.ms", 500, minimum=0, error=MirrorConfigError
-            ),
-            commit_timeout_ms=integer(
-                props, "commit.timeout.ms", 60_000, minimum=1, error=MirrorConfigError
-            ),
-            exactly_once=_exactly_once(props),
-            target_replication_factor=replication,
-            metrics_host=metrics_host,
-            metrics_port=metrics_port,
-            consumer=consumer,
-            producer=producer,
-            target_client=target_client,
+            batch_max_messages=values["batch.max.messages"],
+            batch_max_wait_ms=values["batch.max.wait.ms"],
+            commit_timeout_ms=values["commit.timeout.ms"],
+            exactly_once=_exactly_once(props, values),
+            target_replication_factor=values["target.replication.factor"],
+            metrics_host=(metrics.hostname or "127.0.0.1") if metrics.scheme else None,
+            metrics_port=metrics.port if metrics.scheme else None,
+            consumer=layers.consumer,
+            producer=layers.producer,
+            target_client=layers.target_client,
         )
         config._check_fixed_settings()
         return config
-
-    @staticmethod
-    def _client_key(key: str, prefix: str, role: str) -> str:
-        name = key[len(prefix) :]
-        if not name:
-            raise MirrorConfigError(f"{key}: expected {prefix}<librdkafka key>, found no key")
-        if name in _OWN_KEYS and not (role == "target" and name == "bootstrap.servers"):
-            own = _OWN_KEYS[name] if role != "target" else "target.bootstrap.servers"
-            raise MirrorConfigError(f"{key}: expected the mirror's own key {own}, found {key}")
-        return name
 
     def _check_fixed_settings(self) -> None:
         consumer_layers = [("consumer.", self.consumer)] + [
