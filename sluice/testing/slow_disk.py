@@ -128,135 +128,154 @@ class SlowDisk:
 # -- the FUSE process ---------------------------------------------------------------------------
 
 
+class _PassthroughCalls:
+    """The filesystem's operations: each passes through to the same path under ``backing``,
+    fsync and fsyncdir after the delay the ``control`` file holds. A mix-in, put before
+    ``mfusepy.Operations`` by :func:`_passthrough` (mfusepy loads libfuse when imported, which
+    only the FUSE process needs); mfusepy sets up with libfuse only the operations a subclass
+    overrides, so these and no others. Called on libfuse's threads; holds nothing that
+    changes.
+    """
+
+    use_ns = True
+
+    def __init__(self, backing: str, control: str) -> None:
+        self.backing = backing
+        self.control = control
+
+    def _full(self, path: str) -> str:
+        return os.path.join(self.backing, path.lstrip("/"))
+
+    def _delay(self) -> float:
+        """The seconds the control file says an fsync waits (0 when missing or unreadable)."""
+        try:
+            with open(self.control, encoding="ascii") as f:
+                return max(0.0, float(f.read().strip() or 0))
+        except (OSError, ValueError):
+            return 0.0
+
+    def access(self, path: str, amode: int) -> int:
+        if not os.access(self._full(path), amode):
+            import mfusepy
+
+            raise mfusepy.FuseOSError(errno.EACCES)
+        return 0
+
+    def chmod(self, path: str, mode: int) -> int:
+        os.chmod(self._full(path), mode)
+        return 0
+
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        os.chown(self._full(path), uid, gid)
+        return 0
+
+    def create(self, path: str, mode: int, flags: int = os.O_WRONLY | os.O_TRUNC) -> int:
+        return os.open(self._full(path), flags | os.O_CREAT, mode)
+
+    def flush(self, path: str, fh: int) -> int:
+        return 0
+
+    def fsync(self, path: str, datasync: int, fh: int) -> int:
+        wait = self._delay()
+        if wait:
+            time.sleep(wait)
+        if datasync:
+            os.fdatasync(fh)
+        else:
+            os.fsync(fh)
+        return 0
+
+    def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
+        wait = self._delay()
+        if wait:
+            time.sleep(wait)
+        fd = os.open(self._full(path), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return 0
+
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        st = os.lstat(self._full(path))
+        keys = ("st_atime_ns", "st_ctime_ns", "st_gid", "st_mode", "st_mtime_ns",
+                "st_nlink", "st_size", "st_uid", "st_blocks", "st_ino")  # fmt: skip
+        out = {k.removesuffix("_ns"): getattr(st, k) for k in keys}
+        return out
+
+    def link(self, target: str, source: str) -> int:
+        os.link(self._full(source), self._full(target))
+        return 0
+
+    def mkdir(self, path: str, mode: int) -> int:
+        os.mkdir(self._full(path), mode)
+        return 0
+
+    def open(self, path: str, flags: int) -> int:
+        return os.open(self._full(path), flags)
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        return os.pread(fh, size, offset)
+
+    def readdir(self, path: str, fh: int) -> list[str]:
+        return [".", "..", *os.listdir(self._full(path))]
+
+    def readlink(self, path: str) -> str:
+        return os.readlink(self._full(path))
+
+    def release(self, path: str, fh: int) -> int:
+        os.close(fh)
+        return 0
+
+    def rename(self, old: str, new: str) -> int:
+        os.rename(self._full(old), self._full(new))
+        return 0
+
+    def rmdir(self, path: str) -> int:
+        os.rmdir(self._full(path))
+        return 0
+
+    def statfs(self, path: str) -> dict[str, int]:
+        sv = os.statvfs(self._full(path))
+        keys = ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree",
+                "f_files", "f_flag", "f_frsize", "f_namemax")  # fmt: skip
+        return {k: getattr(sv, k) for k in keys}
+
+    def symlink(self, target: str, source: str) -> int:
+        os.symlink(source, self._full(target))
+        return 0
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+        if fh is not None:
+            os.ftruncate(fh, length)
+        else:
+            os.truncate(self._full(path), length)
+        return 0
+
+    def unlink(self, path: str) -> int:
+        os.unlink(self._full(path))
+        return 0
+
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        if times is None:
+            os.utime(self._full(path))
+        else:
+            os.utime(self._full(path), ns=times)
+        return 0
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        return os.pwrite(fh, data, offset)
+
+
 def _passthrough(backing: str, control: str) -> Any:
     """The mfusepy ``Operations`` of the filesystem (built here: mfusepy loads libfuse when
     imported, which only the FUSE process needs)."""
     import mfusepy
 
-    def delay() -> float:
-        try:
-            with open(control, encoding="ascii") as f:
-                return max(0.0, float(f.read().strip() or 0))
-        except (OSError, ValueError):
-            return 0.0
+    class Passthrough(_PassthroughCalls, mfusepy.Operations):  # type: ignore[misc]
+        pass
 
-    class Passthrough(mfusepy.Operations):  # type: ignore[misc]
-        use_ns = True
-
-        def _full(self, path: str) -> str:
-            return os.path.join(backing, path.lstrip("/"))
-
-        def access(self, path: str, amode: int) -> int:
-            if not os.access(self._full(path), amode):
-                raise mfusepy.FuseOSError(errno.EACCES)
-            return 0
-
-        def chmod(self, path: str, mode: int) -> int:
-            os.chmod(self._full(path), mode)
-            return 0
-
-        def chown(self, path: str, uid: int, gid: int) -> int:
-            os.chown(self._full(path), uid, gid)
-            return 0
-
-        def create(self, path: str, mode: int, flags: int = os.O_WRONLY | os.O_TRUNC) -> int:
-            return os.open(self._full(path), flags | os.O_CREAT, mode)
-
-        def flush(self, path: str, fh: int) -> int:
-            return 0
-
-        def fsync(self, path: str, datasync: int, fh: int) -> int:
-            wait = delay()
-            if wait:
-                time.sleep(wait)
-            if datasync:
-                os.fdatasync(fh)
-            else:
-                os.fsync(fh)
-            return 0
-
-        def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-            wait = delay()
-            if wait:
-                time.sleep(wait)
-            fd = os.open(self._full(path), os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            return 0
-
-        def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-            st = os.lstat(self._full(path))
-            keys = ("st_atime_ns", "st_ctime_ns", "st_gid", "st_mode", "st_mtime_ns",
-                    "st_nlink", "st_size", "st_uid", "st_blocks", "st_ino")  # fmt: skip
-            out = {k.removesuffix("_ns"): getattr(st, k) for k in keys}
-            return out
-
-        def link(self, target: str, source: str) -> int:
-            os.link(self._full(source), self._full(target))
-            return 0
-
-        def mkdir(self, path: str, mode: int) -> int:
-            os.mkdir(self._full(path), mode)
-            return 0
-
-        def open(self, path: str, flags: int) -> int:
-            return os.open(self._full(path), flags)
-
-        def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-            return os.pread(fh, size, offset)
-
-        def readdir(self, path: str, fh: int) -> list[str]:
-            return [".", "..", *os.listdir(self._full(path))]
-
-        def readlink(self, path: str) -> str:
-            return os.readlink(self._full(path))
-
-        def release(self, path: str, fh: int) -> int:
-            os.close(fh)
-            return 0
-
-        def rename(self, old: str, new: str) -> int:
-            os.rename(self._full(old), self._full(new))
-            return 0
-
-        def rmdir(self, path: str) -> int:
-            os.rmdir(self._full(path))
-            return 0
-
-        def statfs(self, path: str) -> dict[str, int]:
-            sv = os.statvfs(self._full(path))
-            keys = ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree",
-                    "f_files", "f_flag", "f_frsize", "f_namemax")  # fmt: skip
-            return {k: getattr(sv, k) for k in keys}
-
-        def symlink(self, target: str, source: str) -> int:
-            os.symlink(source, self._full(target))
-            return 0
-
-        def truncate(self, path: str, length: int, fh: int | None = None) -> int:
-            if fh is not None:
-                os.ftruncate(fh, length)
-            else:
-                os.truncate(self._full(path), length)
-            return 0
-
-        def unlink(self, path: str) -> int:
-            os.unlink(self._full(path))
-            return 0
-
-        def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
-            if times is None:
-                os.utime(self._full(path))
-            else:
-                os.utime(self._full(path), ns=times)
-            return 0
-
-        def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-            return os.pwrite(fh, data, offset)
-
-    return Passthrough()
+    return Passthrough(backing, control)
 
 
 def main(argv: list[str]) -> int:
