@@ -12,7 +12,11 @@ onto the old id and the registry would hand readers the old text without the def
 the right key for *fingerprinting a writer's binary layout*, not for identifying a registered
 document. Confluent does the same: it compares its canonical string, which keeps defaults.
 
-The ``fingerprint`` is the SHA-256 of the normalized form, hex; stores index schemas by it.
+The ``fingerprint`` is the SHA-256 of the normalized form, hex; stores index schemas by it
+(:func:`~sluice.schemas.schema_type.fingerprint`).
+
+Compatibility is the ``avro`` package's :class:`ReaderWriterCompatibilityChecker` (Avro's
+schema-resolution rules: promotions, defaults, aliases, union branches).
 
 The text is decoded with :func:`sluice.schemas.json_text.loads`: strict JSON (no ``NaN``, no
 lone surrogates) nested at most :data:`~sluice.schemas.limits.MAX_SAFE_DEPTH` levels. Requests
@@ -23,35 +27,65 @@ text, or a direct caller, from sending the recursive parser past Python's recurs
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import avro.errors
 import avro.schema
+from avro.compatibility import (
+    ReaderWriterCompatibilityChecker,
+    SchemaCompatibilityResult,
+    SchemaCompatibilityType,
+)
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.json_text import JsonSyntaxError, JsonTooDeepError, loads
 from sluice.schemas.limits import MAX_SAFE_DEPTH
+from sluice.schemas.schema_type import ParsedSchema, SchemaType
 
-AVRO = "AVRO"
+AVRO = SchemaType.AVRO.value
 
 
 @dataclass(frozen=True)
-class ParsedSchema:
+class AvroSchema(ParsedSchema):
     """A parsed, valid Avro schema. ``text`` is the compact JSON that the registry stores and
     returns (the first registration's attribute order, whitespace removed)."""
 
+    schema_type: ClassVar[SchemaType] = SchemaType.AVRO
     text: str
     normalized: str
-    fingerprint: str
     avro: avro.schema.Schema
     ignored: tuple[str, ...] = ()  # warnings from the parser (e.g. ignored logical types)
 
+    def incompatibilities(
+        self,
+        writer: ParsedSchema,
+        *,
+        reader_role: str,
+        writer_role: str,
+        old_version: int,
+        level: str,
+    ) -> list[str]:
+        assert isinstance(writer, AvroSchema)
+        # A fresh checker per pair: it memoizes by (reader, writer) identity and its results
+        # must not leak between unrelated checks.
+        checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
+        result: SchemaCompatibilityResult = checker.get_compatibility(self.avro, writer.avro)
+        if result.compatibility is not SchemaCompatibilityType.incompatible:
+            return []
+        where = ", ".join(sorted(result.locations))
+        kinds = ", ".join(sorted({i.name.upper() for i in result.incompatibilities}))
+        details = "; ".join(sorted(result.messages))
+        return [
+            f"{{errorType:'{kinds}', description:'The {reader_role} schema (reader) cannot read "
+            f"data written with the {writer_role} schema (writer) at '{where}': {details}', "
+            f"oldSchemaVersion: {old_version}, compatibility: '{level}'}}"
+        ]
 
-def parse_schema(text: str, schema_type: str | None = AVRO) -> ParsedSchema:
+
+def parse_schema(text: str, schema_type: str | None = AVRO) -> AvroSchema:
     """Parse schema text as sent in a request body; raise :class:`InvalidSchemaError`.
 
     ``schema_type`` is the request's ``schemaType``; only ``AVRO`` (the default) is supported.
@@ -79,10 +113,9 @@ def parse_schema(text: str, schema_type: str | None = AVRO) -> ParsedSchema:
             raise InvalidSchemaError(f"Invalid schema: {e}") from e
         except RecursionError as e:  # a schema within MAX_SAFE_DEPTH but costlier than measured
             raise InvalidSchemaError("Invalid schema: nested too deeply to parse") from e
-    return ParsedSchema(
+    return AvroSchema(
         text=json.dumps(document, separators=(",", ":"), ensure_ascii=False),
         normalized=normalized,
-        fingerprint=hashlib.sha256(normalized.encode()).hexdigest(),
         avro=parsed,
         ignored=tuple(str(w.message) for w in caught),
     )

@@ -1,8 +1,8 @@
 """Compatibility levels and the check a new schema must pass before it is registered.
 
-The rules themselves are the ``avro`` package's :class:`ReaderWriterCompatibilityChecker`
-(Avro's schema-resolution rules: promotions, defaults, aliases, union branches); this module
-only decides *which pairs* to check, in which direction, as Confluent defines the levels:
+The rules themselves belong to each schema type (:meth:`ParsedSchema.incompatibilities`: Avro's
+schema resolution, Confluent's JSON Schema and Protobuf diffs); this module only decides
+*which pairs* to check, in which direction, as Confluent defines the levels:
 
 ====================  ==================================================================
 BACKWARD              reader = new, writer = latest  (consumers upgrade first)
@@ -15,6 +15,8 @@ NONE                  no check
 ====================  ==================================================================
 
 "Live" means not soft-deleted. The registry passes the existing versions in version order.
+A schema of another type than the version it is checked against is incompatible with it, in
+Confluent's words ("Incompatible because of different schema type").
 """
 
 from __future__ import annotations
@@ -23,14 +25,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import avro.schema
-from avro.compatibility import (
-    ReaderWriterCompatibilityChecker,
-    SchemaCompatibilityResult,
-    SchemaCompatibilityType,
-)
-
 from sluice.schemas.errors import InvalidCompatibilityLevelError
+from sluice.schemas.schema_type import ParsedSchema
 
 
 class CompatibilityLevel(enum.StrEnum):
@@ -78,11 +74,11 @@ class ExistingSchema:
     """One registered version the candidate is checked against."""
 
     version: int
-    schema: avro.schema.Schema
+    schema: ParsedSchema
 
 
 def check_compatibility(
-    candidate: avro.schema.Schema,
+    candidate: ParsedSchema,
     existing: Sequence[ExistingSchema],
     level: CompatibilityLevel,
 ) -> list[str]:
@@ -104,25 +100,23 @@ def check_compatibility(
 
 
 def _check_pair(
-    new: avro.schema.Schema,
+    new: ParsedSchema,
     old: ExistingSchema,
     level: CompatibilityLevel,
     *,
     new_is_reader: bool,
 ) -> list[str]:
+    if new.schema_type is not old.schema.schema_type:
+        return [
+            "Incompatible because of different schema type",
+            f"{{oldSchemaVersion: {old.version}}}",
+            f"{{compatibility: '{level.value}'}}",
+        ]
     reader, writer = (new, old.schema) if new_is_reader else (old.schema, new)
-    # A fresh checker per pair: it memoizes by (reader, writer) identity and its results must
-    # not leak between unrelated checks.
-    checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
-    result: SchemaCompatibilityResult = checker.get_compatibility(reader, writer)
-    if result.compatibility is not SchemaCompatibilityType.incompatible:
-        return []
-    reader_role, writer_role = ("new", "old") if new_is_reader else ("old", "new")
-    where = ", ".join(sorted(result.locations))
-    kinds = ", ".join(sorted({i.name.upper() for i in result.incompatibilities}))
-    details = "; ".join(sorted(result.messages))
-    return [
-        f"{{errorType:'{kinds}', description:'The {reader_role} schema (reader) cannot read "
-        f"data written with the {writer_role} schema (writer) at '{where}': {details}', "
-        f"oldSchemaVersion: {old.version}, compatibility: '{level.value}'}}"
-    ]
+    return reader.incompatibilities(
+        writer,
+        reader_role="new" if new_is_reader else "old",
+        writer_role="old" if new_is_reader else "new",
+        old_version=old.version,
+        level=level.value,
+    )

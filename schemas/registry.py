@@ -6,10 +6,12 @@ or not at all, and concurrent requests see each other whole.
 
 Rules kept from Confluent's registry:
 
-* The same schema (see :mod:`sluice.schemas.avro_schema` for "same") registered again under a
-  subject
-  where it is live returns its id without a compatibility check; under another subject it gets
-  a new version that shares the id.
+* The same schema (see :mod:`sluice.schemas.schema_type` for "same": the type's canonical form)
+  registered again under a subject where it is live returns its id without a compatibility
+  check; under another subject it gets a new version that shares the id.
+* Three schema types: AVRO, JSON and PROTOBUF (:mod:`sluice.schemas.schema_parser`), each
+  with its own compatibility rules; a schema checked against a version of another type is
+  incompatible with it. Schema references are not supported yet (42201).
 * Versions count up from 1 per subject and are not reused while any record of the subject is
   left; after a permanent delete of every version the next one is 1 again.
 * A soft delete hides a version from listings and from compatibility checks, but its schema
@@ -24,7 +26,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from sluice.schemas.avro_schema import AVRO, ParsedSchema, parse_schema
+from sluice.schemas.avro_schema import AVRO
 from sluice.schemas.compatibility import (
     DEFAULT_LEVEL,
     CompatibilityLevel,
@@ -44,6 +46,8 @@ from sluice.schemas.errors import (
     VersionNotSoftDeletedError,
     VersionSoftDeletedError,
 )
+from sluice.schemas.schema_parser import parse_schema
+from sluice.schemas.schema_type import ParsedSchema
 from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
 
 LATEST = "latest"
@@ -133,7 +137,7 @@ class Registry:
         return CompatibilityLevel.parse(level) if level else self.default_level
 
     def _existing(self, records: list[SubjectVersion]) -> list[ExistingSchema]:
-        return [ExistingSchema(r.version, self._parsed_by_id(r.schema_id).avro) for r in records]
+        return [ExistingSchema(r.version, self._parsed_by_id(r.schema_id)) for r in records]
 
     def _collect_garbage(self, schema_id: int) -> None:
         if not any(r.schema_id == schema_id for r in self.store.all_versions()):
@@ -141,7 +145,7 @@ class Registry:
             self._parsed.pop(schema_id, None)
 
     @staticmethod
-    def _parse_request(text: str, schema_type: str | None, references: object) -> ParsedSchema:
+    def _parse_request(text: str, schema_type: object, references: object) -> ParsedSchema:
         if references:
             raise InvalidSchemaError("Invalid schema: schema references are not supported")
         return parse_schema(text, schema_type)
@@ -164,7 +168,7 @@ class Registry:
                 if self._parsed_by_id(record.schema_id).fingerprint == parsed.fingerprint:
                     return record.schema_id
             level = self._level(subject)
-            reasons = check_compatibility(parsed.avro, self._existing(live), level)
+            reasons = check_compatibility(parsed, self._existing(live), level)
             if reasons:
                 raise IncompatibleSchemaError(
                     "Schema being registered is incompatible with an earlier schema for subject "
@@ -173,7 +177,7 @@ class Registry:
             stored = self.store.find_schema(parsed.fingerprint)
             if stored is None:
                 stored = StoredSchema(
-                    self.store.allocate_id(), parsed.text, parsed.fingerprint, AVRO
+                    self.store.allocate_id(), parsed.text, parsed.fingerprint, parsed.schema_type
                 )
                 self.store.put_schema(stored)
                 self._parsed[stored.id] = parsed
@@ -199,13 +203,20 @@ class Registry:
                     return self._info(record)
             raise SchemaNotFoundError("Schema not found")
 
-    def schema_by_id(self, schema_id: int) -> StoredSchema:
-        """The schema under ``schema_id`` (soft-deleted versions keep it readable). 40403."""
+    def schema_by_id(self, schema_id: int, *, fmt: str | None = None) -> StoredSchema:
+        """The schema under ``schema_id`` (soft-deleted versions keep it readable). 40403.
+
+        ``fmt`` is the request's ``format``: ``serialized`` gives a Protobuf schema as the
+        base64 ``FileDescriptorProto`` (what confluent-kafka's deserializer asks for); other
+        values, and other types, give the stored text."""
         with self._lock:
             stored = self.store.get_schema(schema_id)
             if stored is None:
                 raise SchemaNotFoundError(f"Schema {schema_id} not found")
-            return stored
+            if fmt is None:
+                return stored
+            text = self._parsed_by_id(schema_id).formatted(fmt)
+            return StoredSchema(stored.id, text, stored.fingerprint, stored.schema_type)
 
     def versions_of_schema(
         self, schema_id: int, *, include_deleted: bool = False
@@ -332,7 +343,7 @@ class Registry:
                 targets = live[-1:]
             else:
                 targets = [self._find(subject, spec, include_deleted=False)]
-            return check_compatibility(parsed.avro, self._existing(targets), level)
+            return check_compatibility(parsed, self._existing(targets), level)
 
     # -- config ------------------------------------------------------------------------------
 

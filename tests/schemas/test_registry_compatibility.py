@@ -135,8 +135,8 @@ def test_unknown_subject_is_compatible(client: RegistryClient, subject: str) -> 
 
 
 def test_checker_directly() -> None:
-    old = parse_schema(record(A_INT, B)).avro
-    new = parse_schema(record(A_INT, B, C)).avro
+    old = parse_schema(record(A_INT, B))
+    new = parse_schema(record(A_INT, B, C))
     existing = [ExistingSchema(1, old)]
     assert check_compatibility(new, existing, CompatibilityLevel.NONE) == []
     assert check_compatibility(new, existing, CompatibilityLevel.FORWARD) == []

@@ -1,0 +1,244 @@
+"""Parsing registered Protobuf schemas into descriptors, and the identity of a Protobuf schema.
+
+A client registers a Protobuf schema in one of two forms, both accepted as Confluent does:
+
+* ``.proto`` text (``curl``, the Java serializer), compiled here with **protoc itself**, as
+  bundled in ``grpcio-tools``. Why protoc and not a pure-Python parser such as
+  ``proto-schema-parser``: a parser gives a syntax tree, and turning it into descriptors means
+  resolving type names, packages, nested scopes, ``map<>`` entries and proto2/proto3 rules by
+  hand — protoc is the reference for all of that, keeps up with the language (editions), and
+  reports errors with line and column. ``grpc_tools._protoc_compiler.get_protos`` compiles
+  in-process and raises ``ProtocErrors``; it returns generated Python modules, each of which
+  embeds its file's serialized ``FileDescriptorProto`` as the ``bytes`` literal passed to
+  ``AddSerializedFile``. That literal is read with :mod:`ast` — the generated code is never
+  executed.
+* the base64 of a serialized ``FileDescriptorProto`` (what confluent-kafka's
+  ``ProtobufSerializer`` sends), decoded and checked by building it in a fresh
+  ``DescriptorPool``.
+
+Imports: the well-known types (``google/protobuf/timestamp.proto`` and the others protobuf
+ships) resolve as they do for confluent-kafka, whose serializer leaves them out of the
+references by default (``skip.known.types``). Any other import would need a schema reference,
+which this registry does not support yet: it is refused with 42201.
+
+Identity: the normalized form is the base64 of the ``FileDescriptorProto`` serialized
+deterministically without its file name, source locations and derived ``json_name`` values, so
+a ``.proto`` text and the descriptor a client built from the same file find the same id.
+``text`` is the schema as first registered; ``formatted("serialized")`` is the base64
+descriptor a deserializer asks for with ``GET /schemas/ids/{id}?format=serialized``.
+
+Hostile input: the text is bounded in size and brace depth by the request limits before it
+gets here; protoc is a C++ parser with its own recursion limits; a compile runs in a private
+temporary directory whose only other readable files are protobuf's bundled ``.proto`` files
+(protoc refuses ``..`` and absolute import paths). One compile at a time (a module lock):
+protoc's in-process entry point is not documented as thread-safe.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import re
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import ClassVar
+
+from google.protobuf import (
+    any_pb2,
+    api_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    source_context_pb2,
+    struct_pb2,
+    timestamp_pb2,
+    type_pb2,
+    wrappers_pb2,
+)
+from google.protobuf.message import DecodeError
+from grpc_tools import _protoc_compiler
+
+from sluice.schemas.errors import InvalidSchemaError
+from sluice.schemas.protobuf_schema_diff import diff
+from sluice.schemas.schema_type import ParsedSchema, SchemaType
+
+SERIALIZED = "serialized"
+_FILE_NAME = "schema.proto"
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_WELL_KNOWN = {
+    m.DESCRIPTOR.name: m.DESCRIPTOR.serialized_pb
+    for m in (
+        any_pb2,
+        api_pb2,
+        descriptor_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        source_context_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        type_pb2,
+        wrappers_pb2,
+    )
+}
+_PROTOC_INCLUDE = str(resources.files("grpc_tools") / "_proto")
+_compile_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ProtobufSchema(ParsedSchema):
+    """A parsed, valid Protobuf schema; ``file`` is its ``FileDescriptorProto`` (not to be
+    mutated)."""
+
+    schema_type: ClassVar[SchemaType] = SchemaType.PROTOBUF
+    text: str
+    normalized: str
+    file: descriptor_pb2.FileDescriptorProto
+
+    def formatted(self, fmt: str | None) -> str:
+        if fmt == SERIALIZED:
+            return base64.standard_b64encode(self.file.SerializeToString()).decode("ascii")
+        return self.text
+
+    def incompatibilities(
+        self,
+        writer: ParsedSchema,
+        *,
+        reader_role: str,
+        writer_role: str,
+        old_version: int,
+        level: str,
+    ) -> list[str]:
+        assert isinstance(writer, ProtobufSchema)
+        found = [d for d in diff(writer.file, self.file) if not d.compatible]
+        if not found:
+            return []
+        return [str(d) for d in found] + [
+            f"{{oldSchemaVersion: {old_version}}}",
+            f"{{compatibility: '{level}'}}",
+        ]
+
+
+def parse_protobuf_schema(text: str) -> ProtobufSchema:
+    """Parse ``.proto`` text or a base64 ``FileDescriptorProto``; raise 42201 if invalid."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidSchemaError("Invalid schema: expected Protobuf schema text, found empty")
+    stripped = text.strip()
+    file = _from_base64(stripped) if _BASE64.fullmatch(stripped) else None
+    if file is None:
+        file = _compile(text)
+    _check_builds(file)
+    return ProtobufSchema(text=text, normalized=_normalized(file), file=file)
+
+
+def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+    """The descriptor ``text`` encodes, or ``None`` if it is not one (then it is ``.proto``)."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+        file = descriptor_pb2.FileDescriptorProto()
+        file.ParseFromString(raw)
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    return file if file.message_type or file.enum_type or file.package else None
+
+
+def _compile(text: str) -> descriptor_pb2.FileDescriptorProto:
+    with _compile_lock, tempfile.TemporaryDirectory(prefix="sluice-proto-") as work:
+        Path(work, _FILE_NAME).write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # protoc's warnings (unused imports) are not errors
+                outputs = _protoc_compiler.get_protos(
+                    _FILE_NAME.encode(), [work.encode(), _PROTOC_INCLUDE.encode()]
+                )
+        except _protoc_compiler.ProtocErrors as e:
+            details = "; ".join(
+                f"line {err.line + 1}, column {err.column}: {_text(err.message)}"
+                for err in e.errors()
+            )
+            raise InvalidSchemaError(f"Invalid schema: {details}") from e
+        except RecursionError as e:
+            raise InvalidSchemaError("Invalid schema: nested too deeply to parse") from e
+    module = _FILE_NAME.removesuffix(".proto") + "_pb2.py"
+    for name, code in outputs:
+        if _text(name) == module:
+            return _embedded_descriptor(code)
+    raise InvalidSchemaError("Invalid schema: protoc produced no descriptor")
+
+
+def _embedded_descriptor(code: bytes) -> descriptor_pb2.FileDescriptorProto:
+    """The ``FileDescriptorProto`` a generated ``_pb2`` module passes to ``AddSerializedFile``."""
+    for node in ast.walk(ast.parse(code)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "AddSerializedFile"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, bytes)
+        ):
+            file = descriptor_pb2.FileDescriptorProto()
+            file.ParseFromString(node.args[0].value)
+            return file
+    raise InvalidSchemaError("Invalid schema: protoc produced no descriptor")
+
+
+def _check_builds(file: descriptor_pb2.FileDescriptorProto) -> None:
+    """Build ``file`` in a fresh pool with the well-known types; 42201 if it does not build."""
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add_well_known(name: str) -> None:
+        if name in added:
+            return
+        known = descriptor_pb2.FileDescriptorProto.FromString(_WELL_KNOWN[name])
+        for dependency in known.dependency:
+            add_well_known(dependency)
+        pool.Add(known)
+        added.add(name)
+
+    for dependency in file.dependency:
+        if dependency not in _WELL_KNOWN:
+            raise InvalidSchemaError(
+                f"Invalid schema: import '{dependency}' is not a well-known type, and schema "
+                "references are not supported"
+            )
+        add_well_known(dependency)
+    try:
+        pool.Add(file)
+        pool.FindFileByName(file.name)
+    except (TypeError, ValueError, KeyError) as e:
+        raise InvalidSchemaError(f"Invalid schema: {e}") from e
+
+
+def _normalized(file: descriptor_pb2.FileDescriptorProto) -> str:
+    canonical = descriptor_pb2.FileDescriptorProto()
+    canonical.CopyFrom(file)
+    canonical.ClearField("name")
+    canonical.ClearField("source_code_info")
+
+    def clear_json_names(message: descriptor_pb2.DescriptorProto) -> None:
+        for f in message.field:
+            f.ClearField("json_name")
+        for f in message.extension:
+            f.ClearField("json_name")
+        for nested in message.nested_type:
+            clear_json_names(nested)
+
+    for message in canonical.message_type:
+        clear_json_names(message)
+    for extension in canonical.extension:
+        extension.ClearField("json_name")
+    serialized = canonical.SerializeToString(deterministic=True)
+    return base64.standard_b64encode(serialized).decode("ascii")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

@@ -1,0 +1,338 @@
+"""Confluent's compatibility rules for Protobuf: the differences between two ``.proto`` files.
+
+:func:`diff` compares an *original* file (the one data was written with) with an *update* (the
+one that reads it), both ``FileDescriptorProto``, and returns every :class:`Difference` with
+Confluent's ``Difference.Type`` name and path (``#/Order/2``: message names, then a field
+number or a oneof name), as Confluent's ``protobuf-provider`` ``diff`` package does:
+
+* messages are matched by name, fields by number. Removing a field, adding one, renaming one
+  (the number is what goes on the wire), adding or removing a oneof, a message or an enum
+  constant are compatible; removing a message (``MESSAGE_REMOVED``), adding a ``required``
+  field, changing a field's kind (scalar / message / map: ``FIELD_KIND_CHANGED``), its scalar
+  kind across wire-compatible groups (``FIELD_SCALAR_KIND_CHANGED``: ``int32``, ``int64``,
+  ``uint32``, ``uint64``, ``bool`` and enums are one group; ``sint32``/``sint64``;
+  ``string``/``bytes``; ``fixed32``/``sfixed32``; ``fixed64``/``sfixed64``; ``float``;
+  ``double``), its message type (``FIELD_NAMED_TYPE_CHANGED``), moving several existing
+  fields into one oneof (``MULTIPLE_FIELDS_MOVED_TO_ONEOF``) or one into an existing oneof
+  (``FIELD_MOVED_TO_EXISTING_ONEOF``) are not.
+* a field whose message type has the same name in both files compares that message too; a
+  recursive message is entered once per walk.
+
+Descriptors name types fully (``.pkg.Outer.Inner``), so a name is resolved by looking it up;
+types from imports (the well-known types) are compared by name only. A proto3 ``optional``
+field sits in a synthetic oneof that is not a oneof for these rules.
+
+Pure functions over descriptors; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from google.protobuf.descriptor_pb2 import (
+    DescriptorProto,
+    EnumDescriptorProto,
+    FieldDescriptorProto,
+    FileDescriptorProto,
+)
+
+COMPATIBLE_CHANGES = frozenset(
+    [
+        "MESSAGE_ADDED",
+        "MESSAGE_MOVED",
+        "ENUM_ADDED",
+        "ENUM_REMOVED",
+        "ENUM_CONST_ADDED",
+        "ENUM_CONST_CHANGED",
+        "ENUM_CONST_REMOVED",
+        "FIELD_ADDED",
+        "FIELD_REMOVED",
+        "FIELD_NAME_CHANGED",
+        "FIELD_STRING_OR_BYTES_LABEL_CHANGED",
+        "ONEOF_ADDED",
+        "ONEOF_REMOVED",
+        "ONEOF_FIELD_ADDED",
+    ]
+)
+
+_T = FieldDescriptorProto
+_SCALAR_KIND = {
+    **dict.fromkeys(
+        (_T.TYPE_INT32, _T.TYPE_INT64, _T.TYPE_UINT32, _T.TYPE_UINT64, _T.TYPE_BOOL, _T.TYPE_ENUM),
+        "GENERAL_NUMBER",
+    ),
+    **dict.fromkeys((_T.TYPE_SINT32, _T.TYPE_SINT64), "SIGNED_NUMBER"),
+    **dict.fromkeys((_T.TYPE_STRING, _T.TYPE_BYTES), "STRING_OR_BYTES"),
+    **dict.fromkeys((_T.TYPE_FIXED32, _T.TYPE_SFIXED32), "FIXED32"),
+    **dict.fromkeys((_T.TYPE_FIXED64, _T.TYPE_SFIXED64), "FIXED64"),
+    _T.TYPE_FLOAT: "FLOAT",
+    _T.TYPE_DOUBLE: "DOUBLE",
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference: Confluent's type name and the path where it was found."""
+
+    type: str
+    path: str
+
+    @property
+    def compatible(self) -> bool:
+        return self.type in COMPATIBLE_CHANGES
+
+    def __str__(self) -> str:  # Confluent's Difference.toString(), which its 409 body lists
+        return f"Difference{{fullPath='{self.path}', type={self.type}}}"
+
+
+def diff(original: FileDescriptorProto, update: FileDescriptorProto) -> list[Difference]:
+    """Every difference from ``original`` (writer) to ``update`` (reader), in walk order."""
+    walk = _Walk(_Types.of(original), _Types.of(update))
+    if original.package != update.package:
+        walk.add("PACKAGE_CHANGED")
+    walk.compare_types(
+        list(original.message_type),
+        list(original.enum_type),
+        list(update.message_type),
+        list(update.enum_type),
+    )
+    return walk.found
+
+
+@dataclass
+class _Types:
+    """Every message and enum a file declares, by full name without the leading dot."""
+
+    package: str
+    messages: dict[str, DescriptorProto]
+    enums: dict[str, EnumDescriptorProto]
+
+    @classmethod
+    def of(cls, file: FileDescriptorProto) -> _Types:
+        types = cls(file.package, {}, {})
+        prefix = f"{file.package}." if file.package else ""
+        types._collect(prefix, list(file.message_type), list(file.enum_type))
+        return types
+
+    def _collect(
+        self, prefix: str, messages: list[DescriptorProto], enums: list[EnumDescriptorProto]
+    ) -> None:
+        for enum in enums:
+            self.enums[prefix + enum.name] = enum
+        for message in messages:
+            name = prefix + message.name
+            self.messages[name] = message
+            self._collect(name + ".", list(message.nested_type), list(message.enum_type))
+
+    def local(self, type_name: str) -> str:
+        """``.pkg.Outer.Inner`` → ``Outer.Inner`` (the name without this file's package)."""
+        name = type_name.lstrip(".")
+        prefix = f"{self.package}." if self.package else ""
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    def is_map(self, type_name: str) -> bool:
+        message = self.messages.get(type_name.lstrip("."))
+        return message is not None and message.options.map_entry
+
+
+def _real_oneof(f: FieldDescriptorProto) -> bool:
+    return f.HasField("oneof_index") and not f.proto3_optional
+
+
+@dataclass
+class _Walk:
+    original: _Types
+    update: _Types
+    found: list[Difference] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    entered: set[str] = field(default_factory=set)  # message types being compared, by name
+
+    def add(self, kind: str) -> None:
+        self.found.append(Difference(kind, "#/" + "/".join(self.path)))
+
+    @contextmanager
+    def at(self, part: str) -> Iterator[None]:
+        self.path.append(part)
+        try:
+            yield
+        finally:
+            self.path.pop()
+
+    def compare_types(
+        self,
+        o_messages: list[DescriptorProto],
+        o_enums: list[EnumDescriptorProto],
+        u_messages: list[DescriptorProto],
+        u_enums: list[EnumDescriptorProto],
+    ) -> None:
+        o_by_name = {m.name: (i, m) for i, m in enumerate(o_messages)}
+        u_by_name = {m.name: (i, m) for i, m in enumerate(u_messages)}
+        for name in list(o_by_name) + [n for n in u_by_name if n not in o_by_name]:
+            with self.at(name):
+                if name not in u_by_name:
+                    if not o_by_name[name][1].options.map_entry:
+                        self.add("MESSAGE_REMOVED")
+                elif name not in o_by_name:
+                    if not u_by_name[name][1].options.map_entry:
+                        self.add("MESSAGE_ADDED")
+                else:
+                    self.compare_message(o_by_name[name][1], u_by_name[name][1])
+                    if o_by_name[name][0] != u_by_name[name][0]:
+                        self.add("MESSAGE_MOVED")
+        o_enum_names = {e.name: e for e in o_enums}
+        u_enum_names = {e.name: e for e in u_enums}
+        for name in list(o_enum_names) + [n for n in u_enum_names if n not in o_enum_names]:
+            with self.at(name):
+                if name not in u_enum_names:
+                    self.add("ENUM_REMOVED")
+                elif name not in o_enum_names:
+                    self.add("ENUM_ADDED")
+                else:
+                    self._compare_enum(o_enum_names[name], u_enum_names[name])
+
+    def _compare_enum(self, original: EnumDescriptorProto, update: EnumDescriptorProto) -> None:
+        o_values = {v.number: v.name for v in original.value}
+        u_values = {v.number: v.name for v in update.value}
+        for number in sorted(o_values.keys() | u_values.keys()):
+            with self.at(str(number)):
+                if number not in u_values:
+                    self.add("ENUM_CONST_REMOVED")
+                elif number not in o_values:
+                    self.add("ENUM_CONST_ADDED")
+                elif o_values[number] != u_values[number]:
+                    self.add("ENUM_CONST_CHANGED")
+
+    def compare_message(self, original: DescriptorProto, update: DescriptorProto) -> None:
+        self._compare_fields(original, update)
+        self.compare_types(
+            list(original.nested_type),
+            list(original.enum_type),
+            list(update.nested_type),
+            list(update.enum_type),
+        )
+
+    def _compare_fields(self, original: DescriptorProto, update: DescriptorProto) -> None:
+        o_top = {f.number: f for f in original.field if not _real_oneof(f)}
+        u_top = {f.number: f for f in update.field if not _real_oneof(f)}
+        o_all = {f.number: f for f in original.field}
+        u_all = {f.number: f for f in update.field}
+        o_oneof_of = {
+            f.number: original.oneof_decl[f.oneof_index].name
+            for f in original.field
+            if _real_oneof(f)
+        }
+        u_oneof_of = {
+            f.number: update.oneof_decl[f.oneof_index].name for f in update.field if _real_oneof(f)
+        }
+        u_oneofs: dict[str, list[FieldDescriptorProto]] = {}
+        for f in update.field:
+            if _real_oneof(f):
+                u_oneofs.setdefault(update.oneof_decl[f.oneof_index].name, []).append(f)
+        o_oneofs: dict[str, list[FieldDescriptorProto]] = {}
+        for f in original.field:
+            if _real_oneof(f):
+                o_oneofs.setdefault(original.oneof_decl[f.oneof_index].name, []).append(f)
+        for name, fields in u_oneofs.items():
+            with self.at(name):
+                moved = sum(1 for f in fields if o_top.pop(f.number, None) is not None)
+                existing = sum(1 for f in fields if f.number in o_oneof_of)
+                if moved > 1:
+                    self.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF")
+                elif moved == 1 and existing > 0:
+                    self.add("FIELD_MOVED_TO_EXISTING_ONEOF")
+        for name in list(o_oneofs) + [n for n in u_oneofs if n not in o_oneofs]:
+            with self.at(name):
+                if name not in u_oneofs:
+                    self.add("ONEOF_REMOVED")
+                elif name not in o_oneofs:
+                    self.add("ONEOF_ADDED")
+                else:
+                    self._compare_oneof(o_oneofs[name], u_oneofs[name], set(u_all))
+        for number in sorted(o_top.keys() | u_top.keys()):
+            with self.at(str(number)):
+                o_field, u_field = o_top.get(number), u_top.get(number)
+                if u_field is None:
+                    assert o_field is not None
+                    required = o_field.label == _T.LABEL_REQUIRED
+                    self.add("REQUIRED_FIELD_REMOVED" if required else "FIELD_REMOVED")
+                elif o_field is None:
+                    required = u_field.label == _T.LABEL_REQUIRED
+                    self.add("REQUIRED_FIELD_ADDED" if required else "FIELD_ADDED")
+                else:
+                    self._compare_field(o_field, u_field)
+        # Fields whose oneof membership changed are compared by number across the message.
+        for number in sorted(o_all.keys() & u_all.keys()):
+            o_name, u_name = o_oneof_of.get(number), u_oneof_of.get(number)
+            if (o_name is None and u_name is None) or (o_name is not None and o_name == u_name):
+                continue
+            with self.at(str(number)):
+                self._compare_field(o_all[number], u_all[number])
+
+    def _compare_oneof(
+        self,
+        original: list[FieldDescriptorProto],
+        update: list[FieldDescriptorProto],
+        update_numbers: set[int],
+    ) -> None:
+        o_by_number = {f.number: f for f in original}
+        u_by_number = {f.number: f for f in update}
+        for number in sorted(o_by_number.keys() | u_by_number.keys()):
+            with self.at(str(number)):
+                if number not in u_by_number:
+                    if number not in update_numbers:
+                        self.add("ONEOF_FIELD_REMOVED")
+                elif number not in o_by_number:
+                    self.add("ONEOF_FIELD_ADDED")
+                else:
+                    self._compare_field(o_by_number[number], u_by_number[number])
+
+    def _compare_field(self, original: FieldDescriptorProto, update: FieldDescriptorProto) -> None:
+        if original.name != update.name:
+            self.add("FIELD_NAME_CHANGED")
+        self._compare_type(original, update)
+
+    def _kind(self, f: FieldDescriptorProto, types: _Types) -> str:
+        if f.type == _T.TYPE_MESSAGE and types.is_map(f.type_name):
+            return "MAP"
+        if f.type in (_T.TYPE_MESSAGE, _T.TYPE_GROUP):
+            return "MESSAGE"
+        return "SCALAR"
+
+    def _compare_type(self, original: FieldDescriptorProto, update: FieldDescriptorProto) -> None:
+        o_kind, u_kind = self._kind(original, self.original), self._kind(update, self.update)
+        if o_kind != u_kind:
+            self.add("FIELD_KIND_CHANGED")
+        elif o_kind == "SCALAR":
+            if _SCALAR_KIND.get(original.type) != _SCALAR_KIND.get(update.type):
+                self.add("FIELD_SCALAR_KIND_CHANGED")
+        elif o_kind == "MAP":
+            o_entry = self.original.messages[original.type_name.lstrip(".")]
+            u_entry = self.update.messages[update.type_name.lstrip(".")]
+            for o_part, u_part in zip(o_entry.field, u_entry.field, strict=False):
+                self._compare_type(o_part, u_part)
+        else:
+            self._compare_message_type(original.type_name, update.type_name)
+
+    def _compare_message_type(self, original: str, update: str) -> None:
+        if self.original.local(original) != self.update.local(update):
+            self.add("FIELD_NAMED_TYPE_CHANGED")
+            return
+        o_message = self.original.messages.get(original.lstrip("."))
+        u_message = self.update.messages.get(update.lstrip("."))
+        if o_message is None or u_message is None:  # an imported type: compared by name
+            return
+        key = original.lstrip(".")
+        if key in self.entered:  # a recursive type: already being compared further up
+            return
+        sub = _Walk(self.original, self.update, entered=self.entered)
+        sub.path = self.original.local(original).split(".")
+        self.entered.add(key)
+        try:
+            sub.compare_message(o_message, u_message)
+        finally:
+            self.entered.discard(key)
+        self.found += sub.found
+        if not all(d.compatible for d in sub.found):
+            self.add("FIELD_NAMED_TYPE_CHANGED")

@@ -1,0 +1,23 @@
+"""Which parser reads a schema: the request's ``schemaType`` → the type's parsed schema.
+
+``AVRO`` (the default) → :mod:`sluice.schemas.avro_schema`, ``JSON`` →
+:mod:`sluice.schemas.json_schema`, ``PROTOBUF`` → :mod:`sluice.schemas.protobuf_schema`; any
+other name is refused with 42201. Thread-safe.
+"""
+
+from __future__ import annotations
+
+from sluice.schemas.avro_schema import parse_schema as parse_avro_schema
+from sluice.schemas.json_schema import parse_json_schema
+from sluice.schemas.protobuf_schema import parse_protobuf_schema
+from sluice.schemas.schema_type import ParsedSchema, SchemaType
+
+
+def parse_schema(text: str, schema_type: object = None) -> ParsedSchema:
+    """Parse ``text`` as a schema of ``schema_type``; raise :class:`InvalidSchemaError`."""
+    parsed_type = SchemaType.parse(schema_type)
+    if parsed_type is SchemaType.JSON:
+        return parse_json_schema(text)
+    if parsed_type is SchemaType.PROTOBUF:
+        return parse_protobuf_schema(text)
+    return parse_avro_schema(text)
