@@ -38,52 +38,12 @@ stopped halfway through a request) for ``connections.max.idle.ms`` is closed. A
 ``max.connections.per.ip.overrides`` entry is ``host:count`` (a name is resolved at startup);
 ``max.connections.per.ip`` may be 0 only with overrides (Kafka's rule).
 
-Integers and booleans are parsed by ``sluice.common.options`` (a blank value takes the
-default); a malformed value raises ``ConfigError`` naming the key.
-
-=========================================  =========================  =====================
-key                                        default                    meaning
-=========================================  =========================  =====================
-broker.id                                  0
-listeners                                  PLAINTEXT://127.0.0.1:9092 NAME://host:port,...
-listener.security.protocol.map             NAME:NAME for the 4 below  listener → protocol
-advertised.listeners                       = listeners                what Metadata reports
-inter.broker.listener.name /               (the PLAINTEXT listener,   replication's listener
-security.inter.broker.protocol              else the first)
-sasl.mechanism.inter.broker.protocol       GSSAPI (refused: set one)  inter-broker login
-sasl.enabled.mechanisms                    GSSAPI (refused: set one)  per listener too
-connections.max.reauth.ms                  0                          re-auth unsupported
-sasl.server.max.receive.size               524288                     largest SASL token
-log.dirs (or log.dir)                      ./data/broker              comma-separated
-num.partitions                             1                          for auto-created topics
-default.replication.factor                 1
-auto.create.topics.enable                  true
-socket.request.max.bytes                   104857600                  largest request
-zookeeper.connect                          (unset: standalone mode)
-zookeeper.session.timeout.ms               18000
-zookeeper.connection.timeout.ms            18000
-offsets.commit.timeout.ms                  5000                       acks=all for commits
-min.insync.replicas                        1
-replica.lag.time.max.ms                    30000
-unclean.leader.election.enable             false
-offsets.topic.num.partitions               50                         ``__consumer_offsets``
-group.initial.rebalance.delay.ms           3000
-group.min.session.timeout.ms               6000
-group.max.session.timeout.ms               1800000
-log.flush.scheduler.interval.ms            1000                       flusher wake-up
-log.retention.check.interval.ms            300000
-log.flush.offset.checkpoint.interval.ms    60000
-metrics.listener (Sluice)                  (unset: off)               http://host:port
-controlled.shutdown.enable                 true                       leave before stopping
-controlled.shutdown.max.retries            3                          attempts to leave
-controlled.shutdown.retry.backoff.ms       5000                       each attempt's bound
-connections.max.idle.ms                    600000                     idle/half-sent: closed
-                                                                      (-1: never)
-max.connections                            2147483647                 total, at accept
-max.connections.per.ip                     2147483647                 per client address
-max.connections.per.ip.overrides           (none)                     host:count,...
-log.*, message.max.bytes                   see ``sluice.broker.log.log_config``
-=========================================  =========================  =====================
+Every key Sluice reads here is declared once, in :data:`CONFIG_DEF` (name, type, default,
+valid values, doc): the "broker" section of ``docs/configuration.md`` is generated from it, with
+the transaction coordinator's keys (``sluice.broker.transactions.transaction_config``) in a
+section of their own; the ``log.*`` keys and ``message.max.bytes`` are ``LogConfig``'s
+(``sluice.broker.log.log_config``). A blank value takes the default; a malformed value raises
+``ConfigError`` naming the key, what was expected and what was found.
 """
 
 from __future__ import annotations
@@ -92,7 +52,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from sluice.broker.log.log_config import LogConfig
@@ -100,6 +60,7 @@ from sluice.broker.security.client import InterBrokerSecurity, inter_broker_secu
 from sluice.broker.security.errors import SecurityError
 from sluice.broker.transactions.transaction_config import TransactionConfig, TransactionConfigError
 from sluice.common import options
+from sluice.common.config_def import Check, ConfigDef, Range, Type
 from sluice.common.jaas import JaasConfigError
 from sluice.common.tls import TlsError, client_context
 
@@ -225,7 +186,7 @@ OTHER_KEYS: Final = frozenset(
     """
     super.users allow.everyone.if.no.acl.found log.local.retention.ms log.local.retention.bytes
     log.message.timestamp.before.max.ms log.message.timestamp.after.max.ms
-    log.read.flushed.only metrics.listener log.dir.failure.retry.ms
+    log.read.flushed.only
     """.split()  # noqa: SIM905  (a word list reads better than 270 quoted strings)
 )
 
@@ -236,6 +197,192 @@ class ConfigError(ValueError):
 
 class UnservedListenerError(ConfigError):
     """A listener asks for a security protocol or SASL mechanism this broker does not serve."""
+
+
+def _check_http(listener: str) -> str | None:
+    url = urlsplit(listener)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if url.scheme != "http" or port is None:
+        return f"expected http://host:port, found {listener!r}"
+    return None
+
+
+def _check_idle_ms(value: int) -> str | None:
+    return "expected -1 (never) or at least 1, found 0" if value == 0 else None
+
+
+_AT_LEAST_0: Final = Range.at_least(0)
+_AT_LEAST_1: Final = Range.at_least(1)
+
+CONFIG_DEF: Final = (
+    ConfigDef(error=ConfigError, what="broker configuration")
+    .define("broker.id", Type.INT, 0, doc="This broker's id in the cluster.")
+    .define(
+        "listeners", Type.STRING, "PLAINTEXT://127.0.0.1:9092",
+        doc="NAME://host:port,...; each name's security protocol is its entry in "
+        "listener.security.protocol.map.",
+    )
+    .define(
+        "listener.security.protocol.map", Type.STRING, None,
+        default_doc="NAME:NAME for the four protocols",
+        doc="NAME:PROTOCOL,...; served: " + ", ".join(SECURITY_PROTOCOLS) + ".",
+    )
+    .define(
+        "advertised.listeners", Type.STRING, None, default_doc="= listeners",
+        doc="What Metadata reports, by listener name.",
+    )
+    .define(
+        "inter.broker.listener.name", Type.STRING, None,
+        default_doc="the PLAINTEXT listener, else the first",
+        doc="The listener other brokers connect to (not with security.inter.broker.protocol).",
+    )
+    .define(
+        "security.inter.broker.protocol", Type.STRING, None,
+        doc="The inter-broker listener, named by its protocol.",
+    )
+    .define(
+        "sasl.mechanism.inter.broker.protocol", Type.STRING, KAFKA_DEFAULT_SASL_MECHANISM,
+        default_doc="GSSAPI (refused: set one)",
+        doc="The inter-broker login on a SASL listener: " + ", ".join(SASL_MECHANISMS) + ".",
+    )
+    .define(
+        "sasl.enabled.mechanisms", Type.LIST, (KAFKA_DEFAULT_SASL_MECHANISM,),
+        default_doc="GSSAPI (refused: set some)",
+        doc="The mechanisms a SASL listener serves (listener.name.<l>.sasl.enabled.mechanisms "
+        "per listener).",
+    )
+    .define(
+        "connections.max.reauth.ms", Type.INT, 0,
+        doc="Re-authentication is not supported: 0.",
+    )
+    .define(
+        "sasl.server.max.receive.size", Type.INT, 524_288, doc="The largest SASL token."
+    )
+    .define(
+        "log.dirs", Type.STRING, None, default_doc="./data/broker",
+        doc="The log directories, comma-separated.",
+    )
+    .define("log.dir", Type.STRING, None, doc="One log directory, when log.dirs is unset.")
+    .define(
+        "num.partitions", Type.INT, 1, _AT_LEAST_1, doc="Partitions of auto-created topics."
+    )
+    .define(
+        "default.replication.factor", Type.INT, 1, doc="Replicas of auto-created topics."
+    )
+    .define(
+        "auto.create.topics.enable", Type.BOOLEAN, True,
+        doc="Create a topic a client asks for.",
+    )
+    .define(
+        "socket.request.max.bytes", Type.INT, 104_857_600, doc="The largest request."
+    )
+    .define(
+        "zookeeper.connect", Type.STRING, None, default_doc="(unset: standalone mode)",
+        doc="host:port[,host:port...][/chroot] of the cluster's ZooKeeper.",
+    )
+    .define(
+        "zookeeper.session.timeout.ms", Type.INT, 18_000, doc="ZooKeeper session timeout."
+    )
+    .define(
+        "zookeeper.connection.timeout.ms", Type.INT, 18_000, doc="ZooKeeper connect timeout."
+    )
+    .define(
+        "offsets.commit.timeout.ms", Type.INT, 5_000,
+        doc="How long an offset commit waits for acks=all.",
+    )
+    .define(
+        "min.insync.replicas", Type.INT, 1,
+        doc="In-sync replicas an acks=all write needs (a topic may override it).",
+    )
+    .define(
+        "replica.lag.time.max.ms", Type.INT, 30_000,
+        doc="A follower not caught up for this long leaves the ISR.",
+    )
+    .define(
+        "unclean.leader.election.enable", Type.BOOLEAN, False,
+        doc="Elect a replica outside the ISR when no in-sync one is left.",
+    )
+    .define(
+        "offsets.topic.num.partitions", Type.INT, 50, _AT_LEAST_1,
+        doc="Partitions of __consumer_offsets.",
+    )
+    .define(
+        "group.initial.rebalance.delay.ms", Type.INT, 3_000,
+        doc="How long a new group waits for more members.",
+    )
+    .define(
+        "group.min.session.timeout.ms", Type.INT, 6_000,
+        doc="The shortest session timeout a member may ask for.",
+    )
+    .define(
+        "group.max.session.timeout.ms", Type.INT, 1_800_000,
+        doc="The longest session timeout a member may ask for.",
+    )
+    .define(
+        "log.flush.scheduler.interval.ms", Type.INT, 1_000, doc="The flusher's wake-up."
+    )
+    .define(
+        "log.retention.check.interval.ms", Type.INT, 300_000,
+        doc="How often retention deletes segments.",
+    )
+    .define(
+        "log.flush.offset.checkpoint.interval.ms", Type.INT, 60_000,
+        doc="How often the recovery points are checkpointed.",
+    )
+    .define(
+        "metrics.listener", Type.STRING, None, Check("http://host:port", _check_http),
+        default_doc="(unset: off)", doc="(Sluice) Where Prometheus scrapes the metrics.",
+    )
+    .define(
+        "log.dir.failure.retry.ms", Type.INT, 5_000,
+        doc="(Sluice) How often a log dir taken offline for lack of space is probed.",
+    )
+    .define(
+        "controlled.shutdown.enable", Type.BOOLEAN, True,
+        doc="Leave the cluster (leadership moved away) before stopping.",
+    )
+    .define(
+        "controlled.shutdown.max.retries", Type.INT, 3, _AT_LEAST_0,
+        doc="Attempts to leave.",
+    )
+    .define(
+        "controlled.shutdown.retry.backoff.ms", Type.INT, 5_000, _AT_LEAST_0,
+        doc="Each attempt's bound.",
+    )
+    .define(
+        "connections.max.idle.ms", Type.INT, 600_000,
+        Check("-1 (never) or [1,...]", _check_idle_ms),
+        doc="A connection idle (or stopped halfway through a request) this long is closed.",
+    )
+    .define(
+        "max.connections", Type.INT, MAX_INT32, _AT_LEAST_0,
+        doc="Connections in all, checked as each is accepted.",
+    )
+    .define(
+        "max.connections.per.ip", Type.INT, MAX_INT32, _AT_LEAST_0,
+        doc="Connections per client address (0 only with overrides).",
+    )
+    .define(
+        "max.connections.per.ip.overrides", Type.STRING, None,
+        doc="host:count,... (a name is resolved at startup).",
+    )
+    .family(
+        "ssl.<key>, sasl.<key>, listener.name.<l>.<key>",
+        "Read by sluice.broker.security when the listeners are set up.",
+    )
+    .family(
+        "authorizer.class.name, super.users, allow.everyone.if.no.acl.found",
+        "Read by sluice.broker.security.authorizer.",
+    )
+    .family(
+        "transaction.*, transactional.id.expiration.ms",
+        "The transaction coordinator's: see the transactions section.",
+    )
+    .family("log.*, message.max.bytes", "The logs' defaults: sluice.broker.log.log_config.")
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -399,32 +546,9 @@ def unknown_keys(props: Mapping[str, str]) -> list[str]:
             head, _, rest = bare.partition(".")
             if head.upper() in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER") and rest:
                 bare = rest
-        if bare not in KAFKA_BROKER_KEYS and bare not in OTHER_KEYS:
+        if bare not in KAFKA_BROKER_KEYS and bare not in OTHER_KEYS and bare not in CONFIG_DEF.keys:
             unknown.append(key)
     return sorted(unknown)
-
-
-def _int(props: Mapping[str, str], key: str, default: int) -> int:
-    return options.integer(props, key, default, error=ConfigError)
-
-
-def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    return options.boolean(props, key, default, error=ConfigError)
-
-
-def _at_least(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    value = _int(props, key, default)
-    if value < minimum:
-        raise ConfigError(f"{key}: expected at least {minimum}, found {value}")
-    return value
-
-
-def _idle_ms(props: Mapping[str, str]) -> int:
-    """``connections.max.idle.ms``: -1 (or less) never closes an idle connection (Kafka)."""
-    value = _int(props, "connections.max.idle.ms", 600_000)
-    if value == 0:
-        raise ConfigError("connections.max.idle.ms: expected -1 (never) or at least 1, found 0")
-    return max(value, -1)
 
 
 def _per_ip_overrides(props: Mapping[str, str]) -> Mapping[str, int]:
@@ -522,17 +646,95 @@ class BrokerConfig:
             transactions = TransactionConfig.from_properties(props)
         except TransactionConfigError as exc:
             raise ConfigError(str(exc)) from None
-        protocols = _protocol_map(props)
-        listeners = _listeners(
-            props, "listeners", props.get("listeners") or str(_DEFAULT_LISTENER), protocols
+        values = CONFIG_DEF.parse(props)
+        endpoints = _Endpoints.of(props, values)
+        metrics = urlsplit(values["metrics.listener"] or "")
+        try:
+            log = LogConfig.from_broker_properties(props)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        config = cls(
+            **_plain_settings(values),
+            listener=endpoints.listener,
+            advertised=endpoints.advertised,
+            advertised_listeners=endpoints.advertised_listeners,
+            listeners=endpoints.listeners,
+            inter_broker_security=(
+                _inter_broker_security(props, endpoints.listener)
+                if values["zookeeper.connect"]
+                else None
+            ),
+            security_properties=_security_properties(props),
+            log_dirs=_log_dirs(values),
+            metrics_host=(metrics.hostname or "127.0.0.1") if metrics.scheme else None,
+            metrics_port=metrics.port if metrics.scheme else None,
+            max_connections_per_ip_overrides=_per_ip_overrides(props),
+            log=log,
+            transactions=transactions,
         )
+        if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+            raise ConfigError(
+                "max.connections.per.ip: expected at least 1 (0 only with "
+                "max.connections.per.ip.overrides), found 0"
+            )
+        return config
+
+
+def _plain_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``BrokerConfig`` fields that are one declared key's value as parsed."""
+    return {
+        "broker_id": values["broker.id"],
+        "connections_max_reauth_ms": values["connections.max.reauth.ms"],
+        "sasl_server_max_receive_size": values["sasl.server.max.receive.size"],
+        "num_partitions": values["num.partitions"],
+        "default_replication_factor": values["default.replication.factor"],
+        "auto_create_topics": values["auto.create.topics.enable"],
+        "socket_request_max_bytes": values["socket.request.max.bytes"],
+        "zookeeper_connect": values["zookeeper.connect"],
+        "zookeeper_session_timeout_ms": values["zookeeper.session.timeout.ms"],
+        "zookeeper_connection_timeout_ms": values["zookeeper.connection.timeout.ms"],
+        "offsets_commit_timeout_ms": values["offsets.commit.timeout.ms"],
+        "min_insync_replicas": values["min.insync.replicas"],
+        "replica_lag_time_max_ms": values["replica.lag.time.max.ms"],
+        "unclean_leader_election": values["unclean.leader.election.enable"],
+        "offsets_topic_num_partitions": values["offsets.topic.num.partitions"],
+        "group_initial_rebalance_delay_ms": values["group.initial.rebalance.delay.ms"],
+        "group_min_session_timeout_ms": values["group.min.session.timeout.ms"],
+        "group_max_session_timeout_ms": values["group.max.session.timeout.ms"],
+        "flush_scheduler_interval_ms": values["log.flush.scheduler.interval.ms"],
+        "retention_check_interval_ms": values["log.retention.check.interval.ms"],
+        "checkpoint_interval_ms": values["log.flush.offset.checkpoint.interval.ms"],
+        "log_dir_failure_retry_ms": values["log.dir.failure.retry.ms"],
+        "controlled_shutdown_enable": values["controlled.shutdown.enable"],
+        "controlled_shutdown_max_retries": values["controlled.shutdown.max.retries"],
+        "controlled_shutdown_retry_backoff_ms": values["controlled.shutdown.retry.backoff.ms"],
+        # -1 (or less) never closes an idle connection (Kafka)
+        "connections_max_idle_ms": max(values["connections.max.idle.ms"], -1),
+        "max_connections": values["max.connections"],
+        "max_connections_per_ip": values["max.connections.per.ip"],
+    }
+
+
+@dataclass(frozen=True)
+class _Endpoints:
+    """The listeners, the inter-broker one, and each as clients are told of it."""
+
+    listeners: tuple[Listener, ...]
+    listener: Listener
+    advertised_listeners: tuple[Listener, ...]
+    advertised: Listener
+
+    @classmethod
+    def of(cls, props: Mapping[str, str], values: Mapping[str, Any]) -> _Endpoints:
+        protocols = _protocol_map(props)
+        listeners = _listeners(props, "listeners", values["listeners"], protocols)
         _check_served(props, listeners)
         inter_broker = _inter_broker_listener(props, listeners)
         listener = next(item for item in listeners if item.name == inter_broker)
         given: tuple[Listener, ...] = ()
-        if props.get("advertised.listeners"):
+        if values["advertised.listeners"]:
             given = _listeners(
-                props, "advertised.listeners", props["advertised.listeners"], protocols
+                props, "advertised.listeners", values["advertised.listeners"], protocols
             )
             names = {item.name for item in listeners}
             strays = [str(item) for item in given if item.name not in names]
@@ -544,82 +746,23 @@ class BrokerConfig:
         by_name = {item.name: item for item in given}
         advertised_listeners = tuple(_reachable(by_name.get(item.name, item)) for item in listeners)
         advertised = next(item for item in advertised_listeners if item.name == inter_broker)
-        inter_broker_security = (
-            _inter_broker_security(props, listener) if props.get("zookeeper.connect") else None
-        )
-        dirs = props.get("log.dirs") or props.get("log.dir") or "./data/broker"
-        log_dirs = tuple(d.strip() for d in dirs.split(",") if d.strip())
-        if not log_dirs:
-            raise ConfigError(f"log.dirs: expected at least one directory, found {dirs!r}")
-        metrics_host = metrics_port = None
-        if props.get("metrics.listener"):
-            url = urlsplit(props["metrics.listener"])
-            if url.scheme != "http" or url.port is None:
-                found = props["metrics.listener"]
-                raise ConfigError(f"metrics.listener: expected http://host:port, found {found!r}")
-            metrics_host, metrics_port = url.hostname or "127.0.0.1", url.port
-        try:
-            log = LogConfig.from_broker_properties(props)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        config = cls(
-            broker_id=_int(props, "broker.id", 0),
-            listener=listener,
-            advertised=advertised,
-            advertised_listeners=advertised_listeners,
-            listeners=listeners,
-            inter_broker_security=inter_broker_security,
-            connections_max_reauth_ms=_int(props, "connections.max.reauth.ms", 0),
-            sasl_server_max_receive_size=_int(props, "sasl.server.max.receive.size", 524_288),
-            security_properties=MappingProxyType(
-                {
-                    key: value
-                    for key, value in props.items()
-                    if key.startswith(("ssl.", "sasl.", "listener.name."))
-                    or key in _AUTHORIZER_KEYS
-                }
-            ),  # fmt: skip
-            log_dirs=log_dirs,
-            num_partitions=_int(props, "num.partitions", 1),
-            default_replication_factor=_int(props, "default.replication.factor", 1),
-            auto_create_topics=_bool(props, "auto.create.topics.enable", True),
-            socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104_857_600),
-            zookeeper_connect=props.get("zookeeper.connect") or None,
-            zookeeper_session_timeout_ms=_int(props, "zookeeper.session.timeout.ms", 18_000),
-            zookeeper_connection_timeout_ms=_int(props, "zookeeper.connection.timeout.ms", 18_000),
-            offsets_commit_timeout_ms=_int(props, "offsets.commit.timeout.ms", 5_000),
-            min_insync_replicas=_int(props, "min.insync.replicas", 1),
-            replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000),
-            unclean_leader_election=_bool(props, "unclean.leader.election.enable", False),
-            offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50),
-            group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000),
-            group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000),
-            group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000),
-            flush_scheduler_interval_ms=_int(props, "log.flush.scheduler.interval.ms", 1000),
-            retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", 300_000),
-            checkpoint_interval_ms=_int(props, "log.flush.offset.checkpoint.interval.ms", 60_000),
-            metrics_host=metrics_host,
-            metrics_port=metrics_port,
-            log_dir_failure_retry_ms=_int(props, "log.dir.failure.retry.ms", 5_000),
-            controlled_shutdown_enable=_bool(props, "controlled.shutdown.enable", True),
-            controlled_shutdown_max_retries=_at_least(
-                props, "controlled.shutdown.max.retries", 3, 0
-            ),
-            controlled_shutdown_retry_backoff_ms=_at_least(
-                props, "controlled.shutdown.retry.backoff.ms", 5_000, 0
-            ),
-            connections_max_idle_ms=_idle_ms(props),
-            max_connections=_at_least(props, "max.connections", MAX_INT32, 0),
-            max_connections_per_ip=_at_least(props, "max.connections.per.ip", MAX_INT32, 0),
-            max_connections_per_ip_overrides=_per_ip_overrides(props),
-            log=log,
-            transactions=transactions,
-        )
-        if config.num_partitions < 1 or config.offsets_topic_num_partitions < 1:
-            raise ConfigError("num.partitions and offsets.topic.num.partitions must be >= 1")
-        if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
-            raise ConfigError(
-                "max.connections.per.ip: expected at least 1 (0 only with "
-                "max.connections.per.ip.overrides), found 0"
-            )
-        return config
+        return cls(listeners, listener, advertised_listeners, advertised)
+
+
+def _security_properties(props: Mapping[str, str]) -> Mapping[str, str]:
+    """The ``ssl.*``, ``sasl.*``, ``listener.name.*`` and authorizer keys, as given."""
+    return MappingProxyType(
+        {
+            key: value
+            for key, value in props.items()
+            if key.startswith(("ssl.", "sasl.", "listener.name.")) or key in _AUTHORIZER_KEYS
+        }
+    )
+
+
+def _log_dirs(values: Mapping[str, Any]) -> tuple[str, ...]:
+    dirs = values["log.dirs"] or values["log.dir"] or "./data/broker"
+    log_dirs = tuple(d.strip() for d in dirs.split(",") if d.strip())
+    if not log_dirs:
+        raise ConfigError(f"log.dirs: expected at least one directory, found {dirs!r}")
+    return log_dirs
