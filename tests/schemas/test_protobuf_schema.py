@@ -1,0 +1,151 @@
+"""Protobuf parsing (``.proto`` text and base64 descriptors), identity and Confluent's
+compatibility rules (cases after Confluent's ``protobuf-provider`` diff tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice.schemas.errors import InvalidSchemaError
+from sluice.schemas.protobuf_schema import parse_protobuf_schema
+from sluice.schemas.protobuf_schema_diff import diff
+
+BASE = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  string item = 2;
+  Line line = 3;
+  oneof payment { string card = 4; string iban = 5; }
+  map<string, int32> counts = 6;
+  google.protobuf.Timestamp at = 7;
+  Status status = 8;
+}
+message Line { int32 qty = 1; }
+enum Status { NEW = 0; PAID = 1; }
+"""
+
+
+def differences(original: str, update: str) -> set[tuple[str, str, bool]]:
+    a, b = parse_protobuf_schema(original), parse_protobuf_schema(update)
+    return {(d.type, d.path, d.compatible) for d in diff(a.file, b.file)}
+
+
+def incompatible(original: str, update: str) -> set[tuple[str, str]]:
+    return {(t, p) for t, p, ok in differences(original, update) if not ok}
+
+
+def test_text_and_descriptor_are_one_schema() -> None:
+    parsed = parse_protobuf_schema(BASE)
+    assert parsed.text == BASE
+    serialized = parsed.formatted("serialized")
+    again = parse_protobuf_schema(serialized)
+    assert again.fingerprint == parsed.fingerprint and again.text == serialized
+    spaced = parse_protobuf_schema("/* comment */\n" + BASE.replace(";", " ;"))
+    assert spaced.fingerprint == parsed.fingerprint
+    renamed = parse_protobuf_schema(BASE.replace("string item", "string title"))
+    assert renamed.fingerprint != parsed.fingerprint
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "message {",
+        'syntax = "proto3"; message A { strin x = 1; }',
+        'syntax = "proto3"; message A { int32 x = 1; int32 y = 1; }',
+        'syntax = "proto3"; import "other.proto"; message A { int32 x = 1; }',
+        'syntax = "proto3"; import "/etc/passwd"; message A { int32 x = 1; }',
+        "QUJD",  # base64 of no descriptor: read as .proto text, which it is not either
+    ],
+)
+def test_invalid_schemas_refused(text: str) -> None:
+    with pytest.raises(InvalidSchemaError):
+        parse_protobuf_schema(text)
+
+
+def test_identical_has_no_differences() -> None:
+    assert differences(BASE, BASE) == set()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("int64 id = 1;", "string id = 1;", ("FIELD_SCALAR_KIND_CHANGED", "#/Order/1", False)),
+        ("int64 id = 1;", "uint32 id = 1;", None),  # one varint group
+        ("int64 id = 1;", "sint64 id = 1;", ("FIELD_SCALAR_KIND_CHANGED", "#/Order/1", False)),
+        ("string item = 2;", "bytes item = 2;", None),
+        ("string item = 2;", "Line item = 2;", ("FIELD_KIND_CHANGED", "#/Order/2", False)),
+        ("string item = 2;", "string title = 2;", ("FIELD_NAME_CHANGED", "#/Order/2", True)),
+        ("string item = 2;", "", ("FIELD_REMOVED", "#/Order/2", True)),
+        ("string item = 2;", "string item = 2; int32 n = 9;", ("FIELD_ADDED", "#/Order/9", True)),
+        ("Status status = 8;", "int32 status = 8;", None),  # an enum is a varint
+        (
+            "map<string, int32> counts = 6;",
+            "map<string, string> counts = 6;",
+            ("FIELD_SCALAR_KIND_CHANGED", "#/Order/6", False),
+        ),  # noqa: E501
+        (
+            "string card = 4; string iban = 5;",
+            "string card = 4;",
+            ("ONEOF_FIELD_REMOVED", "#/Order/payment/5", False),
+        ),  # noqa: E501
+        (
+            "string card = 4; string iban = 5;",
+            "string card = 4; string iban = 5; string cash = 10;",
+            ("ONEOF_FIELD_ADDED", "#/Order/payment/10", True),
+        ),  # noqa: E501
+        (
+            "message Line { int32 qty = 1; }",
+            "message Line { string qty = 1; }",
+            ("FIELD_SCALAR_KIND_CHANGED", "#/Line/1", False),
+        ),  # noqa: E501
+        (
+            "enum Status { NEW = 0; PAID = 1; }",
+            "enum Status { NEW = 0; PAID = 1; GONE = 2; }",
+            ("ENUM_CONST_ADDED", "#/Status/2", True),
+        ),  # noqa: E501
+    ],
+)
+def test_single_rules(old: str, new: str, expected: tuple[str, str, bool] | None) -> None:
+    assert old in BASE
+    found = differences(BASE, BASE.replace(old, new))
+    if expected is None:
+        assert found == set()
+    else:
+        assert expected in found
+
+
+def test_message_rules() -> None:
+    without_line = BASE.replace("message Line { int32 qty = 1; }", "").replace("Line line = 3;", "")
+    assert ("MESSAGE_REMOVED", "#/Line") in incompatible(BASE, without_line)
+    assert incompatible(without_line, BASE) == set()  # a message and a field added
+    # A nested message whose field changes makes the field that holds it change type too.
+    nested = BASE.replace("message Line { int32 qty = 1; }", "message Line { string qty = 1; }")
+    assert incompatible(BASE, nested) == {
+        ("FIELD_SCALAR_KIND_CHANGED", "#/Line/1"),
+        ("FIELD_NAMED_TYPE_CHANGED", "#/Order/3"),
+    }
+    moved = BASE.replace("oneof payment { string card = 4; string iban = 5; }", "").replace(
+        "int64 id = 1;\n  string item = 2;", "oneof key { int64 id = 1; string item = 2; }"
+    )
+    assert ("MULTIPLE_FIELDS_MOVED_TO_ONEOF", "#/Order/key") in incompatible(BASE, moved)
+
+
+def test_recursive_message() -> None:
+    tree = 'syntax = "proto3"; message Node { int32 v = 1; repeated Node kids = 2; }'
+    assert differences(tree, tree) == set()
+    changed = tree.replace("int32 v", "string v")
+    assert ("FIELD_SCALAR_KIND_CHANGED", "#/Node/1") in incompatible(tree, changed)
+
+
+def test_messages_worded_as_confluent() -> None:
+    old = parse_protobuf_schema(BASE)
+    new = parse_protobuf_schema(BASE.replace("int64 id = 1;", "double id = 1;"))
+    assert new.incompatibilities(
+        old, reader_role="new", writer_role="old", old_version=1, level="FULL"
+    ) == [
+        "Difference{fullPath='#/Order/1', type=FIELD_SCALAR_KIND_CHANGED}",
+        "{oldSchemaVersion: 1}",
+        "{compatibility: 'FULL'}",
+    ]
