@@ -1,9 +1,18 @@
-"""The shape of the house, checked from the source: layers point down, no circles, small modules.
+"""The shape of the house, checked from the source: layers point down, no circles, small modules
+and small functions.
 
 Every import is counted — module level, function-local and ``if TYPE_CHECKING:`` alike — since
 a lazy import that goes up or closes a circle is the same dependency, only hidden. The graph is
 read with :mod:`ast` from the files as they sit in the repository, each folder under the name
 it is installed as (``broker/log/log.py`` is ``sluice.broker.log.log``, see ``setup.py``).
+``from package import module`` counts as importing both: the statement runs the package's
+``__init__`` and looks the name up there first, so a submodule that imports a sibling that way
+while the ``__init__`` imports the submodule is a circle.
+
+No circle anywhere: not in the whole graph, and, checked package by package so a failure names
+the package, not between the files of one folder. No module over ``MAX_LINES`` lines and no
+function over ``MAX_FUNCTION_LINES`` lines (a nested function counts in its enclosing one too)
+outside ``tests/``.
 
 The layers, bottom to top; a module may import its own package and the layers below::
 
@@ -50,6 +59,9 @@ LAYERS = {
     "sluice.__main__": 5,
 }
 MAX_LINES = 800
+MAX_FUNCTION_LINES = 120
+# Checked for long functions besides the installed packages (not installed, not tests).
+OTHER_SOURCES = ("bench",)
 MAX_PIPELINE_MODULES = 8
 # The Kafka error-code registry: the only module that may spell a code's number.
 REGISTRY = "sluice.broker.protocol.errors"
@@ -120,10 +132,10 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
                 anchor = name.split(".")
                 anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
                 base = ".".join([*anchor, base] if base else anchor)
-            # ``from pkg import mod`` imports the module; ``from mod import name`` the module
-            targets = [
-                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else _resolve(base)
-                for alias in node.names
+            # ``from mod import name`` imports the module; ``from pkg import mod`` the package
+            # (its ``__init__`` runs and is searched first) and the module
+            targets = [_resolve(base)] + [
+                f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES
             ]
         else:
             continue
@@ -167,8 +179,9 @@ def test_imports_point_down() -> None:
     assert upward == []
 
 
-def test_no_import_circles() -> None:
-    """Tarjan's strongly connected components over the whole module graph."""
+def _circles(nodes: set[str]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module, over the graph's edges
+    between ``nodes``."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -180,6 +193,8 @@ def test_no_import_circles() -> None:
         stack.append(node)
         on_stack.add(node)
         for target, _ in GRAPH[node]:
+            if target not in nodes:
+                continue
             if target not in index:
                 visit(target)
                 low[node] = min(low[node], low[target])
@@ -196,10 +211,36 @@ def test_no_import_circles() -> None:
             if len(component) > 1:
                 circles.append(sorted(component))
 
-    for name in GRAPH:
+    for name in sorted(nodes):
         if name not in index:
             visit(name)
-    assert circles == []
+    return circles
+
+
+def _edges_within(circle: list[str]) -> list[str]:
+    """The imports that close ``circle``, as ``path:line imports module``."""
+    return [
+        f"{MODULES[name].relative_to(ROOT)}:{line} imports {target}"
+        for name in circle
+        for target, line in GRAPH[name]
+        if target in circle
+    ]
+
+
+def test_no_import_circles() -> None:
+    """No circle in the whole module graph, within a package or across packages."""
+    assert [_edges_within(c) for c in _circles(set(GRAPH))] == []
+
+
+PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circles_inside_a_package(package: str) -> None:
+    """No circle between the files of one folder: the package's ``__init__`` and the modules
+    and sub-packages directly in it."""
+    files = {package} | {n for n in MODULES if n.rpartition(".")[0] == package}
+    assert [_edges_within(c) for c in _circles(files)] == []
 
 
 def test_pipeline_is_packages_not_a_flat_bag() -> None:
@@ -211,6 +252,22 @@ def test_pipeline_is_packages_not_a_flat_bag() -> None:
 def test_no_module_over_the_limit(name: str) -> None:
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{MODULES[name].relative_to(ROOT)} has {lines} lines"
+
+
+def _long_functions(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                yield f"{path.relative_to(ROOT)}:{node.lineno} {node.name} has {lines} lines"
+
+
+def test_no_function_over_the_limit() -> None:
+    """Every function of the packages and of ``bench/`` fits in ``MAX_FUNCTION_LINES`` lines,
+    from ``def`` to its last line; a long one is split where its steps are."""
+    paths = [*MODULES.values()]
+    paths += [p for folder in OTHER_SOURCES for p in sorted((ROOT / folder).rglob("*.py"))]
+    assert [long for path in paths for long in _long_functions(path)] == []
 
 
 def _exception_classes() -> Iterator[tuple[str, str]]:
