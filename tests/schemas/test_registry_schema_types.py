@@ -11,7 +11,11 @@ import base64
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
+
+from sluice.schemas.file_store import FileSchemaStore
+from sluice.schemas.registry import Registry
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -174,3 +178,29 @@ def test_invalid_schemas_and_type_changes(registry_url: str, subject: str) -> No
     status, body = register(registry_url, subject, '{"type": "string"}', "JSON")
     assert status == 409
     assert "Incompatible because of different schema type" in body["message"]
+
+
+def test_types_survive_a_reopened_store(tmp_path: Path) -> None:
+    """A restarted registry reads each stored schema with its own type's parser: lookups,
+    the serialized format and compatibility checks work on what the last process stored."""
+    json_text = json.dumps(CLOSED_V1)
+    store = FileSchemaStore(tmp_path)
+    registry = Registry(store)
+    json_id = registry.register("orders-json", json_text, "JSON")
+    proto_id = registry.register("orders-proto", PROTO_V1, "PROTOBUF")
+    store.close()
+    store = FileSchemaStore(tmp_path)
+    try:
+        registry = Registry(store)
+        assert registry.lookup("orders-json", json_text, "JSON").id == json_id
+        assert registry.schema_by_id(proto_id).schema_type == "PROTOBUF"
+        serialized = registry.schema_by_id(proto_id, fmt="serialized").text
+        assert registry.lookup("orders-proto", serialized, "PROTOBUF").id == proto_id
+        changed = PROTO_V1.replace("int64 id = 1;", "string id = 1;")
+        assert registry.test_compatibility("orders-proto", None, changed, "PROTOBUF") == [
+            "Difference{fullPath='#/Order/1', type=FIELD_SCALAR_KIND_CHANGED}",
+            "{oldSchemaVersion: 1}",
+            "{compatibility: 'BACKWARD'}",
+        ]
+    finally:
+        store.close()
