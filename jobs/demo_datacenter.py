@@ -321,19 +321,10 @@ def audit_duplicates(report: Path) -> dict[str, int]:
     return duplicates
 
 
-def main() -> int:
-    began = time.monotonic()
-    step("resetting ./data/datacenter and ./warehouse/datacenter")
-    shutil.rmtree(DATA, ignore_errors=True)
-    shutil.rmtree(WAREHOUSE, ignore_errors=True)
-    DATA.mkdir(parents=True)
-    ports = choose_ports()
-    port = {name: ports[p] for name, p in PORTS.items()}
-    live = f"127.0.0.1:{port['live-1']},127.0.0.1:{port['live-2']}"
-    offline = f"127.0.0.1:{port['offline-1']},127.0.0.1:{port['offline-2']}"
-    registry = f"http://127.0.0.1:{port['registry']}"
+def generate_configs(ports: dict[int, int]) -> dict[str, Path]:
+    """Every process's config, generated into ``data/datacenter/conf`` with this run's ports."""
     data_dirs = {"dataDir": "./data/datacenter/zookeeper"}
-    configs = {
+    return {
         "zookeeper": generate(CONF / "zookeeper.properties", ports, data_dirs),
         **{
             name: generate(CONF / "datacenter" / f"{name}.properties", ports)
@@ -347,38 +338,137 @@ def main() -> int:
             {"window.ms": str(WINDOW_MS), "report.dir": str(DATA / "audit")},
         ),
     }
-    processes: list[ChildProcess] = []
+
+
+def start_services(
+    port: dict[str, int], configs: dict[str, Path], processes: list[ChildProcess]
+) -> None:
+    """Step 1: ZooKeeper, the live and offline clusters, the schema registry; each process is
+    appended to ``processes`` as soon as it is spawned, so the caller stops what started."""
+    live, offline, registry = _addresses(port)
+    step(f"ZooKeeper on 127.0.0.1:{port['zookeeper']} (Debian's package)")
+    zk = sluice(
+        "zookeeper", "zookeeper", "start", "--config", str(configs["zookeeper"]),
+        port=port["zookeeper"],
+    )  # fmt: skip
+    processes.append(zk.spawn())
+    wait_ready(zk)
+
+    step(f"live cluster {live} and offline cluster {offline} (two ZooKeeper chroots)")
+    brokers = [
+        sluice(name, "broker", "start", "--config", str(configs[name]), port=port[name])
+        for name in ("live-1", "live-2", "offline-1", "offline-2")
+    ]
+    for broker in brokers:
+        processes.append(broker.spawn())
+    for broker in brokers:
+        wait_ready(broker)
+    settle("the live cluster", lambda: cluster_ready(live, 2), 60)
+    settle("the offline cluster", lambda: cluster_ready(offline, 2), 60)
+
+    step(f"schema registry on {registry}")
+    reg = sluice(
+        "registry", "registry", "start", "--override", f"listeners={registry}",
+        "--override", f"schema.registry.data.dir={DATA / 'registry'}", port=port["registry"],
+    )  # fmt: skip
+    processes.append(reg.spawn())
+    wait_ready(reg)
+
+
+def _addresses(port: dict[str, int]) -> tuple[str, str, str]:
+    """The live cluster's bootstrap servers, the offline cluster's, the registry's URL."""
+    live = f"127.0.0.1:{port['live-1']},127.0.0.1:{port['live-2']}"
+    offline = f"127.0.0.1:{port['offline-1']},127.0.0.1:{port['offline-2']}"
+    return live, offline, f"http://127.0.0.1:{port['registry']}"
+
+
+def produce_through_a_mirror_crash(
+    mirror: ChildProcess, live: str, offline: str, registry: str
+) -> None:
+    """Step 3: the front-end servers produce while the mirror is killed mid-transaction and
+    restarted; exits the demo if a front-end server failed."""
+    step(f"front-end servers fe-1, fe-2 produce for {PRODUCE_SECONDS:.0f}s "
+         f"({RATE_PER_SERVER}/s each, audit window {WINDOW_MS // 1000}s)")  # fmt: skip
+    errors: list[str] = []
+    stop_at = time.monotonic() + PRODUCE_SECONDS
+    fronts = [
+        threading.Thread(target=front_end, args=(f"fe-{i}", live, registry, stop_at, i, errors))
+        for i in (1, 2)
+    ]
+    for t in fronts:
+        t.start()
+    time.sleep(PRODUCE_SECONDS / 2)
+    held = kill_mid_transaction(mirror, offline, PRODUCE_SECONDS / 4)
+    print(f"    kill -9 the mirror mid-traffic ({held or 0} mirrored records in its open "
+          "transaction on the offline cluster), restarting it", flush=True)  # fmt: skip
+    time.sleep(2)
+    mirror.spawn()
+    for t in fronts:
+        t.join()
+    if errors:
+        raise SystemExit("a front-end server failed: " + "; ".join(errors))
+
+
+def await_mirror(mirror_config: Path, offline: str) -> None:
+    """Wait for lag 0 on every live partition, then count the offline topic both ways."""
+    step("waiting for the mirror to catch up (lag 0 on every live partition)")
+    settle("mirror lag 0", lambda: mirror_caught_up(mirror_config), 120)
+    lag = [sys.executable, "-m", "sluice", "mirror", "lag", "--config", str(mirror_config)]
+    subprocess.run(lag, cwd=REPO)
+    counts = read_counts(offline)
+    print(
+        f"    offline {TOPIC}: {counts['read_uncommitted']} records read_uncommitted, "
+        f"{counts['read_committed']} read_committed (aborted: "
+        f"{counts['read_uncommitted'] - counts['read_committed']})",
+        flush=True,
+    )
+
+
+def load_and_audit(configs: dict[str, Path]) -> tuple[int, dict[str, int]]:
+    """Step 4: the nightly load, then the audit: its exit status and the duplicates per tier
+    (exits the demo if the load failed)."""
+    step("nightly load: offline cluster -> warehouse/datacenter/page_views")
+    if spark_submit(REPO / "jobs" / "nightly_load.py", configs["load"], cwd=REPO) != 0:
+        raise SystemExit("the nightly load failed")
+
+    step("audit: producers' counts against live, offline and warehouse, per window")
+    audit_status = spark_submit(REPO / "jobs" / "audit.py", configs["audit"], cwd=REPO)
+    print(f"    audit exit status {audit_status}; report in {DATA.relative_to(REPO)}/audit")
+    duplicates = audit_duplicates(DATA / "audit" / "audit.json")
+    shown = ", ".join(f"{tier} {n}" for tier, n in duplicates.items())
+    print(f"    duplicates per tier (read_committed readers): {shown}", flush=True)
+    return audit_status, duplicates
+
+
+def stop_all(processes: list[ChildProcess]) -> dict[str, int]:
+    """Step 5: SIGTERM to every process, ZooKeeper last; the exit codes of all but ZooKeeper."""
+    step("stopping everything (SIGTERM)")
     codes: dict[str, int] = {}
+    for proc in reversed(processes):
+        if proc.name == "zookeeper":
+            continue
+        codes[proc.name] = stop(proc)
+    for proc in processes:
+        if proc.name == "zookeeper":
+            stop(proc)  # Java exits 143 on SIGTERM: not judged
+    return codes
+
+
+def main() -> int:
+    began = time.monotonic()
+    step("resetting ./data/datacenter and ./warehouse/datacenter")
+    shutil.rmtree(DATA, ignore_errors=True)
+    shutil.rmtree(WAREHOUSE, ignore_errors=True)
+    DATA.mkdir(parents=True)
+    ports = choose_ports()
+    port = {name: ports[p] for name, p in PORTS.items()}
+    live, offline, registry = _addresses(port)
+    configs = generate_configs(ports)
+    processes: list[ChildProcess] = []
     audit_status = 1
     duplicates: dict[str, int] = {}
     try:
-        step(f"ZooKeeper on 127.0.0.1:{port['zookeeper']} (Debian's package)")
-        zk = sluice(
-            "zookeeper", "zookeeper", "start", "--config", str(configs["zookeeper"]),
-            port=port["zookeeper"],
-        )  # fmt: skip
-        processes.append(zk.spawn())
-        wait_ready(zk)
-
-        step(f"live cluster {live} and offline cluster {offline} (two ZooKeeper chroots)")
-        brokers = [
-            sluice(name, "broker", "start", "--config", str(configs[name]), port=port[name])
-            for name in ("live-1", "live-2", "offline-1", "offline-2")
-        ]
-        for broker in brokers:
-            processes.append(broker.spawn())
-        for broker in brokers:
-            wait_ready(broker)
-        settle("the live cluster", lambda: cluster_ready(live, 2), 60)
-        settle("the offline cluster", lambda: cluster_ready(offline, 2), 60)
-
-        step(f"schema registry on {registry}")
-        reg = sluice(
-            "registry", "registry", "start", "--override", f"listeners={registry}",
-            "--override", f"schema.registry.data.dir={DATA / 'registry'}", port=port["registry"],
-        )  # fmt: skip
-        processes.append(reg.spawn())
-        wait_ready(reg)
+        start_services(port, configs, processes)
 
         step(f"topics on the live cluster: {TOPIC} ({PARTITIONS} partitions), {AUDIT_TOPIC}")
         create_topics(live)
@@ -387,58 +477,11 @@ def main() -> int:
         mirror = sluice("mirror", "mirror", "--config", str(configs["mirror"]))
         processes.append(mirror.spawn())
 
-        step(f"front-end servers fe-1, fe-2 produce for {PRODUCE_SECONDS:.0f}s "
-             f"({RATE_PER_SERVER}/s each, audit window {WINDOW_MS // 1000}s)")  # fmt: skip
-        errors: list[str] = []
-        stop_at = time.monotonic() + PRODUCE_SECONDS
-        fronts = [
-            threading.Thread(target=front_end, args=(f"fe-{i}", live, registry, stop_at, i, errors))
-            for i in (1, 2)
-        ]
-        for t in fronts:
-            t.start()
-        time.sleep(PRODUCE_SECONDS / 2)
-        held = kill_mid_transaction(mirror, offline, PRODUCE_SECONDS / 4)
-        print(f"    kill -9 the mirror mid-traffic ({held or 0} mirrored records in its open "
-              "transaction on the offline cluster), restarting it", flush=True)  # fmt: skip
-        time.sleep(2)
-        mirror.spawn()
-        for t in fronts:
-            t.join()
-        if errors:
-            raise SystemExit("a front-end server failed: " + "; ".join(errors))
-
-        step("waiting for the mirror to catch up (lag 0 on every live partition)")
-        settle("mirror lag 0", lambda: mirror_caught_up(configs["mirror"]), 120)
-        lag = [sys.executable, "-m", "sluice", "mirror", "lag", "--config", str(configs["mirror"])]
-        subprocess.run(lag, cwd=REPO)
-        counts = read_counts(offline)
-        print(
-            f"    offline {TOPIC}: {counts['read_uncommitted']} records read_uncommitted, "
-            f"{counts['read_committed']} read_committed (aborted: "
-            f"{counts['read_uncommitted'] - counts['read_committed']})",
-            flush=True,
-        )
-
-        step("nightly load: offline cluster -> warehouse/datacenter/page_views")
-        if spark_submit(REPO / "jobs" / "nightly_load.py", configs["load"], cwd=REPO) != 0:
-            raise SystemExit("the nightly load failed")
-
-        step("audit: producers' counts against live, offline and warehouse, per window")
-        audit_status = spark_submit(REPO / "jobs" / "audit.py", configs["audit"], cwd=REPO)
-        print(f"    audit exit status {audit_status}; report in {DATA.relative_to(REPO)}/audit")
-        duplicates = audit_duplicates(DATA / "audit" / "audit.json")
-        shown = ", ".join(f"{tier} {n}" for tier, n in duplicates.items())
-        print(f"    duplicates per tier (read_committed readers): {shown}", flush=True)
+        produce_through_a_mirror_crash(mirror, live, offline, registry)
+        await_mirror(configs["mirror"], offline)
+        audit_status, duplicates = load_and_audit(configs)
     finally:
-        step("stopping everything (SIGTERM)")
-        for proc in reversed(processes):
-            if proc.name == "zookeeper":
-                continue
-            codes[proc.name] = stop(proc)
-        for proc in processes:
-            if proc.name == "zookeeper":
-                stop(proc)  # Java exits 143 on SIGTERM: not judged
+        codes = stop_all(processes)
     unclean = [name for name, code in codes.items() if code != 0]
     if unclean:
         print(f"did not shut down cleanly: {', '.join(unclean)}", file=sys.stderr)
