@@ -1,12 +1,10 @@
 """HTTP Basic authentication of every request, configured as Confluent's registry is.
 
-Keys (Confluent's rest-utils names)::
-
-    authentication.method=BASIC                 # NONE (default) | BASIC; BEARER is refused
-    authentication.realm=SchemaRegistry-Props   # the JAAS entry, and the realm of the 401
-    authentication.roles=*                      # roles allowed in; * (default): any user
-    authentication.skip.paths=/                 # paths served without credentials (optional)
-    java.security.auth.login.config=jaas.conf   # the JAAS file (see below)
+The keys are Confluent's rest-utils names, declared once in :data:`CONFIG_DEF` (the
+registry's "basic authentication" keys in ``docs/configuration.md`` are generated from it):
+``authentication.method`` (``NONE``, the default, or ``BASIC``; ``BEARER`` is refused),
+``authentication.realm`` (the JAAS entry, and the realm of the 401), ``authentication.roles``,
+``authentication.skip.paths`` and ``java.security.auth.login.config`` (the JAAS file).
 
 Confluent takes the JAAS file from the JVM's ``-Djava.security.auth.login.config=F``; Sluice
 reads the same name as a key, and, when the key is unset, from that ``-D`` option in the
@@ -49,7 +47,8 @@ from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sluice.common.options import names, text
+from sluice.common.config_def import Check, ConfigDef, Type
+from sluice.common.options import text
 from sluice.schemas.errors import ForbiddenError, RegistrySecurityConfigError, UnauthorizedError
 from sluice.schemas.jaas_file import JaasFile
 from sluice.schemas.user_store import User, UserStore
@@ -70,6 +69,39 @@ PROPERTY_FILE_MODULES = frozenset(
 ANY_ROLE = frozenset({"*", "**"})
 
 log = logging.getLogger(__name__)
+
+
+def _check_method(method: str) -> str | None:
+    if method.upper() == "BEARER":
+        return "BEARER (OAuth) is not supported by Sluice's registry; expected NONE or BASIC"
+    if method.upper() not in ("NONE", "BASIC"):
+        return f"expected NONE or BASIC, found {method!r}"
+    return None
+
+
+CONFIG_DEF = (
+    ConfigDef(error=RegistrySecurityConfigError, what="registry configuration")
+    .define(
+        METHOD_KEY, Type.STRING, "NONE", Check("NONE, BASIC", _check_method),
+        doc="BASIC: HTTP Basic authentication of every route (BEARER is refused).",
+    )
+    .define(
+        REALM_KEY, Type.STRING, None, default_doc="(required with BASIC)",
+        doc="The JAAS entry naming the users file, and the realm of a 401.",
+    )
+    .define(
+        ROLES_KEY, Type.LIST, ("*",),
+        doc="Roles allowed in, comma-separated; * (or **): any user.",
+    )
+    .define(
+        SKIP_PATHS_KEY, Type.LIST, (),
+        doc="Paths served without credentials: exact, or /prefix/*.",
+    )
+    .define(
+        JAAS_KEY, Type.STRING, None, default_doc=f"`-D{JAAS_KEY}=` in `{JAAS_ENV}`",
+        doc="The JAAS file (Confluent reads it from the JVM's -D option).",
+    )
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -93,18 +125,10 @@ class BasicAuthenticator:
         Reads the JAAS file and the users file; raises
         :class:`~sluice.schemas.errors.RegistrySecurityConfigError` (or its ``UsersFileError``).
         """
-        method = (text(props, METHOD_KEY) or "NONE").upper()
-        if method == "NONE":
+        values = CONFIG_DEF.parse(props)
+        if values[METHOD_KEY].upper() == "NONE":
             return None
-        if method == "BEARER":
-            raise RegistrySecurityConfigError(
-                f"{METHOD_KEY}=BEARER (OAuth) is not supported by Sluice's registry; use BASIC"
-            )
-        if method != "BASIC":
-            raise RegistrySecurityConfigError(
-                f"{METHOD_KEY}: expected NONE or BASIC, found {method!r}"
-            )
-        realm = text(props, REALM_KEY)
+        realm = values[REALM_KEY]
         if realm is None:
             raise RegistrySecurityConfigError(
                 f"{METHOD_KEY}=BASIC needs {REALM_KEY}: the name of the JAAS entry that lists "
@@ -112,12 +136,12 @@ class BasicAuthenticator:
             )
         _check_realm(realm)
         jaas = JaasFile.read(_jaas_path(props, os.environ if environ is None else environ))
-        roles = frozenset(names(props, ROLES_KEY)) or frozenset({"*"})
+        roles = frozenset(values[ROLES_KEY]) or frozenset({"*"})
         return cls(
             realm=realm,
             users=UserStore.read(_users_file(jaas, realm)),
             roles=frozenset() if roles & ANY_ROLE else roles,
-            skip_paths=names(props, SKIP_PATHS_KEY),
+            skip_paths=values[SKIP_PATHS_KEY],
         )
 
     def skips(self, path: str) -> bool:

@@ -1,15 +1,9 @@
 """How much a request may ask of the registry: body size, nesting, schema size, subject names.
 
-============================================  =========  =====================================
-key                                           default    over the limit
-============================================  =========  =====================================
-``size.limit.filter.enabled``                 ``true``   (``false``: no body-size limit)
-``size.limit.filter.max.request.body.size``   1048576    413, ``error_code`` 413
-``schema.registry.max.request.depth``         64         400, ``error_code`` 400
-``schema.registry.max.schema.size``           1048576    422, ``error_code`` 42209
-``schema.registry.max.schema.depth``          128        422, ``error_code`` 42201
-``schema.registry.max.subject.length``        1024       422, ``error_code`` 42208
-============================================  =========  =====================================
+The keys are declared once, in :data:`CONFIG_DEF` (the registry's "request limits" in
+``docs/configuration.md`` are generated from it). Over a limit: the body size answers 413
+(``error_code`` 413), the request depth 400 (400), the schema size 422 (42209), the schema
+depth 422 (42201), the subject length 422 (42208).
 
 The first two are Confluent's (its Jetty ``SizeLimitHandler``; Confluent leaves it off by
 default, Sluice turns it on). The rest are Sluice's own: Confluent bounds nesting through
@@ -40,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice.common import options
+from sluice.common.config_def import POSITIVE, Check, ConfigDef, Type
 from sluice.schemas.errors import InvalidSchemaError, InvalidSubjectError, SchemaTooLargeError
 from sluice.schemas.json_text import nesting_depth
 
@@ -58,6 +53,46 @@ MAX_SUBJECT_LENGTH_KEY = "schema.registry.max.subject.length"
 MAX_SAFE_DEPTH = 256
 
 
+def _check_depth(depth: int) -> str | None:
+    if 1 <= depth <= MAX_SAFE_DEPTH:
+        return None
+    return (
+        f"expected 1 to {MAX_SAFE_DEPTH} (deeper JSON would exhaust Python's recursion limit), "
+        f"found {depth}"
+    )
+
+
+_DEPTH = Check(f"[1,...,{MAX_SAFE_DEPTH}]", _check_depth)
+
+CONFIG_DEF = (
+    ConfigDef(what="registry configuration")
+    .define(
+        BODY_LIMIT_ENABLED_KEY, Type.BOOLEAN, True,
+        doc="false: no request-body size limit (Confluent's key; Confluent's default is off).",
+    )
+    .define(
+        MAX_BODY_SIZE_KEY, Type.INT, 1_048_576, POSITIVE,
+        doc="Bytes of a request body; over it: 413, before the body is buffered.",
+    )
+    .define(
+        MAX_REQUEST_DEPTH_KEY, Type.INT, 64, _DEPTH,
+        doc="JSON nesting of a request body; over it: 400.",
+    )
+    .define(
+        MAX_SCHEMA_SIZE_KEY, Type.INT, 1_048_576, POSITIVE,
+        doc="UTF-8 bytes of a schema; over it: 422, error_code 42209.",
+    )
+    .define(
+        MAX_SCHEMA_DEPTH_KEY, Type.INT, 128, _DEPTH,
+        doc="JSON nesting of a schema (a nested record counts 3); over it: 422, 42201.",
+    )
+    .define(
+        MAX_SUBJECT_LENGTH_KEY, Type.INT, 1024, POSITIVE,
+        doc="Characters of a subject name; over it: 422, error_code 42208.",
+    )
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RegistryLimits:
     """Request limits; ``max_body_size`` is ``None`` when the size filter is disabled."""
@@ -73,31 +108,21 @@ class RegistryLimits:
             (MAX_REQUEST_DEPTH_KEY, self.max_request_depth),
             (MAX_SCHEMA_DEPTH_KEY, self.max_schema_depth),
         ):
-            if not 1 <= depth <= MAX_SAFE_DEPTH:
-                raise options.InvalidOptionError(
-                    f"{key}: expected 1 to {MAX_SAFE_DEPTH} (deeper JSON would exhaust Python's "
-                    f"recursion limit), found {depth}"
-                )
+            problem = _check_depth(depth)
+            if problem is not None:
+                raise options.InvalidOptionError(f"{key}: {problem}")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> RegistryLimits:
         """Build from ``.properties`` keys; raise :class:`~sluice.common.options.InvalidOptionError`
         (a ``ValueError``) on a bad value."""
-        default = cls()
-
-        def positive(key: str, value: int) -> int:
-            result = options.positive_int(props, key, value)
-            assert result is not None
-            return result
-
-        enabled = options.boolean(props, BODY_LIMIT_ENABLED_KEY, True)
-        assert default.max_body_size is not None
+        values = CONFIG_DEF.parse(props)
         return cls(
-            max_body_size=positive(MAX_BODY_SIZE_KEY, default.max_body_size) if enabled else None,
-            max_request_depth=positive(MAX_REQUEST_DEPTH_KEY, default.max_request_depth),
-            max_schema_size=positive(MAX_SCHEMA_SIZE_KEY, default.max_schema_size),
-            max_schema_depth=positive(MAX_SCHEMA_DEPTH_KEY, default.max_schema_depth),
-            max_subject_length=positive(MAX_SUBJECT_LENGTH_KEY, default.max_subject_length),
+            max_body_size=values[MAX_BODY_SIZE_KEY] if values[BODY_LIMIT_ENABLED_KEY] else None,
+            max_request_depth=values[MAX_REQUEST_DEPTH_KEY],
+            max_schema_size=values[MAX_SCHEMA_SIZE_KEY],
+            max_schema_depth=values[MAX_SCHEMA_DEPTH_KEY],
+            max_subject_length=values[MAX_SUBJECT_LENGTH_KEY],
         )
 
     def check_schema(self, text: str) -> None:

@@ -1,21 +1,15 @@
 """Running the registry: configuration keys, store choice, the uvicorn server.
 
-Configuration (Confluent's key names where Confluent has one)::
+Configuration: Confluent's key names where Confluent has one, declared once in
+:data:`CONFIG_DEF` (the server's keys), ``sluice.schemas.limits.CONFIG_DEF`` (request limits)
+and ``sluice.schemas.basic_auth.CONFIG_DEF`` (authentication); the "registry" section of
+``docs/configuration.md`` is generated from them. A bad value raises
+:class:`RegistryConfigError` naming the key (a ``RegistrySecurityConfigError`` for security
+keys, ``InvalidOptionError`` for the limits).
 
-    listeners=http://127.0.0.1:8081          # first listener is served; http or https
-    schema.registry.data.dir=./data/registry # FileSchemaStore directory (standalone mode)
-    schema.registry.zookeeper.connect=127.0.0.1:2181/sluice  # cluster mode: ZooKeeperSchemaStore
-    schema.compatibility.level=BACKWARD      # default global level until PUT /config sets one
-    log.level=info
-
-Request limits (:mod:`sluice.schemas.limits`; the first two are Confluent's keys)::
-
-    size.limit.filter.enabled=true                      # false: no request-body size limit
-    size.limit.filter.max.request.body.size=1048576     # bytes; over it: 413, before buffering
-    schema.registry.max.request.depth=64                # JSON nesting of a body (1..256); 400
-    schema.registry.max.schema.size=1048576             # UTF-8 bytes of a schema; 422/42209
-    schema.registry.max.schema.depth=128                # JSON nesting of a schema (1..256); 42201
-    schema.registry.max.subject.length=1024             # characters; 422/42208
+Start-up: the listener's address is bound first (:func:`bind_listener`; an address that cannot
+be bound is a :class:`RegistryConfigError` naming ``listeners`` and the address), and only then
+does the registry log where it listens, so the line is never a promise that fails a moment later.
 
 Security: ``listeners=https://host:port`` serves TLS with the ``ssl.*`` keys of
 :mod:`sluice.schemas.tls` (PEM keystore, optional client certificates); ``authentication.*``
@@ -38,20 +32,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import socket
 import ssl
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
+from sluice.common.config_def import Check, ConfigDef, OneOf, Type
 from sluice.schemas import tls
 from sluice.schemas.app import create_app
 from sluice.schemas.basic_auth import BasicAuthenticator
 from sluice.schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
-from sluice.schemas.errors import RegistrySecurityConfigError
+from sluice.schemas.errors import InvalidCompatibilityLevelError, RegistrySecurityConfigError
 from sluice.schemas.file_store import FileSchemaStore
 from sluice.schemas.limits import RegistryLimits
 from sluice.schemas.registry import Registry
@@ -62,6 +59,51 @@ DEFAULT_LISTENER = "http://127.0.0.1:8081"
 DEFAULT_DATA_DIR = "./data/registry"
 
 log = logging.getLogger(__name__)
+
+
+class RegistryConfigError(ValueError):
+    """A registry server key is malformed, or its listener cannot be bound; the message names
+    the key."""
+
+
+def _check_level(level: str) -> str | None:
+    try:
+        CompatibilityLevel.parse(level)
+    except InvalidCompatibilityLevelError:
+        levels = ", ".join(item.value for item in CompatibilityLevel)
+        return f"expected one of {levels}, found {level!r}"
+    return None
+
+
+CONFIG_DEF = (
+    ConfigDef(error=RegistryConfigError, what="registry configuration")
+    .define(
+        "listeners", Type.STRING, DEFAULT_LISTENER,
+        doc="http://host:port or https://host:port (TLS with the ssl.* keys); the first "
+        "listener of the list is served.",
+    )
+    .define(
+        "schema.registry.data.dir", Type.STRING, DEFAULT_DATA_DIR,
+        doc="The file store's directory (standalone mode).",
+    )
+    .define(
+        "schema.registry.zookeeper.connect", Type.STRING, None,
+        default_doc="(unset: standalone)",
+        doc="host:port[,host:port...][/chroot]: the state in ZooKeeper, shared by any number "
+        "of registries.",
+    )
+    .define(
+        "schema.compatibility.level", Type.STRING, DEFAULT_LEVEL.value,
+        Check(", ".join(item.value for item in CompatibilityLevel), _check_level),
+        doc="The global level until PUT /config sets one.",
+    )
+    .define(
+        "log.level", Type.STRING, "info",
+        OneOf("critical", "error", "warning", "info", "debug", "trace"),
+        doc="debug also logs every request.",
+    )
+    .family("ssl.<key>", "The https listener's keystore and trust (sluice.schemas.tls).")
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,26 +123,30 @@ class RegistryConfig:
         return "http" if self.ssl_context is None else "https"
 
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> RegistryConfig:
-        """Build from ``.properties`` keys; raise ``ValueError`` on a bad value (a
+    def from_properties(cls, props: Mapping[str, str]) -> RegistryConfig:
+        """Build from ``.properties`` keys; raise ``ValueError`` on a bad value
+        (:class:`RegistryConfigError`, or a
         :class:`~sluice.schemas.errors.RegistrySecurityConfigError` for security keys)."""
-        listeners = props.get("listeners", DEFAULT_LISTENER)
-        first = listeners.split(",")[0].strip()
+        values = CONFIG_DEF.parse(props)
+        first = values["listeners"].split(",")[0].strip()
         url = urllib.parse.urlsplit(first)
-        if url.scheme not in ("http", "https") or not url.hostname or url.port is None:
-            raise ValueError(
+        try:
+            port = url.port
+        except ValueError:
+            port = None
+        if url.scheme not in ("http", "https") or not url.hostname or port is None:
+            raise RegistryConfigError(
                 f"listeners: expected http://host:port or https://host:port, found {first!r}"
             )
         if url.username is not None or url.password is not None:
             raise RegistrySecurityConfigError("listeners: expected no user:password@ in the URL")
-        level = props.get("schema.compatibility.level", DEFAULT_LEVEL.value)
         return cls(
             host=url.hostname,
-            port=url.port,
-            data_dir=Path(props.get("schema.registry.data.dir", DEFAULT_DATA_DIR)),
-            default_level=CompatibilityLevel.parse(level),
-            log_level=props.get("log.level", "info").lower(),
-            zookeeper_connect=props.get("schema.registry.zookeeper.connect", "").strip() or None,
+            port=port,
+            data_dir=Path(values["schema.registry.data.dir"]),
+            default_level=CompatibilityLevel.parse(values["schema.compatibility.level"]),
+            log_level=values["log.level"],
+            zookeeper_connect=values["schema.registry.zookeeper.connect"],
             limits=RegistryLimits.from_properties(props),
             ssl_context=tls.server_context(props) if url.scheme == "https" else None,
             authenticator=BasicAuthenticator.from_properties(props),
@@ -162,32 +208,50 @@ class _Server(uvicorn.Server):
                 log.info("stopped by %s", signal.Signals(captured).name)
 
 
-def serve(config: RegistryConfig) -> None:
-    """Serve the registry in the foreground until SIGINT/SIGTERM."""
-    store = config.open_store()
+def bind_listener(config: RegistryConfig) -> socket.socket:
+    """A listening socket on the configured address; :class:`RegistryConfigError` naming
+    ``listeners`` and the address when it cannot be bound (in use, not this host's, ...)."""
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     try:
-        registry = Registry(store, config.default_level)
-        log.info(
-            "schema registry listening on %s://%s:%d, %s, %s, default compatibility %s",
-            config.scheme,
-            config.host,
-            config.port,
-            config.describe_store(),
-            config.describe_security(),
-            config.default_level.value,
-        )
-        server = _Server(
-            _Config(
-                create_app(registry, config.limits, config.authenticator),
-                host=config.host,
-                port=config.port,
-                log_level=config.log_level,
-                access_log=config.log_level == "debug",
-                lifespan="off",
-                ssl_context=config.ssl_context,
+        return socket.create_server((config.host, config.port), family=family)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise RegistryConfigError(
+            f"listeners={config.scheme}://{config.host}:{config.port}: cannot bind "
+            f"{config.host}:{config.port}: {why}"
+        ) from None
+
+
+def serve(config: RegistryConfig) -> None:
+    """Serve the registry in the foreground until SIGINT/SIGTERM. The address is bound before
+    anything else (raises :class:`RegistryConfigError` if it cannot be), and where the registry
+    listens is logged only once it is."""
+    with bind_listener(config) as listener:
+        store = config.open_store()
+        try:
+            registry = Registry(store, config.default_level)
+            server = _Server(
+                _Config(
+                    create_app(registry, config.limits, config.authenticator),
+                    host=config.host,
+                    port=config.port,
+                    log_level=config.log_level,
+                    access_log=config.log_level == "debug",
+                    lifespan="off",
+                    ssl_context=config.ssl_context,
+                )
             )
-        )
-        server.run()
-    finally:
-        store.close()
-        log.info("schema registry stopped")
+            log.info(
+                "schema registry listening on %s://%s:%d, %s, %s, default compatibility %s",
+                config.scheme,
+                config.host,
+                listener.getsockname()[1],
+                config.describe_store(),
+                config.describe_security(),
+                config.default_level.value,
+            )
+            # uvicorn serves the socket bound above (and closes it when it stops).
+            server.run(sockets=[listener])
+        finally:
+            store.close()
+            log.info("schema registry stopped")

@@ -52,7 +52,7 @@ CONFIG_DEF = (
         doc="Kafka 0.8's name of bootstrap.servers, read when that is unset.",
     )
     .define(
-        "consumer.id", Type.STRING, None, default_doc="<group>_<host>-<ms>-<8 hex digits>",
+        "consumer.id", Type.STRING, None, default_doc="`<group>_<host>-<ms>-<8 hex digits>`",
         doc="This consumer's id in the group's registry, as Kafka 0.8's.",
     )
     .define(

@@ -50,6 +50,7 @@ Declarations are built once, at import, and never changed afterwards: reading th
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -333,6 +334,16 @@ def _default_text(key: ConfigKey) -> str:
     return f"{default}"
 
 
+# Outside code spans: a backslash, <, > and *, and an _ not inside a word (one inside a word,
+# BACKWARD_TRANSITIVE, cannot open emphasis in CommonMark and stays as it is).
+_MARKUP = re.compile(r"[\\<>*]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
 def _cell(text: str) -> str:
-    """A table cell: pipes escaped, line breaks joined (a Markdown row is one line)."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """A table cell: one line; outside `code spans` the characters Markdown would read as
+    markup (``<`` opens an HTML tag, ``*`` and ``_`` emphasis) are escaped; ``|`` everywhere
+    (GitHub's tables split cells on it even inside code spans)."""
+    parts = " ".join(text.split()).split("`")
+    for i in range(0, len(parts), 2):  # the even parts are outside code spans
+        parts[i] = _MARKUP.sub(r"\\\g<0>", parts[i])
+    return "`".join(parts).replace("|", "\\|")

@@ -156,3 +156,14 @@ def test_the_markdown_table_has_one_row_per_key_then_the_families() -> None:
         "| `kafka.<key>` |  |  |  | to every consumer |",
         "| `<alias>.bootstrap.servers` |  |  |  | one per alias |",
     ]
+
+
+def test_cells_escape_markup_outside_code_spans_only() -> None:
+    table = (
+        ConfigDef()
+        .define("a", Type.STRING, doc="one per <alias>, *any* __x__ `<kept> *as is*` a|b")
+        .to_markdown()
+    )
+    assert table.splitlines()[2] == (
+        r"| `a` | string |  |  | one per \<alias\>, \*any\* \_\_x\_\_ `<kept> *as is*` a\|b |"
+    )
