@@ -154,38 +154,14 @@ class AuditConfig:
         """The config of ``props``; a key nothing reads is an error naming the nearest one
         (``kafka.*`` and ``spark.*`` pass through; ``<alias>.bootstrap.servers`` per cluster)."""
         values = CONFIG_DEF.parse(props)
-        aliases = values["live.clusters"]
-        if not aliases:
-            raise AuditConfigError(
-                "live.clusters: expected a comma list of cluster aliases (the producers' audit "
-                "counts are read from their audit topic), found none"
-            )
-        if len(set(aliases)) != len(aliases):
-            raise AuditConfigError(f"live.clusters: expected distinct aliases, found {aliases}")
-        live = tuple(
-            KafkaCluster(
-                _alias("live.clusters", a),
-                required(props, f"{a}.bootstrap.servers", error=AuditConfigError),
-            )
-            for a in aliases
-        )
-        offline_alias = values["offline.alias"]
-        offline = None
-        if values["offline.bootstrap.servers"] is not None:
-            alias = _alias("offline.alias", offline_alias)
-            if alias in aliases:
-                raise AuditConfigError(
-                    f"offline.alias: expected an alias no live cluster has, found {alias!r}"
-                )
-            offline = KafkaCluster(alias, values["offline.bootstrap.servers"])
+        live, offline = _clusters(props, values)
         tables = tuple(to_uri(t) for t in values["warehouse.table"])
         audit_topic, topics = values["audit.topic"], values["topics"]
         _check_topics(audit_topic, topics)
         tiers = _tiers(values["tiers"], offline is not None, bool(tables))
         # after the values' own checks, which say more about a malformed alias
-        CONFIG_DEF.check_known(
-            props, extra={f"{a}.bootstrap.servers" for a in (*aliases, offline_alias)}
-        )
+        aliases = (*values["live.clusters"], values["offline.alias"])
+        CONFIG_DEF.check_known(props, extra={f"{a}.bootstrap.servers" for a in aliases})
         return cls(
             live=live,
             registry_url=values["schema.registry.url"],
@@ -222,6 +198,35 @@ class AuditConfig:
             found["warehouse"] = list(self.warehouse_tables)
             found["warehouse_cutoff"] = self.warehouse_cutoff
         return found
+
+
+def _clusters(
+    props: Mapping[str, str], values: Mapping[str, Any]
+) -> tuple[tuple[KafkaCluster, ...], KafkaCluster | None]:
+    """The live clusters and the offline one (``None`` without offline.bootstrap.servers)."""
+    aliases = values["live.clusters"]
+    if not aliases:
+        raise AuditConfigError(
+            "live.clusters: expected a comma list of cluster aliases (the producers' audit "
+            "counts are read from their audit topic), found none"
+        )
+    if len(set(aliases)) != len(aliases):
+        raise AuditConfigError(f"live.clusters: expected distinct aliases, found {aliases}")
+    live = tuple(
+        KafkaCluster(
+            _alias("live.clusters", a),
+            required(props, f"{a}.bootstrap.servers", error=AuditConfigError),
+        )
+        for a in aliases
+    )
+    if values["offline.bootstrap.servers"] is None:
+        return live, None
+    alias = _alias("offline.alias", values["offline.alias"])
+    if alias in aliases:
+        raise AuditConfigError(
+            f"offline.alias: expected an alias no live cluster has, found {alias!r}"
+        )
+    return live, KafkaCluster(alias, values["offline.bootstrap.servers"])
 
 
 def _check_topics(audit_topic: str, topics: tuple[str, ...]) -> None:

@@ -334,6 +334,22 @@ class _ClientLayers:
                     layers.client[owner][_client_key(key, f"{owner}.", "source")] = value
         return layers
 
+    def sources(
+        self, props: Mapping[str, str], aliases: tuple[str, ...]
+    ) -> tuple[SourceCluster, ...]:
+        """The source clusters, each with its bootstrap servers and its layers."""
+        return tuple(
+            SourceCluster(
+                alias=a,
+                bootstrap_servers=required(
+                    props, f"{a}.bootstrap.servers", error=MirrorConfigError
+                ),
+                client=self.client[a],
+                consumer=self.source_consumer[a],
+            )
+            for a in aliases
+        )
+
 
 def _no_owner(key: str, aliases: tuple[str, ...]) -> str:
     """The error of a key that is no mirror key and under no alias."""
@@ -385,20 +401,9 @@ class MirrorConfig:
         values = CONFIG_DEF.parse(props)
         aliases = _source_aliases(props, values)
         layers = _ClientLayers.route(props, aliases)
-        sources = tuple(
-            SourceCluster(
-                alias=a,
-                bootstrap_servers=required(
-                    props, f"{a}.bootstrap.servers", error=MirrorConfigError
-                ),
-                client=layers.client[a],
-                consumer=layers.source_consumer[a],
-            )
-            for a in aliases
-        )
         metrics = urlsplit(values["metrics.listener"] or "")
         config = cls(
-            sources=sources,
+            sources=layers.sources(props, aliases),
             target_alias=values["target.alias"],
             target_bootstrap_servers=values["target.bootstrap.servers"],
             group_id=values["group.id"],
