@@ -42,6 +42,11 @@ as ``<alias>.bootstrap.servers`` — are declared with :meth:`ConfigDef.family`:
 ``prefix`` makes every key under it known; one without (a pattern the component expands
 itself) is documentation only, and the component passes the keys it expands as ``extra``.
 
+The docs: :meth:`ConfigDef.to_markdown` renders one row per key (key, type, default, valid
+values, doc) and one per family. ``doc`` (and ``default_doc``, shown instead of a default that is
+computed, e.g. ``= listeners``) are Markdown: write code in backticks; outside them, characters
+Markdown would read as markup are escaped.
+
 Declarations are built once, at import, and never changed afterwards: reading them (``parse``,
 ``check_known``, ``to_markdown``) is thread-safe. This module imports nothing of Sluice above
 ``sluice.common``.
