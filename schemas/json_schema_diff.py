@@ -25,7 +25,8 @@ rules follow Confluent's ``json-schema-provider`` ``diff`` package:
 
 Not covered (Confluent checks them; Sluice reports nothing): ``dependencies``,
 ``unevaluated*``, ``contains``, remote ``$ref``. Recursion is bounded: a ``$ref`` cycle is
-entered once per walk, and documents are at most ``MAX_SAFE_DEPTH`` deep.
+entered once per walk, and documents are at most ``MAX_SAFE_DEPTH`` deep. Work is bounded:
+a walk of more than :data:`MAX_STEPS` comparisons raises 42201.
 
 Pure functions over decoded JSON; thread-safe.
 """
@@ -37,6 +38,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from sluice.schemas.errors import InvalidSchemaError
+
+# Comparing two schemas takes a step per pair of subschemas walked. Combined types try each branch
+# of one side against the branches of the other, so branches nested in branches multiply the
+# steps; this bound keeps a hostile pair to about a second of the registry's lock.
+MAX_STEPS = 200_000
 
 COMPATIBLE_CHANGES = frozenset(
     [
@@ -275,6 +283,7 @@ class _Walk:
     found: list[Difference] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     entered: set[int] = field(default_factory=set)
+    steps: list[int] = field(default_factory=lambda: [0])  # compare() calls, shared by sub-walks
 
     def add(self, kind: str, attribute: str | None = None) -> None:
         parts = [*self.path, attribute] if attribute else self.path
@@ -292,6 +301,7 @@ class _Walk:
         walk = _Walk(self.original_root, self.update_root)
         walk.path = list(self.path)
         walk.entered = set(self.entered)
+        walk.steps = self.steps
         return walk
 
     def compatible_with(self, original: Any, update: Any) -> tuple[bool, list[Difference]]:
@@ -320,6 +330,12 @@ class _Walk:
         return schema
 
     def compare(self, original: Any, update: Any) -> None:
+        self.steps[0] += 1
+        if self.steps[0] > MAX_STEPS:
+            raise InvalidSchemaError(
+                f"Invalid schema: comparing it with an earlier schema takes more than {MAX_STEPS} "
+                "steps (combined types nested in combined types)"
+            )
         original = self._resolve(original, self.original_root)
         update = self._resolve(update, self.update_root)
         o_kind, u_kind = _kind(original), _kind(update)

@@ -146,11 +146,25 @@ class _Walk:
     original: _Types
     update: _Types
     found: list[Difference] = field(default_factory=list)
+    seen: set[Difference] = field(default_factory=set)  # the elements of found
     path: list[str] = field(default_factory=list)
     entered: set[str] = field(default_factory=set)  # message types being compared, by name
+    # What comparing two message types found, by (original, update) full name. The paths of a
+    # type's differences do not depend on the field that led there, so a result is reused:
+    # without it, ten fields of one type whose fields are ten of the next make 10^depth
+    # comparisons out of a schema of a few hundred bytes.
+    memo: dict[tuple[str, str], list[Difference]] = field(default_factory=dict)
 
     def add(self, kind: str) -> None:
-        self.found.append(Difference(kind, "#/" + "/".join(self.path)))
+        self.extend([Difference(kind, "#/" + "/".join(self.path))])
+
+    def extend(self, found: list[Difference]) -> None:
+        """Add ``found``, less what was found already: a message type reached through several
+        fields reports its differences once (Confluent repeats them once per field)."""
+        for difference in found:
+            if difference not in self.seen:
+                self.seen.add(difference)
+                self.found.append(difference)
 
     @contextmanager
     def at(self, part: str) -> Iterator[None]:
@@ -326,13 +340,17 @@ class _Walk:
         key = original.lstrip(".")
         if key in self.entered:  # a recursive type: already being compared further up
             return
-        sub = _Walk(self.original, self.update, entered=self.entered)
-        sub.path = self.original.local(original).split(".")
-        self.entered.add(key)
-        try:
-            sub.compare_message(o_message, u_message)
-        finally:
-            self.entered.discard(key)
-        self.found += sub.found
-        if not all(d.compatible for d in sub.found):
+        pair = (key, update.lstrip("."))
+        found = self.memo.get(pair)
+        if found is None:
+            sub = _Walk(self.original, self.update, entered=self.entered, memo=self.memo)
+            sub.path = self.original.local(original).split(".")
+            self.entered.add(key)
+            try:
+                sub.compare_message(o_message, u_message)
+            finally:
+                self.entered.discard(key)
+            found = self.memo[pair] = sub.found
+        self.extend(found)
+        if not all(d.compatible for d in found):
             self.add("FIELD_NAMED_TYPE_CHANGED")

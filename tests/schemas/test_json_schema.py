@@ -10,7 +10,7 @@ import pytest
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.json_schema import parse_json_schema
-from sluice.schemas.json_schema_diff import diff
+from sluice.schemas.json_schema_diff import MAX_STEPS, diff
 
 
 def types(original: Any, update: Any) -> set[tuple[str, str, bool]]:
@@ -193,3 +193,12 @@ def test_messages_worded_as_confluent() -> None:
         "{oldSchemaVersion: 3}",
         "{compatibility: 'BACKWARD'}",
     ]
+
+
+def test_comparison_work_is_bounded() -> None:
+    wide = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string"} for i in range(MAX_STEPS + 1)},
+    }
+    with pytest.raises(InvalidSchemaError, match=f"more than {MAX_STEPS} steps"):
+        diff(wide, wide)

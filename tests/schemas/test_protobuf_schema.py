@@ -149,3 +149,16 @@ def test_messages_worded_as_confluent() -> None:
         "{oldSchemaVersion: 1}",
         "{compatibility: 'FULL'}",
     ]
+
+
+def test_a_type_reached_through_many_fields_is_compared_once() -> None:
+    # Ten fields of L1 in L0, ten of L2 in L1...: 10^12 field comparisons without the memo.
+    levels = 12
+    text = 'syntax = "proto3";\n' + "\n".join(
+        f"message L{i} {{ " + " ".join(f"L{i + 1} f{j} = {j};" for j in range(1, 11)) + " }"
+        for i in range(levels)
+    )
+    text += f"\nmessage L{levels} {{ int32 x = 1; }}"
+    found = incompatible(text, text.replace("int32 x", "string x"))
+    assert ("FIELD_SCALAR_KIND_CHANGED", f"#/L{levels}/1") in found
+    assert ("FIELD_NAMED_TYPE_CHANGED", "#/L0/10") in found
