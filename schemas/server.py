@@ -99,7 +99,7 @@ CONFIG_DEF = (
     )
     .define(
         "log.level", Type.STRING, "info",
-        OneOf("critical", "error", "warning", "info", "debug", "trace"),
+        OneOf("critical", "error", "warning", "info", "debug"),
         doc="debug also logs every request.",
     )
     .family("ssl.<key>", "The https listener's keystore and trust (sluice.schemas.tls).")
