@@ -14,7 +14,9 @@ number or a oneof name), as Confluent's ``protobuf-provider`` ``diff`` package d
   ``string``/``bytes``; ``fixed32``/``sfixed32``; ``fixed64``/``sfixed64``; ``float``;
   ``double``), its message type (``FIELD_NAMED_TYPE_CHANGED``), moving several existing
   fields into one oneof (``MULTIPLE_FIELDS_MOVED_TO_ONEOF``) or one into an existing oneof
-  (``FIELD_MOVED_TO_EXISTING_ONEOF``) are not.
+  (``FIELD_MOVED_TO_EXISTING_ONEOF``) are not; nor is turning a numeric field ``repeated``
+  or back when both labels are written (``FIELD_NUMERIC_LABEL_CHANGED``; packed and unpacked
+  encodings differ), while a ``string``/``bytes`` one may (the wire form is the same).
 * a field whose message type has the same name in both files compares that message too; a
   recursive message is entered once per walk.
 
@@ -106,12 +108,13 @@ class _Types:
     """Every message and enum a file declares, by full name without the leading dot."""
 
     package: str
+    proto3: bool
     messages: dict[str, DescriptorProto]
     enums: dict[str, EnumDescriptorProto]
 
     @classmethod
     def of(cls, file: FileDescriptorProto) -> _Types:
-        types = cls(file.package, {}, {})
+        types = cls(file.package, file.syntax == "proto3", {}, {})
         prefix = f"{file.package}." if file.package else ""
         types._collect(prefix, list(file.message_type), list(file.enum_type))
         return types
@@ -131,6 +134,13 @@ class _Types:
         name = type_name.lstrip(".")
         prefix = f"{self.package}." if self.package else ""
         return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    def label(self, f: FieldDescriptorProto) -> int | None:
+        """The label as written: ``None`` for a proto3 field written without one (Confluent's
+        parser has no label there, and compares labels only when both fields have one)."""
+        if self.proto3 and f.label == _T.LABEL_OPTIONAL and not f.proto3_optional:
+            return None
+        return f.label
 
     def is_map(self, type_name: str) -> bool:
         message = self.messages.get(type_name.lstrip("."))
@@ -305,7 +315,8 @@ class _Walk:
     def _compare_field(self, original: FieldDescriptorProto, update: FieldDescriptorProto) -> None:
         if original.name != update.name:
             self.add("FIELD_NAME_CHANGED")
-        self._compare_type(original, update)
+        labels = (self.original.label(original), self.update.label(update))
+        self._compare_type(original, update, labels)
 
     def _kind(self, f: FieldDescriptorProto, types: _Types) -> str:
         if f.type == _T.TYPE_MESSAGE and types.is_map(f.type_name):
@@ -314,18 +325,33 @@ class _Walk:
             return "MESSAGE"
         return "SCALAR"
 
-    def _compare_type(self, original: FieldDescriptorProto, update: FieldDescriptorProto) -> None:
+    def _compare_type(
+        self,
+        original: FieldDescriptorProto,
+        update: FieldDescriptorProto,
+        labels: tuple[int | None, int | None],
+    ) -> None:
+        """Kinds, then scalar groups (and labels: ``repeated`` ↔ ``optional``), message types
+        or map key and value types. ``labels`` are ``(None, None)`` for map entries."""
         o_kind, u_kind = self._kind(original, self.original), self._kind(update, self.update)
         if o_kind != u_kind:
             self.add("FIELD_KIND_CHANGED")
         elif o_kind == "SCALAR":
-            if _SCALAR_KIND.get(original.type) != _SCALAR_KIND.get(update.type):
+            group = _SCALAR_KIND.get(original.type)
+            if group != _SCALAR_KIND.get(update.type):
                 self.add("FIELD_SCALAR_KIND_CHANGED")
+            elif None not in labels and labels[0] != labels[1]:
+                bytes_like = group == "STRING_OR_BYTES"
+                self.add(
+                    "FIELD_STRING_OR_BYTES_LABEL_CHANGED"
+                    if bytes_like
+                    else "FIELD_NUMERIC_LABEL_CHANGED"
+                )
         elif o_kind == "MAP":
             o_entry = self.original.messages[original.type_name.lstrip(".")]
             u_entry = self.update.messages[update.type_name.lstrip(".")]
             for o_part, u_part in zip(o_entry.field, u_entry.field, strict=False):
-                self._compare_type(o_part, u_part)
+                self._compare_type(o_part, u_part, (None, None))
         else:
             self._compare_message_type(original.type_name, update.type_name)
 

@@ -162,3 +162,21 @@ def test_a_type_reached_through_many_fields_is_compared_once() -> None:
     found = incompatible(text, text.replace("int32 x", "string x"))
     assert ("FIELD_SCALAR_KIND_CHANGED", f"#/L{levels}/1") in found
     assert ("FIELD_NAMED_TYPE_CHANGED", "#/L0/10") in found
+
+
+def test_labels() -> None:
+    proto2 = 'syntax = "proto2"; message A { optional int32 n = 1; optional string s = 2; }'
+    repeated = proto2.replace("optional int32", "repeated int32").replace(
+        "optional string", "repeated string"
+    )
+    assert differences(proto2, repeated) == {
+        ("FIELD_NUMERIC_LABEL_CHANGED", "#/A/1", False),
+        ("FIELD_STRING_OR_BYTES_LABEL_CHANGED", "#/A/2", True),
+    }
+    # A proto3 field written without a label has none to compare (as in Confluent).
+    proto3 = 'syntax = "proto3"; message A { int32 n = 1; }'
+    assert differences(proto3, proto3.replace("int32", "repeated int32")) == set()
+    explicit = proto3.replace("int32", "optional int32")
+    assert ("FIELD_NUMERIC_LABEL_CHANGED", "#/A/1", False) in differences(
+        explicit, proto3.replace("int32", "repeated int32")
+    )
