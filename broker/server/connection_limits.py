@@ -19,7 +19,7 @@ the rest of the burst are only counted, and the next connection admitted from th
 (or, for the total limit, from anywhere) logs one line with the count — a client in a
 reconnect loop cannot flood the log.
 
-Sans-IO: this module holds counts and clocks; the broker (``sluice.broker.server.broker``)
+Sans-IO: this module holds counts and clocks; the acceptor (``sluice.broker.server.acceptor``)
 closes the sockets. Not thread-safe: used on the broker's event loop only.
 """
 

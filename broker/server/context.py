@@ -18,11 +18,19 @@ What it offers:
 * ``offsets``, ``groups``: committed offsets and the group coordinator.
 * ``purgatory``, ``metrics``: where fetches wait for appends; the Prometheus metrics.
 * ``handlers``: the API keys served (what ApiVersions advertises).
-* ``create_topic``, ``delete_topic``: topic administration with the broker's own limits.
+* ``topics``: topic administration with the broker's own limits
+  (:class:`~sluice.broker.server.topic_admin.TopicAdmin`).
 * ``off_loop``: run a metadata call that may block on ZooKeeper without stalling the loop.
 
 * ``authorizer``: the ACL authorizer, or None when ``authorizer.class.name`` is unset
   (everything allowed); handlers ask it through ``sluice.broker.server.authorization``.
+* ``scram_credentials``: the SCRAM credential store (ZooKeeper's ``/config/users`` in cluster
+  mode, ``sluice-users.json`` in the first log dir standalone).
+* ``transactions``: the broker's transaction coordinator, built on first use
+  (:class:`~sluice.broker.server.lazy_transaction_coordinator.LazyTransactionCoordinator`).
+
+Every service is built once, by the broker; handlers keep no state of their own between
+requests (no module-level registries).
 
 ``CURRENT_PEER`` holds the client address of the connection a handler is serving,
 ``CURRENT_PRINCIPAL`` its principal (what the authorizer checks), ``CURRENT_LISTENER`` the
@@ -38,7 +46,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from sluice.broker.cluster.cluster_view import ClusterView
-from sluice.broker.cluster.topic_metadata import TopicInfo
 from sluice.broker.cluster.zk_data import BrokerInfo
 from sluice.broker.config import BrokerConfig
 from sluice.broker.groups.coordinator import GroupCoordinator
@@ -47,8 +54,11 @@ from sluice.broker.log.log_manager import LogManager
 from sluice.broker.protocol import EncodedFetchResponse
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.authorizer import AclAuthorizer
+from sluice.broker.security.scram_store import ScramStore
+from sluice.broker.server.lazy_transaction_coordinator import LazyTransactionCoordinator
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
+from sluice.broker.server.topic_admin import TopicAdmin
 
 T = TypeVar("T")
 
@@ -115,23 +125,16 @@ class BrokerContext(Protocol):
     @property
     def authorizer(self) -> AclAuthorizer | None: ...
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        config: dict[str, str],
-        *,
-        validate_only: bool = False,
-    ) -> TopicInfo:
-        """Register a topic (its replicas create their logs). Raises the cluster view's
-        ``TopicError``s, ``InvalidTopicError``, and ``InvalidPartitionsError`` beyond the
-        broker's limits; standalone also what creating a log raises (``OSError``,
-        ``StorageError``). May block on ZooKeeper: call it through :meth:`off_loop`."""
-        ...
+    @property
+    def scram_credentials(self) -> ScramStore: ...
 
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic (``UnknownTopicError`` if there is none). Through :meth:`off_loop`."""
+    @property
+    def transactions(self) -> LazyTransactionCoordinator: ...
+
+    @property
+    def topics(self) -> TopicAdmin:
+        """Topic creation and deletion with the broker's limits. ``create`` and ``delete``
+        may block on ZooKeeper: call them through :meth:`off_loop`."""
         ...
 
     async def off_loop(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -8,7 +8,7 @@ One :meth:`~TransactionMarkerChannel.write` ends one transaction everywhere it w
    (``write_local``); the others are grouped per leader into one ``WriteTxnMarkers`` v1
    request each, sent concurrently over one :class:`BrokerClient` per broker.
 2. The leader appends the marker and answers once the ISR has it (acks=all; see
-   ``handlers.transactions.write_marker``).
+   ``sluice.broker.server.transaction_host.write_marker``).
 3. A retriable answer — NOT_LEADER_OR_FOLLOWER (the leader moved), LEADER_NOT_AVAILABLE (an
    election is under way), a timeout, too small an ISR, a lost connection — puts the partition
    back in the queue: after a backoff (``backoff_ms``, doubled up to ``max_backoff_ms``) it is

@@ -29,7 +29,6 @@ resources are refused (INVALID_REQUEST): Sluice has no dynamic broker configs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from sluice.broker.cluster import topic_config as tc
@@ -43,6 +42,7 @@ from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import respond
+from sluice.broker.server.topic_config_check import check_topic_config
 
 TOPIC = 2
 BROKER = 4
@@ -270,19 +270,6 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> bytes
 # -- AlterConfigs and IncrementalAlterConfigs -----------------------------------------------------
 
 
-def check_topic_config(ctx: BrokerContext, config: Mapping[str, str | None]) -> dict[str, str]:
-    """``config`` validated as CreateTopics validates it: Kafka's rules for every key, then the
-    log settings for the keys they model. Raises ``InvalidConfigError``."""
-    checked = tc.validate(config)
-    try:
-        # Every Kafka topic key is accepted and stored; the log applies the ones it models
-        # (the broker builds a topic's log settings the same way, Broker.topic_log_config).
-        tc.log_settings(ctx.config.log, checked)
-    except ValueError as exc:
-        raise InvalidConfigError(str(exc)) from None
-    return checked
-
-
 async def _apply(
     ctx: BrokerContext, resource: Any, change: Any, validate_only: bool
 ) -> dict[str, Any]:
@@ -398,7 +385,6 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
 
 __all__ = [
     "broker_values",
-    "check_topic_config",
     "handle_alter_configs",
     "handle_describe_configs",
     "handle_incremental_alter_configs",

@@ -22,7 +22,7 @@ Isolation (KIP-98): every answer carries the partition's last stable offset. A
 transactions overlapping what it may read (``aborted_transactions``, from the transaction
 indexes), so the client drops their batches; ``read_uncommitted`` gets null there. The first
 ``read_committed`` fetch starts the transaction coordinator if nothing has yet and
-transactions were ever used (see ``handlers.transactions``), so transactions left open by a
+transactions were ever used (``ctx.transactions.get_if_used``), so transactions left open by a
 restart get resolved; on a broker that never saw one it creates nothing.
 """
 
@@ -42,7 +42,6 @@ from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
-from sluice.broker.server.handlers.transactions import attach_coordinator_if_used
 from sluice.common.topic_partition import TopicPartition
 
 
@@ -144,7 +143,7 @@ def _check_leader_epoch(leading: Partition, p: Any) -> Errors:
 async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResponse:
     body = request.body
     if getattr(body, "isolation_level", 0) == 1:
-        await attach_coordinator_if_used(ctx)
+        await ctx.transactions.get_if_used()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
     watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]

@@ -19,7 +19,6 @@ from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
-from sluice.broker.server.handlers.transactions import attach_coordinator_if_used
 from sluice.broker.server.responses import respond
 
 LATEST = -1
@@ -48,7 +47,7 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
     v0 = request.api_version == 0
     read_committed = getattr(request.body, "isolation_level", 0) == 1
     if read_committed:
-        await attach_coordinator_if_used(ctx)  # resolves transactions a restart left open
+        await ctx.transactions.get_if_used()  # resolves transactions a restart left open
     topics = []
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []

@@ -100,7 +100,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
                 try:
                     validate_topic(name)
                     info = await ctx.off_loop(
-                        ctx.create_topic,
+                        ctx.topics.create,
                         name, cfg.num_partitions, cfg.default_replication_factor, {},
                     )  # fmt: skip
                 except InvalidTopicError as exc:

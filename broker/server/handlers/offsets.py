@@ -1,4 +1,4 @@
-"""FindCoordinator (v0–2), OffsetCommit (v2–7), OffsetFetch (v1–5).
+"""OffsetCommit (v2–7), OffsetFetch (v1–5). (FindCoordinator is ``find_coordinator``'s.)
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition (a standalone
 broker leads them all); another broker answers NOT_COORDINATOR. Commits are stored durably in
@@ -10,76 +10,19 @@ the group has no members).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any
 
-from sluice.broker.cluster.topic_metadata import MetadataUnavailableError, TopicExistsError
-from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import CommittedOffset, OffsetCommitFailedError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
-from sluice.broker.server.context import BrokerContext, client_endpoint
+from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
 
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
-
-
-async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> bytes:
-    key_type = getattr(request.body, "key_type", 0)
-    if key_type != 0:
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": Errors.COORDINATOR_NOT_AVAILABLE,
-                                 "error_message": "transactions are not supported",
-                                 "node_id": -1, "host": "", "port": -1})  # fmt: skip
-    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.body.key):
-        return respond(request, {
-            "throttle_time": 0, "error_code": Errors.GROUP_AUTHORIZATION_FAILED,
-            "error_message": None, "node_id": -1, "host": "", "port": -1,
-        })  # fmt: skip
-    try:
-        found = await _coordinator(ctx, request.body.key)
-        error = Errors.NONE if found is not None else Errors.COORDINATOR_NOT_AVAILABLE
-    except MetadataUnavailableError as exc:
-        found, error = None, coordinator_code_for(exc)
-    if found is None:
-        return respond(request, {
-            "throttle_time": 0, "error_code": error,
-            "error_message": "the group's offsets partition has no leader yet",
-            "node_id": -1, "host": "", "port": -1,
-        })  # fmt: skip
-    node, host, port = found
-    return respond(
-        request,
-        {"throttle_time": 0, "error_code": Errors.NONE, "error_message": None,
-         "node_id": node, "host": host, "port": port},
-    )  # fmt: skip
-
-
-async def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[int, str, int] | None:
-    """The leader of the group's ``__consumer_offsets`` partition (creating the topic on
-    first use, as Kafka does: replication min(3, live brokers)); None while it has none."""
-    cluster = ctx.cluster
-    if cluster.get(OFFSETS_TOPIC) is None:
-        replication = min(3, len(cluster.brokers()))
-        with contextlib.suppress(TopicExistsError):  # another broker created it meanwhile
-            await ctx.off_loop(
-                cluster.create_topic,
-                OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions, replication,
-                {"cleanup.policy": "compact"},
-                internal=True,
-            )  # fmt: skip
-    state = cluster.partition_state(OFFSETS_TOPIC, ctx.offsets.partition_for(group_id))
-    if state is None or state.leader < 0:
-        return None
-    leader = cluster.brokers().get(state.leader)
-    endpoint = None if leader is None else client_endpoint(leader)
-    if leader is None or endpoint is None:
-        return None
-    return leader.broker_id, endpoint[0], endpoint[1]
 
 
 def _exists(ctx: BrokerContext, topic: str, partition: int) -> bool:

@@ -1,4 +1,4 @@
-"""Produce (v0–8) and InitProducerId (v0–1).
+"""Produce (v0–8). (InitProducerId, idempotent or transactional, is ``transactions``'.)
 
 Each partition's records must be exactly one batch (Kafka's rule for Produce v3+; the codec
 up-converts the message sets of v0–2 to one batch, see ``produce_codec``); the
@@ -25,7 +25,6 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from sluice.broker.cluster.topic_metadata import MetadataUnavailableError
 from sluice.broker.log.errors import (
     InvalidRecordError,
     LogDirFailureError,
@@ -38,10 +37,9 @@ from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.produce_codec import PartitionResult, encode_produce_response
 from sluice.broker.security.acl import AclOperation, ResourceType
-from sluice.broker.server.authorization import allowed, allowed_any, cluster_allowed
+from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
-from sluice.broker.server.error_mapping import code_for, coordinator_code_for
-from sluice.broker.server.responses import respond
+from sluice.broker.server.error_mapping import code_for
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -160,36 +158,3 @@ async def _flush(to_flush: dict[Log, list[int]], results: list[PartitionResult])
                 )
         elif isinstance(outcome, BaseException):
             raise outcome
-
-
-async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> bytes:
-    body = request.body
-    if body.transactional_id is not None:
-        # Transactions (AddPartitionsToTxn, EndTxn, markers) are not implemented.
-        return respond(
-            request,
-            {"throttle_time": 0, "error_code": Errors.INVALID_REQUEST, "producer_id": -1,
-             "producer_epoch": -1},
-        )  # fmt: skip
-    # KafkaApis (Kafka 3, KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
-    if not cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) and not allowed_any(
-        ctx, AclOperation.WRITE, ResourceType.TOPIC
-    ):
-        return respond(
-            request,
-            {"throttle_time": 0, "error_code": Errors.CLUSTER_AUTHORIZATION_FAILED,
-             "producer_id": -1, "producer_epoch": -1},
-        )  # fmt: skip
-    try:
-        producer_id = await ctx.off_loop(ctx.cluster.next_producer_id)
-    except MetadataUnavailableError as exc:
-        return respond(
-            request,
-            {"throttle_time": 0, "error_code": coordinator_code_for(exc), "producer_id": -1,
-             "producer_epoch": -1},
-        )  # fmt: skip
-    return respond(
-        request,
-        {"throttle_time": 0, "error_code": Errors.NONE, "producer_id": producer_id,
-         "producer_epoch": 0},
-    )  # fmt: skip

@@ -1,6 +1,6 @@
 """CreateTopics (v2–4), DeleteTopics (v1–3), CreatePartitions (v0–3).
 
-Create and delete go through the broker's ``create_topic``/``delete_topic`` (off the event loop
+Create and delete go through the broker's ``ctx.topics`` (``TopicAdmin``; off the event loop
 where they talk to ZooKeeper); a refused topic gets the code ``error_mapping`` gives its
 exception. A topic's config is checked first as Kafka checks it: every topic config Kafka
 defines is accepted (``sluice.broker.cluster.topic_config``), an unknown one is INVALID_CONFIG.
@@ -25,12 +25,9 @@ from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
-from sluice.broker.server.handlers.configs import check_topic_config
 from sluice.broker.server.responses import respond
-
-# As the broker's limit for a new topic (``MAX_PARTITIONS_PER_TOPIC``): one int32 in a request
-# must not make a broker create millions of logs on its event loop.
-MAX_PARTITIONS_PER_TOPIC = 1000
+from sluice.broker.server.topic_admin import MAX_PARTITIONS_PER_TOPIC
+from sluice.broker.server.topic_config_check import check_topic_config
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +59,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
         try:
             check_topic_config(ctx, config)
             await ctx.off_loop(
-                ctx.create_topic,
+                ctx.topics.create,
                 topic.name, partitions, replication, config, validate_only=body.validate_only,
             )  # fmt: skip
         except ADMIN_ERRORS as exc:
@@ -88,7 +85,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
             code = Errors.INVALID_REQUEST  # Kafka refuses to delete internal topics too
         else:
             try:
-                await ctx.off_loop(ctx.delete_topic, name)
+                await ctx.off_loop(ctx.topics.delete, name)
             except ADMIN_ERRORS as exc:
                 code = code_for(exc)
         results.append({"name": name, "error_code": code})
@@ -110,6 +107,8 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> byte
             None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
         )
         try:
+            # The limit of a new topic (TopicAdmin's): one int32 in a request must not make
+            # a broker create millions of logs on its event loop.
             if topic.count > MAX_PARTITIONS_PER_TOPIC:
                 raise InvalidPartitionsError(
                     f"expected at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic, "

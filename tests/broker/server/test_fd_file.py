@@ -9,7 +9,7 @@ import os
 import socket
 from pathlib import Path
 
-from sluice.broker.server.broker import FdFile
+from sluice.broker.server.response_writer import FdFile
 
 
 def test_fallback_sends_exactly_the_slice(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from sluice.broker.protocol import APIS, ApiKey
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.handlers import HANDLERS
-from sluice.broker.server.handlers.security import SASL_API_KEYS
+from sluice.broker.server.sasl_session import SASL_API_KEYS
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.broker_process import StartBroker
 from tests.broker.server.clients import ContinuousProducer, consumer, unique
