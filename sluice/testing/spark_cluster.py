@@ -432,7 +432,7 @@ class SparkCluster:
         if self.master is not None:
             self.master.stop()
         if self.root is not None:
-            _kill_processes_under(self.root)
+            kill_processes_under(self.root)
             shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -579,10 +579,11 @@ def _require_private_mounts() -> None:
         raise PrivateMountUnavailableError(reason)
 
 
-def _kill_processes_under(root: Path, timeout: float = STOP_TIMEOUT) -> None:
+def kill_processes_under(root: Path, timeout: float = STOP_TIMEOUT) -> None:
     """SIGKILL every process whose working directory is under ``root`` — executors and Python
     daemons whose worker was killed (they are not our children) — and wait until they are gone,
-    so ``root`` can be removed."""
+    so ``root`` can be removed. Also for clusters started some other way, such as the manual's
+    recipe (``tests/docs/test_cluster_recipe.py``)."""
     resolved = root.resolve()
 
     def remaining() -> list[int]:
