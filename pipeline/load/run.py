@@ -9,7 +9,8 @@ on Spark. One run:
    it has never seen from their log start. Offsets outside the log are data loss: with
    ``failOnDataLoss=true`` (default) the run fails naming topic, partition and offsets; with
    ``false`` they are clamped and the loss goes into the manifest and the report. This is the
-   run's only resolution of offsets: the ranges planned here are the ranges read and recorded.
+   run's only resolution of offsets, in offsets throughout (``ranges.resume_ranges``): the
+   ranges planned here are the ranges read and recorded.
 2. **read+write** — the paper's own design, Camus-style: Spark schedules the planned
    ranges, cut into splits by ``minPartitions`` / ``maxRecordsPerPartition``, as an RDD of one
    split per task; each task fetches its split with the source's split reader and writes its
@@ -31,6 +32,11 @@ on Spark. One run:
    the kernel's ``renameat2(RENAME_NOREPLACE)``, since Hadoop's local rename is
    check-then-rename with a copy fallback).
 5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
+
+Every consumer of the run — the planner's and the split writers' — gets the same librdkafka
+settings, built once from the configuration (``LoadConfig.consumer``): one ``group.id`` per run
+(``sluice-load-<run id>`` unless ``kafka.group.id`` is set), the ``kafka.`` prefix cut once when
+the configuration is parsed.
 
 Before the plan the run starts Spark (``sluice.pipeline.load.session``: the master by Spark's
 conventions unless the configuration names one), refuses a table on a filesystem without an
@@ -82,12 +88,13 @@ from typing import Any
 
 from sluice.common.options import boolean, check_known_keys, names, positive_int, text
 from sluice.common.paths import to_uri
+from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.kafka_settings import translate_java_settings
 from sluice.pipeline.load.errors import LoadConfigError, LoadError
 from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
-from sluice.pipeline.load.split_writer import SplitOutcome, SplitWriter
+from sluice.pipeline.load.split_writer import SplitWriter
 from sluice.pipeline.load.verify import account, scan_staged
 from sluice.pipeline.source.avro_columns import (
     OutputLayout,
@@ -97,15 +104,9 @@ from sluice.pipeline.source.avro_columns import (
     resolve_reader_schema,
 )
 from sluice.pipeline.source.metadata import KafkaMetadata
-from sluice.pipeline.source.options import (
-    EARLIEST,
-    AvroOptions,
-    OffsetOptionError,
-    Subscribe,
-    complete_offsets,
-)
-from sluice.pipeline.source.ranges import OffsetRange, Resolution, resolve_ranges, split_ranges
-from sluice.pipeline.source.split_reader import consumer_config
+from sluice.pipeline.source.options import AvroOptions, OffsetOptionError, Subscribe
+from sluice.pipeline.source.ranges import OffsetRange, Resolution, resume_ranges, split_ranges
+from sluice.pipeline.source.split_reader import SplitResult, consumer_settings
 from sluice.pipeline.table.commit import TableWriter
 from sluice.pipeline.table.filesystem import (
     HadoopRenamer,
@@ -167,7 +168,8 @@ class LoadConfig:
     spark_master: str | None = None  # None: Spark's conventions (sluice.pipeline.load.session)
     run_id: str | None = None
     reports: str | None = None  # default <warehouse>/_reports
-    # Other kafka.* keys, for consumers: librdkafka's, Java-only keys translated (_kafka_settings).
+    # The other kafka.* keys as librdkafka's: prefix cut, Java-only keys translated
+    # (_kafka_settings); every consumer of the run gets them through ``consumer``.
     kafka: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
     avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
@@ -250,16 +252,22 @@ class LoadConfig:
             },
         )
 
-    def kafka_options(self) -> dict[str, str]:
-        """The ``kafka.*`` options of every consumer of this load (the planner's, the source's)."""
-        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.kafka}
+    def consumer(self, run_id: str) -> dict[str, Any]:
+        """The librdkafka settings of every consumer of run ``run_id`` (the planner's and the
+        split writers'; ``split_reader.consumer_settings``): ``kafka.group.id`` if given, else
+        ``sluice-load-<run_id>``. ``run_load`` calls it once per run."""
+        return consumer_settings(
+            {"bootstrap.servers": self.bootstrap_servers, **self.kafka},
+            group_id=f"sluice-load-{run_id}",
+        )
 
 
 def _kafka_settings(props: Mapping[str, str]) -> dict[str, str]:
-    """The config's ``kafka.*`` keys but ``kafka.bootstrap.servers``, as librdkafka's: Java-only
-    keys carried over from Spark jobs translated (a ``sasl.jaas.config`` line becomes
-    ``sasl.username`` / ``sasl.password``) or refused with what to use instead, exactly as the
-    ``sluice`` source's ``kafka.*`` options are (``sluice.pipeline.kafka_settings``)."""
+    """The config's ``kafka.*`` keys but ``kafka.bootstrap.servers`` as librdkafka's, the prefix cut
+    (here, once): Java-only keys carried over from Spark jobs translated (a
+    ``sasl.jaas.config`` line becomes ``sasl.username`` / ``sasl.password``) or refused with what to
+    use instead, exactly as the ``sluice`` source's ``kafka.*`` options are
+    (``sluice.pipeline.kafka_settings``)."""
     raw = {
         k[len("kafka.") :].lower(): v
         for k, v in props.items()
@@ -269,7 +277,7 @@ def _kafka_settings(props: Mapping[str, str]) -> dict[str, str]:
         translated = translate_java_settings(raw)
     except ValueError as exc:  # JavaOnlyKafkaOptionError, JaasTranslationError
         raise LoadConfigError(str(exc)) from None
-    return {f"kafka.{k}": v for k, v in translated.items()}
+    return translated
 
 
 # -- crash injection ------------------------------------------------------------------------
@@ -333,21 +341,24 @@ def _phase(report: LoadReport, name: str, progress: Callable[[str], None]) -> It
 
 
 def _plan(
-    config: LoadConfig, committed: Mapping[str, Mapping[int, int]], progress: Callable[[str], None]
+    config: LoadConfig,
+    consumer: Mapping[str, Any],
+    committed: Mapping[str, Mapping[int, int]],
+    progress: Callable[[str], None],
 ) -> Resolution:
-    """Every subscribed partition's range ``[committed, log end)``, the run's one resolution:
-    the source reads exactly these ranges (``readPlan``) and the manifest records them."""
-    with KafkaMetadata(consumer_config(config.kafka_options())) as metadata:
+    """Every subscribed partition's range ``[committed, log end)`` (a partition never loaded:
+    from its log start), the run's one resolution: the split writers read exactly these ranges
+    and the manifest records them. The log ends are the ones just listed: the snapshot this
+    run reads up to."""
+    with KafkaMetadata(consumer) as metadata:
         assigned, bounds = metadata.assigned_bounds(Subscribe(list(config.topics)))
     present = {tp.topic for tp in assigned}
     for topic in config.topics:
         if topic not in present:
             progress(f"topic {topic!r} does not exist (yet); nothing to read from it")
-    starting = complete_offsets(committed, assigned, EARLIEST)
-    return resolve_ranges(
+    return resume_ranges(
         bounds,
-        starting or "earliest",
-        "latest",  # the log ends just listed: the snapshot this run reads up to
+        {TopicPartition(t, p): o for t, ps in committed.items() for p, o in ps.items()},
         partitions=assigned,
         fail_on_data_loss=config.fail_on_data_loss,
     )
@@ -387,18 +398,19 @@ def _resolve_avro(
 def _read_and_write(
     spark: Any,
     config: LoadConfig,
+    consumer: Mapping[str, Any],
     reads: Sequence[OffsetRange],
     uri: str,
     avro: tuple[ReaderSchema, OutputLayout] | None,
     watch: Callable[[str, int], LoadProgress],
     report: LoadReport,
-) -> list[SplitOutcome]:
+) -> list[SplitResult]:
     """Fetch the planned ranges and write them as Parquet at ``uri``, one Spark task per split
     (``sluice.pipeline.load.split_writer``); return the tasks' results.
 
     The splits are the planned ranges cut by ``minPartitions`` / ``maxRecordsPerPartition``;
     Spark schedules them as an RDD of one split per partition, retries failed tasks (each
-    rewrites its own files) and delivers every task's ``SplitOutcome`` to the driver with the
+    rewrites its own files) and delivers every task's ``SplitResult`` to the driver with the
     job's result, whatever filesystem the tasks wrote to. For a typed load the tasks get the
     options with the run's error table and the reader schema resolved in the plan phase — no
     registry request on the driver. The job runs in its own job group, which
@@ -417,7 +429,7 @@ def _read_and_write(
     )
     task = SplitWriter(
         staging_uri=uri,
-        consumer=consumer_config(config.kafka_options()),
+        consumer=consumer,
         fail_on_data_loss=config.fail_on_data_loss,
         include_headers=True,  # the table keeps the headers (the typed layout has them too)
         avro=typed,
@@ -430,7 +442,7 @@ def _read_and_write(
     progress = watch(group, len(splits)).start()
     finished = False
     try:
-        outcomes: list[SplitOutcome] = (
+        outcomes: list[SplitResult] = (
             context.parallelize(splits, len(splits)).mapPartitions(task).collect()
         )
         finished = True
@@ -470,7 +482,7 @@ def run_load(
             offsets = sum(p.range.count for p in report.partitions)
             return LoadProgress(spark, group, splits=splits, offsets=offsets, say=say, live=live)
 
-        return _run(config, spark, writer, report, say, watch)
+        return _run(config, config.consumer(run_id), spark, writer, report, say, watch)
     except Exception as exc:
         report.finish("failed", "nothing was published", f"{type(exc).__name__}: {exc}")
         say(f"FAILED: {exc}")
@@ -485,6 +497,7 @@ def run_load(
 
 def _run(
     config: LoadConfig,
+    consumer: Mapping[str, Any],
     spark: Any,
     writer: TableWriter,
     report: LoadReport,
@@ -502,7 +515,7 @@ def _run(
             + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
         )
         try:
-            resolution = _plan(config, committed, say)
+            resolution = _plan(config, consumer, committed, say)
         except OffsetOptionError as exc:
             raise LoadError(str(exc)) from None
         ranges = resolution.ranges
@@ -535,11 +548,13 @@ def _run(
     report.sequence = staged.sequence
     say(f"staging load={staged.sequence} at {staged.uri}")
     try:
-        outcomes: list[SplitOutcome] = []
+        outcomes: list[SplitResult] = []
         with _phase(report, "read+write", say):
             if reads:
                 _crash_during_read(spark)
-                outcomes = _read_and_write(spark, config, reads, staged.uri, avro, watch, report)
+                outcomes = _read_and_write(
+                    spark, config, consumer, reads, staged.uri, avro, watch, report
+                )
         with _phase(report, "verify", say):
             scan = scan_staged(staged, {path for o in outcomes for path, _, _ in o.files})
             for relative in scan.removed:

@@ -4,10 +4,11 @@ The paper's own design (Camus-style): Spark schedules the planned splits as an R
 split (``sc.parallelize(splits, len(splits)).mapPartitions(SplitWriter(...))``); each task
 fetches its ``[start, end)`` with the source's split reader
 (``sluice.pipeline.source.split_reader.read_split``), writes the records as Parquet with
-``pyarrow`` straight into the run's staging directory through ``pyarrow.fs``, and returns a
-``SplitOutcome`` — its range, the rows fetched, written and undecodable, the bytes, the lost
-offsets, the writer schema ids and every file it wrote — to the driver through Spark's task
-results (``collect()``). Nothing crosses into the JVM but that small result: no Arrow hand-off
+``pyarrow`` straight into the run's staging directory through ``pyarrow.fs``, and returns the
+split's ``SplitResult`` — its range, the rows fetched and undecodable, the bytes, the lost
+offsets, the writer schema ids and every file it wrote; the reader fills in the first figures,
+the task the rest, in the same object — to the driver through Spark's task results
+(``collect()``). Nothing crosses into the JVM but that small result: no Arrow hand-off
 to Spark's Parquet writer.
 
 Files
@@ -43,7 +44,7 @@ import posixpath
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -65,7 +66,6 @@ from sluice.pipeline.table.manifest import ERRORS_DIR
 __all__ = [
     "ROW_GROUP_ROWS",
     "TEMPORARY_SUFFIX",
-    "SplitOutcome",
     "SplitWriter",
     "file_name",
     "rows_by_partition",
@@ -88,46 +88,6 @@ _EPOCH = dt.date(1970, 1, 1)
 def file_name(split: OffsetRange) -> str:
     """The base name of a split's files: ``part-<topic>-<partition>-<start>-<end>.parquet``."""
     return f"part-{split.topic}-{split.partition}-{split.start}-{split.end}.parquet"
-
-
-@dataclass(slots=True)
-class SplitOutcome:
-    """What one split's task did, returned to the driver through Spark's task results.
-
-    ``rows`` counts the records fetched, ``errors`` those of them that went to the error table
-    (typed loads), so ``rows - errors`` landed in ``files``' data files; ``files`` holds
-    ``(path relative to the staging directory, bytes, rows)`` of every file written, the error
-    file included.
-    """
-
-    split: OffsetRange
-    rows: int = 0
-    bytes: int = 0
-    lost: int = 0
-    seconds: float = 0.0
-    errors: int = 0
-    schema_ids: list[int] = field(default_factory=list)
-    files: list[tuple[str, int, int]] = field(default_factory=list)
-
-    @property
-    def written(self) -> int:
-        """Data rows written (fetched minus undecodable)."""
-        return self.rows - self.errors
-
-    def metrics(self) -> dict[str, Any]:
-        """The split metrics' JSON shape (``SplitResult.to_json``) that the verify phase reads."""
-        return {
-            "topic": self.split.topic,
-            "partition": self.split.partition,
-            "start": self.split.start,
-            "end": self.split.end,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "lost": self.lost,
-            "seconds": round(self.seconds, 6),
-            "errors": self.errors,
-            "schema_ids": sorted(self.schema_ids),
-        }
 
 
 class _DateFile:
@@ -195,9 +155,9 @@ class SplitWriter:
     """The task of ``mapPartitions``: for each split of its partition, fetch and write it.
 
     ``staging_uri`` is the run's staging directory (any ``pyarrow.fs`` URI); ``consumer`` the
-    confluent-kafka settings (``split_reader.consumer_config``); ``avro`` the typed read
-    (options with ``error_path`` set, reader schema, columns) or ``None`` for Spark's Kafka
-    columns; ``timestamp`` the name of the record-timestamp column the date comes from.
+    confluent-kafka settings, built once per run (``split_reader.consumer_settings``); ``avro`` the
+    typed read (options with ``error_path`` set, reader schema, columns) or ``None`` for Spark's
+    Kafka columns; ``timestamp`` the name of the record-timestamp column the date comes from.
     """
 
     staging_uri: str
@@ -214,15 +174,15 @@ class SplitWriter:
     # read that may finish first. Bounded: if no kill comes, the task carries on.
     hold_after_first_batch_s: float = 0.0
 
-    def __call__(self, splits: Iterable[OffsetRange]) -> Iterator[SplitOutcome]:
+    def __call__(self, splits: Iterable[OffsetRange]) -> Iterator[SplitResult]:
         for split in splits:
             yield self.write(split)
 
-    def write(self, split: OffsetRange) -> SplitOutcome:
+    def write(self, split: OffsetRange) -> SplitResult:
         """Fetch ``split`` and write its files; see the module doc."""
         began = time.monotonic()
         fs, root = pafs.FileSystem.from_uri(self.staging_uri)
-        result = SplitResult()
+        result = SplitResult(split)
         batches: Iterator[pa.RecordBatch] = read_split(
             split,
             self.consumer,
@@ -239,7 +199,6 @@ class SplitWriter:
             decoder = AvroBatchDecoder(
                 options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
             )
-        outcome = SplitOutcome(split)
         files: dict[str, _DateFile] = {}
         hold = self.hold_after_first_batch_s
         try:
@@ -255,7 +214,7 @@ class SplitWriter:
                         time.sleep(hold)
                         hold = 0.0
             for relative, file in sorted(files.items()):
-                outcome.files.append((relative, file.close(), file.rows))
+                result.files.append((relative, file.close(), file.rows))
         except BaseException:
             for file in files.values():
                 with contextlib.suppress(OSError):
@@ -266,13 +225,12 @@ class SplitWriter:
             write_error_file(self.avro[0].error_path, file_name(split), errors)
             relative = posixpath.join(ERRORS_DIR, file_name(split))
             size = int(fs.get_file_info(posixpath.join(root, relative)).size)
-            outcome.files.append((relative, size, sum(b.num_rows for b in errors)))
+            result.files.append((relative, size, sum(b.num_rows for b in errors)))
         if decoder is not None:
-            outcome.errors = decoder.stats.errors
-            outcome.schema_ids = sorted(decoder.stats.schema_ids)
-        outcome.rows, outcome.bytes, outcome.lost = result.rows, result.bytes, result.lost
-        outcome.seconds = time.monotonic() - began
-        return outcome
+            result.errors = decoder.stats.errors
+            result.schema_ids = sorted(decoder.stats.schema_ids)
+        result.seconds = time.monotonic() - began  # the whole task's, files included
+        return result
 
     def _route(
         self,
@@ -312,10 +270,10 @@ class SplitWriter:
         return file
 
 
-def rows_by_partition(outcomes: Sequence[SplitOutcome]) -> dict[tuple[str, int], int]:
-    """Data rows written per topic-partition, summed over the splits' outcomes."""
+def rows_by_partition(results: Sequence[SplitResult]) -> dict[tuple[str, int], int]:
+    """Data rows written per topic-partition, summed over the splits' results."""
     rows: dict[tuple[str, int], int] = {}
-    for o in outcomes:
-        key = (o.split.topic, o.split.partition)
-        rows[key] = rows.get(key, 0) + o.written
+    for r in results:
+        key = (r.split.topic, r.split.partition)
+        rows[key] = rows.get(key, 0) + r.written
     return rows

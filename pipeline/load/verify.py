@@ -3,11 +3,12 @@
 Two witnesses of what a run read and wrote, and the rule that they agree for every planned
 range with offsets to read (``[start, end)``, ``end > start``) before anything is published:
 
-1. **The task results** (``SplitOutcome``, ``sluice.pipeline.load.split_writer``): each split's
-   task returns its range, the records it fetched, wrote and sent to the error table, bytes,
-   lost offsets, schema ids and every file it wrote (path, bytes, rows) — through Spark's task
-   results (``collect()``), so they reach the driver even when every file the executors wrote
-   went somewhere the driver cannot see. Their ``[start, end)`` must tile the planned range.
+1. **The task results** (``SplitResult``, ``sluice.pipeline.source.split_reader``, filled in by
+   ``sluice.pipeline.load.split_writer``): each split's task returns its range, the records it
+   fetched, wrote and sent to the error table, bytes, lost offsets, schema ids and every file it
+   wrote (path, bytes, rows) — through Spark's task results (``collect()``), so they reach the
+   driver even when every file the executors wrote went somewhere the driver cannot see. Their
+   ``[start, end)`` must tile the planned range.
 2. **The staged files** (``StagedScan``), listed and read by the driver itself on the
    filesystem it publishes from: the data files' rows per (topic, partition, date), from
    Parquet footers (the ``partition`` column's statistics; the column itself only where a row
@@ -37,9 +38,10 @@ import pyarrow.parquet as pq
 
 from sluice.pipeline.load.errors import LoadError, StrandedFilesError
 from sluice.pipeline.load.report import LoadReport
-from sluice.pipeline.load.split_writer import TEMPORARY_SUFFIX, SplitOutcome, rows_by_partition
+from sluice.pipeline.load.split_writer import TEMPORARY_SUFFIX, rows_by_partition
 from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA
 from sluice.pipeline.source.ranges import OffsetRange
+from sluice.pipeline.source.split_reader import SplitResult
 from sluice.pipeline.table.commit import StagedRun
 from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, RowCount, is_error_file
 
@@ -166,7 +168,7 @@ def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> Stag
 
 def _stranded(
     reads: Sequence[OffsetRange],
-    outcomes: Sequence[SplitOutcome],
+    outcomes: Sequence[SplitResult],
     scan: StagedScan,
 ) -> list[str]:
     """One line per planned range that Spark's tasks read but the driver cannot account for."""
@@ -202,7 +204,7 @@ def _stranded(
 def account(
     report: LoadReport,
     reads: Sequence[OffsetRange],
-    outcomes: Sequence[SplitOutcome],
+    outcomes: Sequence[SplitResult],
     scan: StagedScan,
     staged_uri: str,
 ) -> None:
@@ -224,16 +226,14 @@ def account(
     by_tp = {(p.range.topic, p.range.partition): p for p in report.partitions}
     schema_ids: dict[str, set[int]] = {}
     for o in outcomes:
-        m = o.metrics()
-        part = by_tp[m["topic"], m["partition"]]
-        part.bytes += int(m["bytes"])
-        part.seconds += float(m["seconds"])
-        part.lost += int(m["lost"])
-        errors = int(m["errors"])
-        part.rows += int(m["rows"]) - errors
-        part.errors += errors
-        if m["schema_ids"]:
-            schema_ids.setdefault(m["topic"], set()).update(int(i) for i in m["schema_ids"])
+        part = by_tp[o.split.topic, o.split.partition]
+        part.bytes += o.bytes
+        part.seconds += o.seconds
+        part.lost += o.lost
+        part.rows += o.written
+        part.errors += o.errors
+        if o.schema_ids:
+            schema_ids.setdefault(o.split.topic, set()).update(o.schema_ids)
     in_error_table = {(e.topic, e.partition): e.rows for e in scan.error_counts}
     for r in reads:
         part = by_tp[r.topic, r.partition]

@@ -5,10 +5,10 @@ readers), ``options`` (Spark's Kafka source options, parsed), ``read_options`` (
 limits and consumer timeouts), ``option_names`` (every option name checked, a typo named),
 ``kafka_params`` (the ``kafka.*`` consumer settings: Spark's refusals, group ids),
 ``isolation`` (``kafka.isolation.level``, ``read_committed`` by default), ``ranges``
-(``OffsetRange``, the one range type: resolution against the log and splitting), ``read_plan``
-(a batch read planned by the caller, as one option), ``split_reader`` (an executor fetching one
-range), ``metadata`` (the driver's view of partitions and log bounds), ``avro_columns``
-(registry-framed Avro values as typed columns). May import ``sluice.common``,
+(``OffsetRange``, the one range type: resolution against the log and splitting),
+``split_reader`` (an executor fetching one range; the consumer settings; ``SplitResult``, a
+split's figures), ``metadata`` (the driver's view of partitions and log bounds),
+``avro_columns`` (registry-framed Avro values as typed columns). May import ``sluice.common``,
 ``sluice.schemas``, ``sluice.pipeline.kafka_settings`` (the Java client keys it translates as
 the sink does) and ``sluice.pipeline.sink``: the Python Data Source API puts readers and writers
 on one ``DataSource`` class, so ``SluiceDataSource`` hands writes to the sink's writers; the

@@ -27,9 +27,8 @@ Spark's Kafka source's — ``kafka.*`` (consumer settings, ``kafka.bootstrap.ser
 ``maxRecordsPerPartition``, ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``, ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``,
 ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``, ``includeHeaders``
-(``sluice.pipeline.source.read_options``) — and Sluice's: ``arrowBatchRows``, ``metricsPath``
-(a directory where every finished split writes ``{rows, bytes, lost, seconds, errors,
-schema_ids}`` as JSON, for run reports), ``readPlan`` and the Avro options below. Any other
+(``sluice.pipeline.source.read_options``) — and Sluice's: ``arrowBatchRows`` and the Avro
+options below. Any other
 name is an error naming the nearest known one (``sluice.pipeline.source.option_names``), raised
 when the DataFrame is created. As in Spark, a batch read logs and ignores the trigger options.
 
@@ -68,20 +67,13 @@ does not decode or resolve) is never dropped: ``onDecodeError=errorTable`` (the 
 rewrites its own file. ``onDecodeError=fail`` (the default without ``decodeErrorPath``) fails
 the task, hence the job, with an ``AvroDecodeError`` naming topic, partition and offset.
 
-Planned reads (``readPlan``)
-===========================
-A caller that planned the read already (the nightly load) passes the ranges, the splitting
-options and the resolved reader schema as one option, ``readPlan``
-(``sluice.pipeline.source.read_plan``); the source then reads exactly those ranges, without
-listing partitions, resolving offsets or asking the registry again.
-
 Lifecycle (``pyspark.sql.datasource``)
 ======================================
 The options are parsed once per DataFrame (``sluice.pipeline.source.options``). On the driver
 ``partitions()`` lists the partitions, asks each for its log bounds, resolves the offset
-options against them (``sluice.pipeline.source.ranges``: data loss fails or is clamped) — or
-takes the ranges of a ``readPlan`` — and returns a **list** of ``SluicePartition`` splits, cut
-by ``minPartitions`` / ``maxRecordsPerPartition``. Spark pickles the reader to the executors,
+options against them (``sluice.pipeline.source.ranges``: data loss fails or is clamped) and
+returns a **list** of ``SluicePartition`` splits, cut by ``minPartitions`` /
+``maxRecordsPerPartition``. Spark pickles the reader to the executors,
 where ``read()`` opens its own consumer (``sluice.pipeline.source.split_reader.read_split``).
 A start or end given by timestamp is looked up first (ListOffsets by timestamp,
 ``KafkaMetadata.offsets_for_times``) and becomes offsets (``ranges.timestamp_offsets``).
@@ -98,7 +90,7 @@ offsets wait and ``maxTriggerDelay`` has not passed since the last batch — Spa
 Isolation: ``kafka.isolation.level`` defaults to ``read_committed`` (Spark's default is the
 Java client's ``read_uncommitted``; why Sluice differs is in ``sluice.pipeline.source.isolation``).
 The driver's consumer lists offsets with the same level as the executors read with, so the log
-ends above — "latest", ``latestOffset``, a ``readPlan``'s — are last stable offsets: ranges stop
+ends above — "latest", ``latestOffset`` — are last stable offsets: ranges stop
 before any open transaction, and a split yields the committed records of its range (fewer than
 its offsets when it holds aborted records or transaction markers; the split reader bounds it by
 offset, not by count).
@@ -116,7 +108,6 @@ import enum
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -137,7 +128,6 @@ from sluice.pipeline.source.avro_columns import (
     resolve_reader_schema,
     write_error_file,
 )
-from sluice.pipeline.source.isolation import ISOLATION_LEVEL_KEY
 from sluice.pipeline.source.kafka_params import group_ids, kafka_params
 from sluice.pipeline.source.metadata import KafkaMetadata
 from sluice.pipeline.source.option_names import check_option_names
@@ -164,14 +154,11 @@ from sluice.pipeline.source.ranges import (
     timestamp_offsets,
 )
 from sluice.pipeline.source.read_options import ReadOptions, parse_read_options
-from sluice.pipeline.source.read_plan import InvalidReadPlanError, ReadPlan
 from sluice.pipeline.source.split_reader import (
     SPARK_SCHEMA_DDL,
     SPARK_SCHEMA_DDL_NO_HEADERS,
-    SplitResult,
-    consumer_config,
+    consumer_settings,
     read_split,
-    write_split_metrics,
 )
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources
@@ -226,17 +213,9 @@ def register(spark: Any) -> None:
 def resolve_avro(options: Mapping[str, str]) -> AvroRead | None:
     """Driver side: the Avro options, the reader schema and the columns (``None``: binary).
 
-    Asks the registry for the reader schema, except under a ``readPlan``, which carries it.
+    Asks the registry for the reader schema.
     """
     opts = CaseInsensitiveOptions(options)
-    plan = ReadPlan.from_options(opts)
-    if plan is not None:
-        if plan.avro is None or plan.reader_schema is None:
-            return None
-        layout = output_schema(
-            plan.reader_schema, nested=plan.avro.nested, include_headers=plan.include_headers
-        )
-        return plan.avro, plan.reader_schema, layout
     include_headers = parse_read_options(opts).include_headers
     avro = AvroOptions.parse(opts)
     if avro is None:
@@ -274,21 +253,15 @@ class _Common:
         min_partitions: int | None,
         max_records_per_partition: int | None,
         avro: AvroRead | None | _Unresolved,
-        include_headers: bool | None = None,
-        isolation_level: str | None = None,
         streaming: bool = False,
     ) -> None:
         opts = CaseInsensitiveOptions(options)
         read = parse_read_options(opts)
-        if include_headers is not None:  # a readPlan's
-            read = replace(read, include_headers=include_headers)
         self.read_options: ReadOptions = read
-        params = {f"kafka.{k}": v for k, v in kafka_params(opts).items()}
-        if isolation_level is not None:  # a readPlan's: its ranges were bounded with it
-            params[f"kafka.{ISOLATION_LEVEL_KEY}"] = isolation_level
+        params = kafka_params(opts)  # librdkafka's keys: the kafka. prefix cut once, here
         ids = group_ids(opts, read.group_id_prefix, streaming=streaming)
-        self.config = consumer_config({**params, "kafka.group.id": ids.executor})
-        self.driver_config = consumer_config({**params, "kafka.group.id": ids.driver})
+        self.config = consumer_settings({**params, "group.id": ids.executor})
+        self.driver_config = consumer_settings({**params, "group.id": ids.driver})
         self.fail_on_data_loss = fail_on_data_loss
         self.min_partitions = min_partitions
         self.max_records_per_partition = max_records_per_partition
@@ -338,7 +311,6 @@ class _Common:
         if not isinstance(partition, SluicePartition):
             raise TypeError(f"expected a SluicePartition, found {type(partition).__name__}")
         split = partition.split
-        result = SplitResult()
         read = self.read_options
         batches = read_split(
             split,
@@ -347,17 +319,14 @@ class _Common:
             include_headers=read.include_headers,
             batch_rows=read.batch_rows,
             poll_timeout_s=read.poll_timeout_s,
-            result=result,
         )
         if self.avro is None:
             yield from batches
         else:
-            yield from self._decode(split, batches, result)
-        if read.metrics_path and split.count > 0:
-            write_split_metrics(read.metrics_path, split, result)
+            yield from self._decode(split, batches)
 
     def _decode(
-        self, split: OffsetRange, batches: Iterator[pa.RecordBatch], result: SplitResult
+        self, split: OffsetRange, batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
         """Typed batches of one split; its undecodable records go to one error file."""
         assert self.avro is not None
@@ -376,8 +345,6 @@ class _Common:
             assert options.error_path is not None  # onDecodeError=fail raised already
             name = f"part-{split.topic}-{split.partition}-{split.start}-{split.end}.parquet"
             write_error_file(options.error_path, name, errors)
-        result.errors = decoder.stats.errors
-        result.schema_ids = sorted(decoder.stats.schema_ids)
 
 
 def _log_losses(losses: list[DataLoss]) -> None:
@@ -397,52 +364,30 @@ def _log_losses(losses: list[DataLoss]) -> None:
 
 
 class SluiceBatchReader(_Common, DataSourceReader):
-    """``spark.read.format("sluice")``: one split per (piece of a) partition range.
-
-    Its ranges are those of a ``readPlan`` (``plan``, or the option) if there is one, else the
-    options resolved against the log when ``partitions()`` is called.
-    """
+    """``spark.read.format("sluice")``: one split per (piece of a) partition range, the
+    options resolved against the log when ``partitions()`` is called."""
 
     def __init__(
         self,
         options: Mapping[str, str],
         avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
-        plan: ReadPlan | None = None,
     ) -> None:
         check_option_names(options)
-        self.read_plan = plan if plan is not None else ReadPlan.from_options(options)
-        self.source: SourceOptions | None = None
-        if self.read_plan is None:
-            self.source = parse_source_options(options)
-            _warn_trigger_options(options)
-            fail, lowest, largest = (
-                self.source.fail_on_data_loss,
-                self.source.min_partitions,
-                self.source.max_records_per_partition,
-            )
-        else:
-            fail, lowest, largest = (
-                self.read_plan.fail_on_data_loss,
-                self.read_plan.min_partitions,
-                self.read_plan.max_records_per_partition,
-            )
+        self.source: SourceOptions = parse_source_options(options)
+        _warn_trigger_options(options)
         super().__init__(
             options,
-            fail_on_data_loss=fail,
-            min_partitions=lowest,
-            max_records_per_partition=largest,
+            fail_on_data_loss=self.source.fail_on_data_loss,
+            min_partitions=self.source.min_partitions,
+            max_records_per_partition=self.source.max_records_per_partition,
             avro=avro,
-            include_headers=None if self.read_plan is None else self.read_plan.include_headers,
-            isolation_level=None if self.read_plan is None else self.read_plan.isolation_level,
         )
 
     def plan(self) -> Resolution:
-        """The ranges to read (driver side; no Spark needed): the ``readPlan``'s, or the offset
-        options resolved against the log now, data loss logged."""
-        if self.read_plan is not None:
-            return Resolution(list(self.read_plan.ranges), [])
+        """The ranges to read (driver side; no Spark needed): the offset options resolved
+        against the log now, data loss logged."""
         source = self.source
-        assert source is not None and source.ending_offsets is not None
+        assert source.ending_offsets is not None
         with self._metadata() as metadata:
             assigned, bounds = metadata.assigned_bounds(source.strategy)
             starting = self._resolve_limit(
@@ -514,11 +459,6 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
         avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
     ) -> None:
         check_option_names(options)
-        if ReadPlan.from_options(options) is not None:
-            raise InvalidReadPlanError(
-                "readPlan: expected a batch read, found a streaming one (a stream plans each "
-                "micro-batch itself)"
-            )
         self.source = parse_source_options(options, streaming=True)
         super().__init__(
             options,
@@ -704,11 +644,7 @@ class SluiceDataSource(DataSource):
         avro = self._typed()
         if avro is not None:
             return avro[2].schema
-        plan = ReadPlan.from_options(self.options)
-        if plan is not None:
-            headers = plan.include_headers
-        else:
-            headers = parse_read_options(self.options).include_headers
+        headers = parse_read_options(self.options).include_headers
         return SPARK_SCHEMA_DDL if headers else SPARK_SCHEMA_DDL_NO_HEADERS
 
     def _checked(self, schema: Any) -> AvroRead | None:

@@ -58,8 +58,6 @@ SPARK_OPTIONS = (
 
 SLUICE_OPTIONS = (
     "arrowBatchRows",
-    "metricsPath",
-    "readPlan",
     "valueFormat",
     "schema.registry.url",
     "valueSchemaSubject",

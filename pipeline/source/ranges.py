@@ -21,7 +21,9 @@ conventions (``KafkaOffsetReaderAdmin.getOffsetRangesFromUnresolvedOffsets``,
    it raises ``OffsetsOutOfBoundsError`` naming topic, partition and offsets; with ``False`` the
    bound is clamped — low to the log start, high to the log end, the "offset out-of-range"
    scheme of the offsets-management article — and a ``DataLoss`` record goes into the run
-   report and the manifest.
+   report and the manifest. ``resume_ranges`` does the same for a resume (the nightly load):
+   committed offsets as ints, each partition read from its committed offset (its log start if
+   it has none) to its log end — no offset spec in between.
 2. **Ranges → splits.** ``split_ranges`` follows Spark 4's ``KafkaOffsetRangeCalculator``:
    empty ranges are dropped; ``maxRecordsPerPartition`` first cuts every range into
    ``ceil(size / max)`` near-equal pieces; if there are still fewer pieces than
@@ -73,6 +75,7 @@ __all__ = [
     "Resolution",
     "UnknownPartitionError",
     "resolve_ranges",
+    "resume_ranges",
     "split_ranges",
     "timestamp_offsets",
 ]
@@ -272,6 +275,20 @@ def timestamp_offsets(
     return result
 
 
+def _with_bounds(
+    bounds: Mapping[TopicPartition, LogBounds], partitions: Iterable[TopicPartition] | None
+) -> list[TopicPartition]:
+    """``partitions`` (default: every one in ``bounds``) sorted; each must have bounds."""
+    wanted = sorted(bounds if partitions is None else set(partitions))
+    missing = [tp for tp in wanted if tp not in bounds]
+    if missing:
+        raise UnknownPartitionError(
+            f"partitions {[f'{t}-{p}' for t, p in missing]}: expected log bounds, found none "
+            "(the topic or partition does not exist)"
+        )
+    return wanted
+
+
 def resolve_ranges(
     bounds: Mapping[TopicPartition, LogBounds],
     starting_offsets: OffsetSpec,
@@ -284,13 +301,7 @@ def resolve_ranges(
 
     ``partitions`` defaults to every partition in ``bounds``; each must have bounds.
     """
-    wanted = sorted(bounds if partitions is None else set(partitions))
-    missing = [tp for tp in wanted if tp not in bounds]
-    if missing:
-        raise UnknownPartitionError(
-            f"partitions {[f'{t}-{p}' for t, p in missing]}: expected log bounds, found none "
-            "(the topic or partition does not exist)"
-        )
+    wanted = _with_bounds(bounds, partitions)
     starts = _spec_offsets("startingOffsets", starting_offsets, wanted)
     ends = _spec_offsets("endingOffsets", ending_offsets, wanted)
     ranges: list[OffsetRange] = []
@@ -309,6 +320,31 @@ def resolve_ranges(
         # there is nothing to read, an empty range at the start (not an error).
         end = max(end, start) if not explicit else end
         ranges.append(_clamp(tp, start, end, log, fail_on_data_loss, losses))
+    return Resolution(ranges, losses)
+
+
+def resume_ranges(
+    bounds: Mapping[TopicPartition, LogBounds],
+    committed: Mapping[TopicPartition, int],
+    *,
+    partitions: Iterable[TopicPartition] | None = None,
+    fail_on_data_loss: bool = True,
+) -> Resolution:
+    """One ``OffsetRange`` per partition from its ``committed`` offset (its log start when it
+    has none) to its log end, sorted by (topic, partition): a resume, in offsets throughout.
+
+    The bounds rules are ``resolve_ranges``' for an explicit start and "latest": a committed
+    offset below the log start or above the log end is data loss (raised, or clamped and
+    recorded). ``partitions`` defaults to every partition in ``bounds``; each must have bounds;
+    committed offsets of other partitions are ignored.
+    """
+    wanted = _with_bounds(bounds, partitions)
+    ranges: list[OffsetRange] = []
+    losses: list[DataLoss] = []
+    for tp in wanted:
+        log = bounds[tp]
+        start = committed.get(tp, log.log_start)
+        ranges.append(_clamp(tp, start, max(log.log_end, start), log, fail_on_data_loss, losses))
     return Resolution(ranges, losses)
 
 

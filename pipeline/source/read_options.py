@@ -7,8 +7,7 @@ the rest of Spark's Kafka source options (``KafkaSourceProvider``, ``KafkaMicroB
 * ``includeHeaders`` — default **false**, as Spark: the seven columns ``key``, ``value``,
   ``topic``, ``partition``, ``offset``, ``timestamp``, ``timestampType``; ``true`` adds
   ``headers``;
-* ``kafkaConsumer.pollTimeoutMs`` (default 120000) and Sluice's ``arrowBatchRows`` (4096) and
-  ``metricsPath``;
+* ``kafkaConsumer.pollTimeoutMs`` (default 120000) and Sluice's ``arrowBatchRows`` (4096);
 * streaming triggers: ``maxOffsetsPerTrigger`` caps a micro-batch; ``minOffsetsPerTrigger``
   delays one until that many offsets wait, or until ``maxTriggerDelay`` (Spark's time strings,
   ``Utils.timeStringAsMs``: ``15m`` default, ``30s``, ``500ms``, a bare number is ms) has
@@ -80,7 +79,6 @@ class ReadOptions:
     include_headers: bool = False  # Spark's default: seven columns
     poll_timeout_s: float = 120.0
     batch_rows: int = 4096
-    metrics_path: str | None = None
     max_offsets_per_trigger: int | None = None  # streaming only
     min_offsets_per_trigger: int | None = None  # streaming only
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS  # streaming, with the minimum
@@ -108,7 +106,7 @@ def parse_time_ms(option: str, value: str) -> int:
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     """``includeHeaders`` (default false), ``kafkaConsumer.pollTimeoutMs`` (default 120000),
-    ``arrowBatchRows`` (default 4096), ``metricsPath``, ``maxOffsetsPerTrigger``,
+    ``arrowBatchRows`` (default 4096), ``maxOffsetsPerTrigger``,
     ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (default 15m), ``fetchOffset.numRetries``
     (default 3), ``fetchOffset.retryIntervalMs`` (default 1000), ``groupIdPrefix``."""
     opts = CaseInsensitiveOptions(options)
@@ -128,7 +126,6 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         include_headers=option_flag(opts, "includeHeaders", False),
         poll_timeout_s=(option_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
         batch_rows=option_positive_int(opts, "arrowBatchRows") or 4096,
-        metrics_path=opts.get("metricsPath"),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=(

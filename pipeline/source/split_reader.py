@@ -60,7 +60,6 @@ Every function here is reentrant; a ``Consumer`` lives inside one ``read_split``
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -69,7 +68,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from sluice.pipeline.source.isolation import (
@@ -89,6 +87,7 @@ __all__ = [
     "SplitResult",
     "SplitTimeoutError",
     "consumer_config",
+    "consumer_settings",
     "read_split",
 ]
 
@@ -133,49 +132,53 @@ class SplitTimeoutError(TimeoutError):
 
 @dataclass(slots=True)
 class SplitResult:
-    """What one ``read_split`` call did, filled in as it runs (for metrics and reports).
+    """The figures of one split, from the executor that read it to the driver's report.
 
-    ``rows`` counts the records fetched; with ``valueFormat=avro`` the source fills in
-    ``errors`` (of those rows, the undecodable ones, sent to the error table) and
-    ``schema_ids`` (the writer schema ids of the decoded ones).
+    ``read_split`` fills in ``rows`` (records fetched), ``bytes`` (key + value + header bytes),
+    ``lost`` (offsets skipped with ``failOnDataLoss=false``) and ``seconds`` as batches go out.
+    A typed read adds ``errors`` (of those rows, the undecodable ones, sent to the error table)
+    and ``schema_ids`` (the writer schema ids of the decoded ones); the nightly load's task
+    (``sluice.pipeline.load.split_writer``) adds ``files`` — ``(path relative to the staging
+    directory, bytes, rows)`` of every file it wrote, the error file included — and sets
+    ``seconds`` to the whole task's time. The load returns this object through Spark's task
+    results and its verify phase and report read it by attribute: a split's figures exist once.
+    Picklable; filled by one thread.
     """
 
+    split: OffsetRange
     rows: int = 0
     bytes: int = 0
     lost: int = 0
     seconds: float = 0.0
     errors: int = 0
     schema_ids: list[int] = field(default_factory=list)
+    files: list[tuple[str, int, int]] = field(default_factory=list)
 
-    def to_json(self, split: OffsetRange) -> dict[str, Any]:
-        return {
-            "topic": split.topic,
-            "partition": split.partition,
-            "start": split.start,
-            "end": split.end,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "lost": self.lost,
-            "seconds": round(self.seconds, 6),
-            "errors": self.errors,
-            "schema_ids": sorted(self.schema_ids),
-        }
+    @property
+    def written(self) -> int:
+        """Data rows written (fetched minus undecodable)."""
+        return self.rows - self.errors
 
 
-def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
-    """The confluent-kafka consumer settings of a read: every ``kafka.*`` option, prefix cut.
+def consumer_settings(
+    settings: Mapping[str, Any], *, group_id: str | None = None
+) -> dict[str, Any]:
+    """The confluent-kafka consumer settings of a read, from librdkafka ``settings`` (keys
+    without the ``kafka.`` prefix, Java-only ones already translated).
 
     As in Spark, the source owns offset handling: auto commit is off and ``auto.offset.reset``
     is ``error`` (an out-of-range fetch must surface as data loss, not silently jump).
-    ``isolation.level`` is always set, lower-case: ``kafka.isolation.level`` if given, else
+    ``isolation.level`` is always set, lower-case: the given one if any, else
     ``read_committed`` — Sluice's default where Spark's is ``read_uncommitted``; the reasons
     are in ``sluice.pipeline.source.isolation``. The driver's metadata consumer and the
     executors' split readers get it from here, so ranges end where the split reader can read
-    to (the last stable offset under ``read_committed``). Raises ``ValueError`` without
-    ``kafka.bootstrap.servers`` and ``InvalidIsolationLevelError`` for an unknown level.
+    to (the last stable offset under ``read_committed``). ``group.id`` is the given one, else
+    ``group_id``, else a new ``sluice-source-<random>``: a caller that builds the settings once
+    (the load: once per run) has one group id for all its consumers. Raises ``ValueError``
+    without ``bootstrap.servers`` and ``InvalidIsolationLevelError`` for an unknown level.
     """
     config: dict[str, Any] = {
-        "group.id": f"sluice-source-{uuid.uuid4().hex[:12]}",
+        "group.id": group_id or f"sluice-source-{uuid.uuid4().hex[:12]}",
         ISOLATION_LEVEL_KEY: DEFAULT_ISOLATION_LEVEL,
         "client.id": "sluice-source",
         "log.connection.close": False,
@@ -185,10 +188,10 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
         # benchmark, README "Performance"). A kafka.* option still overrides it.
         "fetch.queue.backoff.ms": 10,
     }
-    for key, value in options.items():
+    for key, value in settings.items():
         key = key.lower()
-        if key.startswith("kafka.") and key[len("kafka.") :] not in _OWNED:
-            config[key[len("kafka.") :]] = value
+        if key not in _OWNED:
+            config[key] = value
     if "bootstrap.servers" not in config:
         raise ValueError("option 'kafka.bootstrap.servers': expected host:port[,...], found none")
     config[ISOLATION_LEVEL_KEY] = isolation_level(config)
@@ -196,6 +199,15 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
         {"enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True}
     )
     return config
+
+
+def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
+    """``consumer_settings`` of a read's ``kafka.*`` options: the prefix cut here, the keys
+    matched lower-cased, anything else ignored (the audit's and the tests' way in)."""
+    cut = len("kafka.")
+    return consumer_settings(
+        {k.lower()[cut:]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+    )
 
 
 class _BatchBuilder:
@@ -259,6 +271,92 @@ def _binary_bytes(array: pa.Array) -> int:
     return int(total or 0)
 
 
+class _Cursor:
+    """Where one ``read_split`` call stands in its range: ``position`` (the next offset it would
+    read) and ``stable_end`` (an LSO below the range end under ``read_committed``, if the last
+    EOF said so), moved by the consumer's events as the module doc says. One thread."""
+
+    def __init__(
+        self,
+        split: OffsetRange,
+        consumer: Consumer,
+        committed: bool,
+        fail: bool,
+        result: SplitResult,
+    ) -> None:
+        self.split = split
+        self.consumer = consumer
+        self.committed = committed  # isolation.level=read_committed
+        self.fail = fail  # failOnDataLoss
+        self.result = result
+        self.position = split.start
+        self.stable_end: int | None = None
+        self.where = f"{split.topic}-{split.partition}"
+
+    def lost(self, found: str, skip_to: int) -> int:
+        """Offsets ``[position, skip_to)`` are gone: raise, or count them and skip."""
+        if self.fail:
+            raise DataLossError(
+                f"{self.where}: expected offsets [{self.position}, {self.split.end}) in the "
+                f"log, found {found}; some data may have been lost because it is not in the "
+                "log any more, either aged out by retention or the topic was deleted and "
+                "recreated; set failOnDataLoss=false to skip it"
+            )
+        self.result.lost += min(skip_to, self.split.end) - self.position
+        return skip_to
+
+    def event(self, error: KafkaError, message: Any) -> None:
+        """Move the cursor for one error event of the consumer (or raise)."""
+        split, code = self.split, error.code()
+        if code == KafkaError._PARTITION_EOF:
+            # The end this consumer reads to: the high watermark, or the LSO under
+            # read_committed.
+            high = message.offset() or 0  # set on EOF events
+            if high >= split.end:
+                self.position = split.end
+            elif self.committed:
+                log_end = _high_watermark(self.consumer, split)
+                if log_end < split.end:
+                    # The log ends before the range: offsets the driver saw are gone (Spark
+                    # reports data loss here). librdkafka queues the EOF behind the records
+                    # below it: [position, high) were markers or aborted records, not lost.
+                    self.position = max(self.position, high)
+                    self.position = self.lost(f"the log ending at {log_end}", split.end)
+                else:
+                    # An open transaction holds [LSO, end): its marker moves the LSO and
+                    # brings records or a new EOF (the broker aborts an abandoned one after
+                    # transaction.timeout.ms).
+                    self.stable_end = high
+            elif high <= self.position:
+                # Everything the log has is read, and it ends before the range: offsets the
+                # driver saw are gone (Spark reports data loss here).
+                self.position = self.lost(f"the log ending at {high}", split.end)
+            # read_uncommitted, position < high < end: records before the log end are still
+            # on their way; a new EOF comes once they are read.
+        elif code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            low, high = self.consumer.get_watermark_offsets(
+                TopicPartition(split.topic, split.partition), timeout=10, cached=False
+            )
+            found = f"the log holding [{low}, {high})"
+            self.position = self.lost(found, low if low > self.position else split.end)
+            if self.position < split.end:
+                self.consumer.assign([TopicPartition(split.topic, split.partition, self.position)])
+        elif not (error.retriable() or code == KafkaError._TRANSPORT):
+            raise KafkaException(error)
+
+    def timeout(self, seconds: float) -> SplitTimeoutError:
+        waiting = (
+            ""
+            if self.stable_end is None
+            else f"; read_committed reads up to the last stable offset {self.stable_end}, "
+            "and a transaction open since then holds the rest of the range"
+        )
+        return SplitTimeoutError(
+            f"{self.where}: no record for {seconds:.0f}s at offset {self.position}, "
+            f"expected offsets up to {self.split.end}{waiting}"
+        )
+
+
 def read_split(
     split: OffsetRange,
     config: Mapping[str, Any],
@@ -271,31 +369,21 @@ def read_split(
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``[split.start, split.end)`` as RecordBatches; see the module doc.
 
-    ``result`` (optional) is updated with rows, bytes, lost offsets and seconds as batches go
-    out, and is complete when the iterator is exhausted.
+    ``result`` (optional, for ``split``) is updated with rows, bytes, lost offsets and seconds
+    as batches go out, and is complete when the iterator is exhausted.
     """
-    result = result if result is not None else SplitResult()
+    result = result if result is not None else SplitResult(split)
     if split.start >= split.end:
         return
     began = time.monotonic()
     builder = _BatchBuilder(split.topic, split.partition, include_headers)
     consumer = Consumer(dict(config))
-    committed = isolation_level(config) == READ_COMMITTED
-    where = f"{split.topic}-{split.partition}"
-
-    def lost(found: str, skip_to: int) -> int:
-        if fail_on_data_loss:
-            raise DataLossError(
-                f"{where}: expected offsets [{position}, {split.end}) in the log, found {found}; "
-                "some data may have been lost because it is not in the log any more, either "
-                "aged out by retention or the topic was deleted and recreated; set "
-                "failOnDataLoss=false to skip it"
-            )
-        result.lost += min(skip_to, split.end) - position
-        return skip_to
+    cursor = _Cursor(
+        split, consumer, isolation_level(config) == READ_COMMITTED, fail_on_data_loss, result
+    )
 
     def emit() -> Iterator[pa.RecordBatch]:
-        while len(builder) >= batch_rows or (position >= split.end and len(builder)):
+        while len(builder) >= batch_rows or (cursor.position >= split.end and len(builder)):
             batch, size = builder.build(batch_rows)
             result.rows += batch.num_rows
             result.bytes += size
@@ -304,95 +392,44 @@ def read_split(
 
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
-        position = split.start
-        stable_end: int | None = None  # an LSO below the range end (read_committed), if seen
         last_progress = time.monotonic()
-        while position < split.end:
+        while cursor.position < split.end:
             # consume() returns early only once it has num_messages (records or events), so ask
             # for no more than the range still needs: otherwise every split ends on a timeout.
-            wanted = max(1, min(split.end - position, _CONSUME_MAX))
+            wanted = max(1, min(split.end - cursor.position, _CONSUME_MAX))
             messages = consumer.consume(num_messages=wanted, timeout=0.5)
             if not messages:
                 if time.monotonic() - last_progress > poll_timeout_s:
-                    waiting = (
-                        ""
-                        if stable_end is None
-                        else f"; read_committed reads up to the last stable offset {stable_end}, "
-                        "and a transaction open since then holds the rest of the range"
-                    )
-                    raise SplitTimeoutError(
-                        f"{where}: no record for {poll_timeout_s:.0f}s at offset {position}, "
-                        f"expected offsets up to {split.end}{waiting}"
-                    )
+                    raise cursor.timeout(poll_timeout_s)
                 continue
             last_progress = time.monotonic()
-            stable_end = None
+            cursor.stable_end = None
             # The common case, with no Python frame per record: only records, all in range
             # (librdkafka delivers a partition's records in offset order).
             if not any([m.error() for m in messages]):
                 first: int = messages[0].offset() or 0  # set on records
                 last: int = messages[-1].offset() or 0
-                if first >= position and last < split.end:
+                if first >= cursor.position and last < split.end:
                     builder.messages.extend(messages)
-                    position = last + 1
+                    cursor.position = last + 1
                     yield from emit()
                     continue
             for message in messages:
                 error = message.error()
                 if error is not None:
-                    code = error.code()
-                    if code == KafkaError._PARTITION_EOF:
-                        # The end this consumer reads to: the high watermark, or the LSO under
-                        # read_committed.
-                        high = message.offset() or 0  # set on EOF events
-                        if high >= split.end:
-                            position = split.end
-                        elif committed:
-                            log_end = _high_watermark(consumer, split)
-                            if log_end < split.end:
-                                # The log ends before the range: offsets the driver saw are
-                                # gone (Spark reports data loss here). librdkafka queues the
-                                # EOF behind the records below it: [position, high) were
-                                # markers or aborted records, not lost.
-                                position = max(position, high)
-                                position = lost(f"the log ending at {log_end}", split.end)
-                            else:
-                                # An open transaction holds [LSO, end): its marker moves the
-                                # LSO and brings records or a new EOF (the broker aborts an
-                                # abandoned one after transaction.timeout.ms).
-                                stable_end = high
-                        elif high <= position:
-                            # Everything the log has is read, and it ends before the range:
-                            # offsets the driver saw are gone (Spark reports data loss here).
-                            position = lost(f"the log ending at {high}", split.end)
-                        # read_uncommitted, position < high < end: records before the log end
-                        # are still on their way; a new EOF comes once they are read.
-                    elif code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        low, high = consumer.get_watermark_offsets(
-                            TopicPartition(split.topic, split.partition), timeout=10, cached=False
-                        )
-                        found = f"the log holding [{low}, {high})"
-                        position = lost(found, low if low > position else split.end)
-                        if position < split.end:
-                            consumer.assign(
-                                [TopicPartition(split.topic, split.partition, position)]
-                            )
-                    elif error.retriable() or code == KafkaError._TRANSPORT:
-                        continue
-                    else:
-                        raise KafkaException(error)
-                    if position >= split.end:
+                    cursor.event(error, message)
+                    if cursor.position >= split.end:
                         break
                     continue
                 offset: int = message.offset() or 0  # set on records
-                if offset < position:
+                if offset < cursor.position:
                     continue  # already delivered (never expected: librdkafka filters these)
                 if offset >= split.end:
-                    position = split.end  # past the range: drop it and the rest of the batch
+                    cursor.position = split.end  # past the range: drop it and the rest
                     break
                 builder.messages.append(message)
-                position = offset + 1
-                if position >= split.end:
+                cursor.position = offset + 1
+                if cursor.position >= split.end:
                     break
             yield from emit()
         yield from emit()
@@ -413,15 +450,3 @@ def _high_watermark(consumer: Consumer, split: OffsetRange) -> int:
         TopicPartition(split.topic, split.partition), cached=True
     )
     return int(high)
-
-
-def write_split_metrics(uri: str, split: OffsetRange, result: SplitResult) -> None:
-    """Write ``result`` as JSON under directory ``uri`` (any ``pyarrow.fs`` URI or path).
-
-    One file per split, named after its range, so a retried task overwrites its own file.
-    """
-    fs, root = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
-    fs.create_dir(root, recursive=True)
-    name = f"{root.rstrip('/')}/{split.topic}-{split.partition}-{split.start}-{split.end}.json"
-    with fs.open_output_stream(name) as out:
-        out.write(json.dumps(result.to_json(split)).encode("utf-8"))

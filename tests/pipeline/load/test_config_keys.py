@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from sluice.pipeline.load.run import LoadConfig, LoadConfigError
-from sluice.pipeline.source.split_reader import consumer_config
 
 BASE = {
     "kafka.bootstrap.servers": "127.0.0.1:9092",
@@ -24,7 +23,7 @@ def test_kafka_and_spark_keys_pass_through() -> None:
     config = LoadConfig.from_properties(
         {**BASE, "kafka.isolation.level": "read_committed", "spark.executor.memory": "1g"}
     )
-    assert config.kafka == {"kafka.isolation.level": "read_committed"}
+    assert config.kafka == {"isolation.level": "read_committed"}  # librdkafka's: prefix cut
     assert config.spark == {"spark.executor.memory": "1g"}
 
 
@@ -48,14 +47,15 @@ def test_a_jaas_line_is_translated_for_every_consumer_of_the_load() -> None:
         }
     )
     assert config.kafka == {
-        "kafka.security.protocol": "SASL_SSL",
-        "kafka.sasl.mechanism": "PLAIN",
-        "kafka.sasl.username": "loader",
-        "kafka.sasl.password": "s3cret-pw",
-        "kafka.ssl.ca.location": "/etc/kafka/ca.pem",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "loader",
+        "sasl.password": "s3cret-pw",
+        "ssl.ca.location": "/etc/kafka/ca.pem",
     }
-    # The planner's metadata consumer and the split writers' consumers are built from this.
-    consumer = consumer_config(config.kafka_options())
+    # The planner's metadata consumer and the split writers' consumers get this one object.
+    consumer = config.consumer("run-1")
+    assert consumer["group.id"] == "sluice-load-run-1"  # one group id per run
     assert (consumer["sasl.username"], consumer["sasl.password"]) == ("loader", "s3cret-pw")
     assert consumer["ssl.ca.location"] == "/etc/kafka/ca.pem"
     assert not {"sasl.jaas.config", "ssl.truststore.type", "ssl.truststore.location"} & set(
@@ -80,4 +80,12 @@ def test_java_names_renamed_and_librdkafka_keys_unchanged() -> None:
     config = LoadConfig.from_properties(
         {**BASE, "kafka.fetch.max.wait.ms": "250", "kafka.socket.timeout.ms": "9000"}
     )
-    assert config.kafka == {"kafka.fetch.wait.max.ms": "250", "kafka.socket.timeout.ms": "9000"}
+    assert config.kafka == {"fetch.wait.max.ms": "250", "socket.timeout.ms": "9000"}
+
+
+def test_every_consumer_of_a_run_shares_one_group_id_unless_one_is_given() -> None:
+    config = LoadConfig.from_properties(BASE)
+    assert config.consumer("r1")["group.id"] == "sluice-load-r1"
+    assert config.consumer("r1")["bootstrap.servers"] == "127.0.0.1:9092"
+    given = LoadConfig.from_properties({**BASE, "kafka.group.id": "nightly"})
+    assert given.consumer("r1")["group.id"] == "nightly"

@@ -15,9 +15,10 @@ import pytest
 
 from sluice.pipeline.load.errors import LoadError, StrandedFilesError
 from sluice.pipeline.load.report import LoadReport, PartitionReport
-from sluice.pipeline.load.split_writer import SplitOutcome, SplitWriter
+from sluice.pipeline.load.split_writer import SplitWriter
 from sluice.pipeline.load.verify import account, scan_staged
 from sluice.pipeline.source.ranges import OffsetRange
+from sluice.pipeline.source.split_reader import SplitResult
 from sluice.pipeline.table.commit import StagedRun, TableWriter
 
 PLAN = [OffsetRange("t", 0, 0, 30), OffsetRange("t", 1, 5, 12)]
@@ -29,7 +30,7 @@ def staged(tmp_path: Path) -> StagedRun:
     return TableWriter(f"file://{tmp_path}/warehouse/events").begin("run-1", None)
 
 
-def _write(staged: StagedRun, stamps: dict[OffsetRange, list[int]]) -> list[SplitOutcome]:
+def _write(staged: StagedRun, stamps: dict[OffsetRange, list[int]]) -> list[SplitResult]:
     for split in SPLITS:
         stamps[split] = [0] * split.count
     writer = SplitWriter(staged.uri, {})

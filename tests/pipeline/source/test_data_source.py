@@ -16,7 +16,6 @@ import pytest
 
 from sluice.pipeline.source.data_source import SluiceBatchReader, SluiceStreamReader, register
 from sluice.pipeline.source.ranges import OffsetRange, OffsetsOutOfBoundsError
-from sluice.pipeline.source.read_plan import ReadPlan
 from sluice.pipeline.source.split_reader import ARROW_SCHEMA, ARROW_SCHEMA_NO_HEADERS
 from sluice.testing.broker import create_topic
 from tests.pipeline.broker_fixture import Produced, produce, simple_records
@@ -188,30 +187,6 @@ def test_out_of_range_fails_or_clamps(spark: Any, kafka_broker: Any, topic_name:
     assert _read(spark, **base, failOnDataLoss="false").count() == 0
 
 
-def test_a_read_plan_is_read_as_planned(spark: Any, kafka_broker: Any, topic_name: str) -> None:
-    """``readPlan``: exactly the planned ranges, split by the plan's options, with no offset
-    options; offsets the plan names past the log end are data loss at read time."""
-    create_topic(kafka_broker.bootstrap, topic_name, 2)
-    produce(kafka_broker.bootstrap, simple_records(topic_name, 2, 100))
-    plan = ReadPlan(
-        (OffsetRange(topic_name, 0, 10, 30), OffsetRange(topic_name, 1, 0, 5)), min_partitions=3
-    )
-    base = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "readPlan": plan.encode()}
-    assert len(SluiceBatchReader(base).partitions()) >= 3
-    df = _read(spark, **base)
-    assert df.columns == [*SPARK_COLUMNS, "headers"]  # the plan says include_headers=true
-    got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
-    assert got == [(0, o) for o in range(10, 30)] + [(1, o) for o in range(5)]
-    no_headers = ReadPlan(plan.ranges, include_headers=False)
-    assert _read(spark, **{**base, "readPlan": no_headers.encode()}).columns == SPARK_COLUMNS
-    with pytest.raises(Exception, match="expected no option the plan decides"):
-        _read(spark, **base, subscribe=topic_name).collect()
-    gone = ReadPlan((OffsetRange(topic_name, 0, 40, 60),))
-    options = {**base, "readPlan": gone.encode(), "kafkaConsumer.pollTimeoutMs": "20000"}
-    with pytest.raises(Exception, match=rf"{topic_name}-0: expected offsets \[50, 60\)"):
-        _read(spark, **options).collect()
-
-
 def _offsets_and_values(df: Any) -> list[tuple[int, str]]:
     return sorted((r["offset"], bytes(r["value"]).decode()) for r in df.collect())
 
@@ -240,20 +215,3 @@ def test_reads_committed_data_up_to_the_lso_by_default(
         assert _offsets_and_values(_read(spark, **uncommitted)) == log.everything()
     finally:
         log.close()
-
-
-def test_a_read_plan_is_read_with_its_isolation_level(
-    spark: Any, kafka_broker: Any, topic_name: str
-) -> None:
-    """The load's plans say read_committed (the default) and its executors skip aborted
-    records; a plan that says read_uncommitted is read so; a contradicting
-    ``kafka.isolation.level`` beside a plan is refused."""
-    log = write_mixed_log(kafka_broker.bootstrap, topic_name, leave_open=False)
-    whole = (OffsetRange(topic_name, 0, 0, log.high_watermark),)
-    base = {"kafka.bootstrap.servers": kafka_broker.bootstrap}
-    committed = _read(spark, **base, readPlan=ReadPlan(whole).encode())
-    assert _offsets_and_values(committed) == log.visible_committed()
-    plan = ReadPlan(whole, isolation_level="read_uncommitted")
-    assert _offsets_and_values(_read(spark, **base, readPlan=plan.encode())) == log.everything()
-    with pytest.raises(Exception, match="expected the plan's read_uncommitted"):
-        _read(spark, **base, readPlan=plan.encode(), **{"kafka.isolation.level": "read_committed"})

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.common.topic_partition import TopicPartition
-from sluice.pipeline.source.options import InvalidPositiveIntegerError
+from sluice.pipeline.source.options import InvalidPositiveIntegerError, complete_offsets
 from sluice.pipeline.source.ranges import (
     DataLoss,
     InvalidOffsetRangeError,
@@ -20,6 +20,7 @@ from sluice.pipeline.source.ranges import (
     PartitionMismatchError,
     UnknownPartitionError,
     resolve_ranges,
+    resume_ranges,
     split_ranges,
 )
 
@@ -156,6 +157,39 @@ def test_clamped_range_is_inside_the_log(
     if in_range:
         assert (r.start, r.end) == (resolved_start, max(end, resolved_start))
     assert all(d.lost >= 0 for d in result.data_loss)
+
+
+@given(
+    bounds=st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), min_size=1, max_size=4),
+    committed=st.lists(st.one_of(st.none(), st.integers(0, 250)), min_size=4, max_size=4),
+    fail=st.booleans(),
+)
+@bounded
+def test_a_resume_resolves_committed_offsets_as_the_offsets_spec_did(
+    bounds: list[tuple[int, int]], committed: list[int | None], fail: bool
+) -> None:
+    """``resume_ranges`` (the load's plan, offsets as ints) against the model it replaced: the
+    committed offsets as a spec (``complete_offsets``, -2 for a partition never loaded) up to
+    "latest" through ``resolve_ranges`` — the same ranges, data loss and errors."""
+    logs = {TopicPartition("t", p): LogBounds(a, a + n) for p, (a, n) in enumerate(bounds)}
+    given_offsets = {TopicPartition("t", p): o for p, o in enumerate(committed) if o is not None}
+    spec = complete_offsets({"t": {tp.partition: o for tp, o in given_offsets.items()}}, logs)
+    try:
+        expected = resolve_ranges(logs, spec, "latest", fail_on_data_loss=fail)
+    except OffsetsOutOfBoundsError as exc:
+        with pytest.raises(OffsetsOutOfBoundsError) as caught:
+            resume_ranges(logs, given_offsets, fail_on_data_loss=fail)
+        assert str(caught.value) == str(exc)
+        return
+    assert resume_ranges(logs, given_offsets, fail_on_data_loss=fail) == expected
+
+
+def test_a_resume_reads_new_partitions_from_their_log_start() -> None:
+    logs = {T0: LogBounds(0, 50), T1: LogBounds(7, 9)}
+    resolution = resume_ranges(logs, {T0: 20, TopicPartition("gone", 0): 5}, partitions=[T1, T0])
+    assert resolution.ranges == [OffsetRange("t", 0, 20, 50), OffsetRange("t", 1, 7, 9)]
+    with pytest.raises(UnknownPartitionError, match=r"\['u-0'\]: expected log bounds"):
+        resume_ranges(logs, {}, partitions=[TopicPartition("u", 0)])
 
 
 # --------------------------------------------------------------------------------------------

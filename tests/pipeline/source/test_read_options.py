@@ -23,11 +23,10 @@ def test_read_options() -> None:
             "includeheaders": "FALSE",
             "kafkaConsumer.pollTimeoutMs": "2500",
             "arrowBatchRows": "7",
-            "metricsPath": "/m",
             "maxOffsetsPerTrigger": "60",
         }
     )
-    assert read == ReadOptions(False, 2.5, 7, "/m", 60)
+    assert read == ReadOptions(False, 2.5, 7, 60)
     with pytest.raises(InvalidBooleanOptionError, match="includeHeaders: expected true or false"):
         parse_read_options({"includeHeaders": "maybe"})
     with pytest.raises(InvalidPositiveIntegerError, match="arrowBatchRows: expected a positive"):

@@ -17,6 +17,7 @@ from sluice.pipeline.source.split_reader import (
     SplitResult,
     SplitTimeoutError,
     consumer_config,
+    consumer_settings,
     read_split,
 )
 from sluice.testing.broker import create_topic
@@ -41,10 +42,9 @@ def test_reader_bounds_a_range_inside_compressed_batches(
     )
     config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
     for start, end in ((13, 27), (0, 1), (499, 500), (250, 500), (100, 100)):
-        result = SplitResult()
-        batches = list(
-            read_split(OffsetRange(topic_name, 0, start, end), config, batch_rows=7, result=result)
-        )
+        split = OffsetRange(topic_name, 0, start, end)
+        result = SplitResult(split)
+        batches = list(read_split(split, config, batch_rows=7, result=result))
         offsets = [o for b in batches for o in b.column("offset").to_pylist()]
         assert offsets == list(range(start, end))
         assert result.rows == end - start
@@ -60,7 +60,7 @@ def test_reader_detects_offsets_that_are_gone(kafka_broker: Any, topic_name: str
     split = OffsetRange(topic_name, 0, 5, 30)
     with pytest.raises(DataLossError, match=rf"{topic_name}-0: expected offsets \[10, 30\)"):
         list(read_split(split, config, poll_timeout_s=20))
-    result = SplitResult()
+    result = SplitResult(split)
     batches = list(
         read_split(split, config, fail_on_data_loss=False, poll_timeout_s=20, result=result)
     )
@@ -102,10 +102,9 @@ def test_reader_columns_match_the_produced_records(
     )
     config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
     start, end = 3, 290
-    result = SplitResult()
-    batches = list(
-        read_split(OffsetRange(topic_name, 0, start, end), config, batch_rows=13, result=result)
-    )
+    split = OffsetRange(topic_name, 0, start, end)
+    result = SplitResult(split)
+    batches = list(read_split(split, config, batch_rows=13, result=result))
     assert all(b.num_rows <= 13 and b.schema.equals(ARROW_SCHEMA) for b in batches)
     rows = [row for b in batches for row in b.to_pylist()]
     expected = sorted((p for p in sent if start <= p.offset < end), key=lambda p: p.offset)
@@ -149,8 +148,9 @@ def test_reader_without_headers_and_in_big_batches(kafka_broker: Any, topic_name
 def _read_values(
     log: MixedLog, start: int, end: int, config: dict[str, Any], **kwargs: Any
 ) -> tuple[list[tuple[int, str]], SplitResult]:
-    result = SplitResult()
-    batches = read_split(OffsetRange(log.topic, 0, start, end), config, result=result, **kwargs)
+    split = OffsetRange(log.topic, 0, start, end)
+    result = SplitResult(split)
+    batches = read_split(split, config, result=result, **kwargs)
     got = [
         (offset, value.decode())
         for b in batches
@@ -269,6 +269,22 @@ def test_read_committed_still_detects_offsets_that_are_gone(
     got, result = _read_values(log, 0, end, config, fail_on_data_loss=False, poll_timeout_s=20)
     assert got == log.visible_committed()
     assert result.lost == 20
+
+
+def test_consumer_settings_take_librdkafka_keys_and_one_group_id() -> None:
+    """``consumer_settings`` takes librdkafka's keys (no ``kafka.`` prefix): a caller that builds
+    them once has one group id for all its consumers, a given ``group.id`` wins, and the keys
+    the reader owns stay its own; ``consumer_config`` is the same from ``kafka.*`` options."""
+    settings = consumer_settings({"bootstrap.servers": "h:1"}, group_id="sluice-load-r1")
+    assert (settings["bootstrap.servers"], settings["group.id"]) == ("h:1", "sluice-load-r1")
+    given = {"bootstrap.servers": "h:1", "group.id": "mine", "enable.auto.commit": "true"}
+    assert consumer_settings(given, group_id="sluice-load-r1")["group.id"] == "mine"
+    assert consumer_settings(given)["enable.auto.commit"] is False
+    assert consumer_settings({"bootstrap.servers": "h:1"})["group.id"].startswith("sluice-source-")
+    with pytest.raises(ValueError, match="kafka.bootstrap.servers': expected host:port"):
+        consumer_settings({"group.id": "g"})
+    options = {"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g", "subscribe": "t"}
+    assert consumer_config(options) == consumer_settings({"bootstrap.servers": "h:1"}, group_id="g")
 
 
 def test_the_reader_refetches_soon_after_its_prefetch_queue_was_full() -> None:
