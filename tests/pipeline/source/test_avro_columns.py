@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from chispa import assert_df_equality
 
 from sluice.pipeline.load.run import LoadConfig, LoadError, run_load
 from sluice.pipeline.source.avro_columns import (
@@ -94,23 +95,19 @@ def _read(spark: Any, bootstrap: str, topic: str, registry: str, **options: str)
     )
 
 
-def _utc(value: Any) -> Any:
-    """Spark hands timestamps back naive, in the session time zone (UTC in these tests)."""
-    if isinstance(value, dt.datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    if isinstance(value, dict):
-        return {k: _utc(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_utc(v) for v in value]
-    return value
-
-
-def _as_dict(row: Any) -> dict[str, Any]:
-    return _utc(row.asDict(recursive=True))  # type: ignore[no-any-return]
-
-
-def _by_offset(rows: list[Any]) -> dict[tuple[int, int], Any]:
-    return {(r["partition"], r["offset"]): _as_dict(r) for r in rows}
+def _assert_columns(
+    spark: Any, df: Any, expected: list[dict[str, Any]], *, order_by: str | None = None
+) -> None:
+    """The columns of ``df`` that ``expected``'s dicts name hold exactly those rows: in any
+    order, or in ``expected``'s sorted by ``order_by`` (needed with a map column, which Spark
+    can neither sort nor hash). The expected rows take ``df``'s types, so an Avro value is
+    compared as Spark holds it."""
+    got = df.select(*expected[0])
+    want = spark.createDataFrame([tuple(e[c] for c in got.columns) for e in expected], got.schema)
+    if order_by is None:
+        assert_df_equality(got, want, ignore_row_order=True)
+    else:
+        assert_df_equality(got.orderBy(order_by), want.orderBy(order_by))
 
 
 # -- type mapping (no servers) ------------------------------------------------------------------
@@ -272,19 +269,17 @@ def test_confluent_serializer_records_read_back_typed(
     types = {f.name: f.dataType for f in df.schema.fields}
     assert types["timestamp"] == TimestampType() == types["kafka_timestamp"]
     assert types["duration_ms"] == IntegerType() and types["referrer"] == StringType()
-    rows = _by_offset(df.collect())
-    assert rows.keys() == sent.keys()
-    for where, value in sent.items():
-        row = rows[where]
-        assert {k: row[k] for k in value} == value
-        assert row["topic"] == topic_name and row["key"] is not None
+    expected = [
+        {"topic": topic_name, "partition": p, "offset": o, **value}
+        for (p, o), value in sent.items()
+    ]
+    _assert_columns(spark, df, expected)
+    assert df.filter("key IS NULL").count() == 0
 
-    nested = _read(
-        spark, kafka_broker.bootstrap, topic_name, registry_url, valueColumns="struct"
-    ).select("partition", "offset", "value")
-    assert {
-        (r["partition"], r["offset"]): _utc(r["value"].asDict()) for r in nested.collect()
-    } == sent
+    nested = _read(spark, kafka_broker.bootstrap, topic_name, registry_url, valueColumns="struct")
+    _assert_columns(
+        spark, nested, [{"partition": p, "offset": o, "value": v} for (p, o), v in sent.items()]
+    )
 
 
 def test_rich_types_round_trip(
@@ -334,10 +329,9 @@ def test_rich_types_round_trip(
     ]
     create_topic(kafka_broker.bootstrap, topic_name, 1)
     produce(kafka_broker.bootstrap, _records(topic_name, [serializer(v) for v in values], 1))
-    rows = _read(spark, kafka_broker.bootstrap, topic_name, registry_url).orderBy("offset")
-    got = [_as_dict(r) for r in rows.collect()]
-    for value, row in zip(values, got, strict=True):
-        assert {k: row[k] for k in value} == value
+    rows = _read(spark, kafka_broker.bootstrap, topic_name, registry_url)
+    expected = [{"offset": i, **value} for i, value in enumerate(values)]
+    _assert_columns(spark, rows, expected, order_by="offset")
 
 
 def test_two_schema_versions_land_in_one_table(
@@ -355,18 +349,19 @@ def test_two_schema_versions_land_in_one_table(
     produce(kafka_broker.bootstrap, _records(topic_name, values, 2))
     assert v1.schema_id != v2.schema_id
 
-    rows = _read(spark, kafka_broker.bootstrap, topic_name, registry_url).collect()
-    assert len(rows) == 15
-    by_event = {r["event_id"]: r for r in rows}
-    for i in range(10):
-        assert (by_event[f"ev-{i}"]["browser"], by_event[f"ev-{i}"]["country"]) == ("unknown", None)
-        assert by_event[f"ev-{i}"]["duration_ms"] == 10 + i
-    for i in range(10, 15):
-        assert (by_event[f"ev-{i}"]["browser"], by_event[f"ev-{i}"]["country"]) == ("firefox", "FR")
+    rows = _read(spark, kafka_broker.bootstrap, topic_name, registry_url)
+    expected = [
+        {"event_id": f"ev-{i}", "browser": "unknown", "country": None, "duration_ms": 10 + i}
+        for i in range(10)
+    ] + [
+        {"event_id": f"ev-{i}", "browser": "firefox", "country": "FR", "duration_ms": 10 + i}
+        for i in range(10, 15)
+    ]
+    _assert_columns(spark, rows, expected)
 
     old = _read(spark, kafka_broker.bootstrap, topic_name, registry_url, valueSchemaVersion="1")
     assert "browser" not in old.columns
-    assert sorted(r["event_id"] for r in old.collect()) == sorted(by_event)
+    _assert_columns(spark, old, [{"event_id": e["event_id"]} for e in expected])
 
 
 def _corrupt_values(client: RegistryClient, topic: str) -> tuple[list[bytes | None], int]:
@@ -404,16 +399,21 @@ def test_corrupt_records_go_to_the_error_table_or_fail(
     df = _read(
         spark, kafka_broker.bootstrap, topic_name, registry_url, decodeErrorPath=str(errors_dir)
     )
-    rows = _by_offset(df.collect())
-    assert set(rows) == {(m.partition, m.offset) for m in produced} - bad
-    errors = spark.read.parquet(str(errors_dir)).collect()
-    assert {(r["partition"], r["offset"]) for r in errors} == bad
-    assert {r["topic"] for r in errors} == {topic_name}
-    assert {r["error"] for r in errors} >= BAD_ERRORS
+    good = sorted({(m.partition, m.offset) for m in produced} - bad)
+    _assert_columns(spark, df, [{"partition": p, "offset": o} for p, o in good])
     by_where = {(m.partition, m.offset): m.value for m in produced}
-    for r in errors:
-        assert bytes(r["value"]) == by_where[r["partition"], r["offset"]]
-        assert r["reason"]
+    error_table = spark.read.parquet(str(errors_dir))
+    _assert_columns(
+        spark,
+        error_table,
+        [
+            {"topic": topic_name, "partition": p, "offset": o, "value": by_where[p, o]}
+            for p, o in sorted(bad)
+        ],
+    )
+    errors = error_table.collect()
+    assert {r["error"] for r in errors} >= BAD_ERRORS
+    assert all(r["reason"] for r in errors)
     unknown = next(r for r in errors if r["error"] == "UnknownSchemaIdError")
     assert unknown["schema_id"] == 987_654 and "987654" in unknown["reason"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 
 from sluice.pipeline.source.data_source import register
 from sluice.testing.broker import create_topic
@@ -56,6 +57,14 @@ def _offsets(spark: Any, **options: str) -> list[tuple[int, int]]:
     return sorted((r[0], r[1]) for r in df.select("partition", "offset").collect())
 
 
+def _assert_read(spark: Any, expected: list[tuple[int, int]], **options: str) -> None:
+    """The read of ``options`` holds exactly the ``(partition, offset)`` keys ``expected``."""
+    register(spark)
+    df = spark.read.format("sluice").options(**options).load().select("partition", "offset")
+    want = spark.createDataFrame(expected, "partition int, offset bigint")
+    assert_df_equality(df, want, ignore_row_order=True)
+
+
 def _span(p0: range, p1: range) -> list[tuple[int, int]]:
     return [(0, o) for o in p0] + [(1, o) for o in p1]
 
@@ -69,33 +78,29 @@ def filled(kafka_broker: Any, topic_name: str) -> dict[str, str]:
 def test_starting_timestamp_before_between_and_after(spark: Any, filled: dict[str, str]) -> None:
     # Before the first record: every offset.
     assert _first_at_or_after(0, -1000) == _first_at_or_after(1, -1000) == 0
-    assert _offsets(spark, **filled, startingTimestamp=str(T - 1000)) == _span(range(10), range(10))
+    _assert_read(spark, _span(range(10), range(10)), **filled, startingTimestamp=str(T - 1000))
     # Between the two batches of both partitions: the second batches.
     assert _first_at_or_after(0, 50) == _first_at_or_after(1, 50) == 5
-    assert _offsets(spark, **filled, startingTimestamp=str(T + 50)) == _span(
-        range(5, 10), range(5, 10)
-    )
+    _assert_read(spark, _span(range(5, 10), range(5, 10)), **filled, startingTimestamp=str(T + 50))
     # After partition 0's last record but not partition 1's: Spark fails on partition 0 ...
     assert _first_at_or_after(0, 150) is None and _first_at_or_after(1, 150) == 5
     with pytest.raises(Exception, match=r"no offset matched .* topic-partition \S+-0 and time"):
         _offsets(spark, **filled, startingTimestamp=str(T + 150))
     # ... unless the strategy is latest: partition 0 starts at its end (10).
     latest = {**filled, "startingOffsetsByTimestampStrategy": "latest"}
-    assert _offsets(spark, **latest, startingTimestamp=str(T + 150)) == _span(
-        range(0), range(5, 10)
-    )
+    _assert_read(spark, _span(range(0), range(5, 10)), **latest, startingTimestamp=str(T + 150))
     # After the last record of every partition: an error, or nothing with strategy latest.
     with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy=latest"):
         _offsets(spark, **filled, startingTimestamp=str(T + 1000))
-    assert _offsets(spark, **latest, startingTimestamp=str(T + 1000)) == []
+    _assert_read(spark, [], **latest, startingTimestamp=str(T + 1000))
 
 
 def test_ending_timestamp_and_precedence(spark: Any, filled: dict[str, str]) -> None:
     # The end is exclusive: records before the first one at or after the timestamp.
     assert (_first_at_or_after(0, 12), _first_at_or_after(1, 12)) == (5, 2)
-    assert _offsets(spark, **filled, endingTimestamp=str(T + 12)) == _span(range(5), range(2))
+    _assert_read(spark, _span(range(5), range(2)), **filled, endingTimestamp=str(T + 12))
     # No record that late: the end is latest (never an error).
-    assert _offsets(spark, **filled, endingTimestamp=str(T + 5000)) == _span(range(10), range(10))
+    _assert_read(spark, _span(range(10), range(10)), **filled, endingTimestamp=str(T + 5000))
     # startingTimestamp wins over startingOffsetsByTimestamp and startingOffsets;
     # endingTimestamp over endingOffsetsByTimestamp and endingOffsets.
     topic = filled["subscribe"]
@@ -109,7 +114,7 @@ def test_ending_timestamp_and_precedence(spark: Any, filled: dict[str, str]) -> 
         "endingOffsets": "latest",
     }
     assert (_first_at_or_after(0, 102), _first_at_or_after(1, 102)) == (7, 5)
-    assert _offsets(spark, **mixed) == _span(range(5, 7), range(0))
+    _assert_read(spark, _span(range(5, 7), range(0)), **mixed)
     # A start after the end, once resolved, is refused as Spark refuses it.
     with pytest.raises(Exception, match="expected startingOffsets <= endingOffsets"):
         _offsets(spark, **filled, startingTimestamp=str(T + 50), endingTimestamp=str(T + 2))
@@ -126,7 +131,7 @@ def test_per_partition_timestamps_with_earliest_and_latest(
         "endingOffsetsByTimestamp": f'{{"{topic}":{{"0":{T + 103},"1":-1}}}}',
     }
     assert (_first_at_or_after(0, 2), _first_at_or_after(0, 103)) == (2, 8)
-    assert _offsets(spark, **options) == _span(range(2, 8), range(10))
+    _assert_read(spark, _span(range(2, 8), range(10)), **options)
     with pytest.raises(Exception, match="timestamps must name exactly the assigned partitions"):
         _offsets(spark, **filled, startingOffsetsByTimestamp=f'{{"{topic}":{{"0":{T}}}}}')
 
@@ -144,8 +149,9 @@ def test_streaming_starts_at_a_timestamp(spark: Any, filled: dict[str, str], tmp
     )
     query.awaitTermination(180)
     assert query.exception() is None, query.exception()
-    rows = spark.read.parquet(str(tmp_path / "out")).collect()
-    assert sorted((r[0], r[1]) for r in rows) == _span(range(5, 10), range(5, 10))
+    rows = spark.read.parquet(str(tmp_path / "out"))
+    want = spark.createDataFrame(_span(range(5, 10), range(5, 10)), "partition int, offset bigint")
+    assert_df_equality(rows, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_default_schema_is_sparks_seven_columns(
@@ -222,5 +228,5 @@ def test_min_partitions_splits_large_ranges(spark: Any, kafka_broker: Any, topic
     assert plain.rdd.getNumPartitions() == 2  # one Spark partition per Kafka partition
     split = spark.read.format("sluice").options(**options, minPartitions="7").load()
     assert split.rdd.getNumPartitions() >= 7
-    rows = sorted((r[0], r[1]) for r in split.select("partition", "offset").collect())
-    assert rows == _span(range(100), range(100))
+    want = spark.createDataFrame(_span(range(100), range(100)), "partition int, offset bigint")
+    assert_df_equality(split.select("partition", "offset"), want, ignore_row_order=True)

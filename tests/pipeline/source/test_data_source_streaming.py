@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.source.data_source import _rate_limit, register
@@ -38,13 +39,12 @@ def _run_available_now(spark: Any, options: dict[str, str], out: Path, checkpoin
     return query
 
 
-def _landed(spark: Any, out: Path) -> list[tuple[str, int, int]]:
-    rows = spark.read.parquet(str(out)).select("topic", "partition", "offset").collect()
-    return [(r[0], r[1], r[2]) for r in rows]
-
-
-def _keys(produced: list[Produced]) -> list[tuple[str, int, int]]:
-    return sorted((p.topic, p.partition, p.offset) for p in produced)
+def _assert_landed(spark: Any, out: Path, produced: list[Produced]) -> None:
+    """The file sink at ``out`` holds every produced record exactly once."""
+    landed = spark.read.parquet(str(out)).select("topic", "partition", "offset")
+    keys = [(p.topic, p.partition, p.offset) for p in produced]
+    want = spark.createDataFrame(keys, "topic string, partition int, offset bigint")
+    assert_df_equality(landed, want, ignore_row_order=True)
 
 
 def test_available_now_three_runs_with_a_new_topic(
@@ -66,19 +66,17 @@ def test_available_now_three_runs_with_a_new_topic(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     _run_available_now(spark, options, out, checkpoint)
-    assert sorted(_landed(spark, out)) == _keys(produced)
+    _assert_landed(spark, out, produced)
 
     produced += produce(bootstrap, simple_records(first, 2, 40, prefix="second"))
     create_topic(bootstrap, second, 3)
     produced += produce(bootstrap, simple_records(second, 3, 30))
     _run_available_now(spark, options, out, checkpoint)
-    assert sorted(_landed(spark, out)) == _keys(produced)
+    _assert_landed(spark, out, produced)
 
     produced += produce(bootstrap, simple_records(second, 3, 9, prefix="third"))
     query = _run_available_now(spark, options, out, checkpoint)
-    landed = _landed(spark, out)
-    assert len(landed) == len(set(landed))
-    assert sorted(landed) == _keys(produced)
+    _assert_landed(spark, out, produced)  # every record once: no duplicate either
     # Offsets in the checkpoint are Spark's offsets JSON.
     end = json.loads(query.lastProgress["sources"][0]["endOffset"])
     assert end == {first: {"0": 70, "1": 70}, second: {"0": 13, "1": 13, "2": 13}}
@@ -98,7 +96,7 @@ def test_max_offsets_per_trigger_cuts_micro_batches(
     query = _run_available_now(spark, options, tmp_path / "out", tmp_path / "checkpoint")
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert len(sizes) >= 4 and max(sizes) <= 60 and sum(sizes) == 200
-    assert sorted(_landed(spark, tmp_path / "out")) == _keys(produced)
+    _assert_landed(spark, tmp_path / "out", produced)
 
 
 def test_rate_limit_shares_by_backlog() -> None:
@@ -190,7 +188,8 @@ def test_max_trigger_delay_releases_a_small_batch(
         _wait_for(spark, name, query, 5)  # the first batch is never delayed
         produce(bootstrap, simple_records(topic_name, 1, 3, prefix="late"))
         _wait_for(spark, name, query, 8)  # 3 < 1000, released once 2 s have passed
-        rows = spark.sql(f"SELECT offset FROM {name}").collect()
-        assert sorted(r[0] for r in rows) == list(range(8))
+        rows = spark.sql(f"SELECT offset FROM {name}")
+        want = spark.createDataFrame([(o,) for o in range(8)], "offset bigint")
+        assert_df_equality(rows, want, ignore_row_order=True)
     finally:
         query.stop()

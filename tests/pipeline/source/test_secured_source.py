@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
@@ -78,8 +79,9 @@ def test_spark_reads_a_sasl_ssl_broker(
         "kafka.ssl.truststore.location": str(certs.ca),
         **login_options(mechanism),
     }
-    rows = spark.read.format("sluice").options(**options).load().collect()
-    assert sorted(bytes(r["value"]) for r in rows) == sorted(f"v{i}".encode() for i in range(COUNT))
+    values = spark.read.format("sluice").options(**options).load().select("value")
+    want = spark.createDataFrame([(f"v{i}".encode(),) for i in range(COUNT)], "value binary")
+    assert_df_equality(values, want, ignore_row_order=True)
     wrong = {**options, "kafka.sasl.jaas.config": options["kafka.sasl.jaas.config"].replace(
         'password="', 'password="x')}  # fmt: skip
     with pytest.raises(Exception, match="(?i)authenticat"):  # noqa: PT011  (Spark wraps it)
