@@ -25,7 +25,7 @@ rules follow Confluent's ``json-schema-provider`` ``diff`` package:
 
 Not covered (Confluent checks them; Sluice reports nothing): ``dependencies``,
 ``unevaluated*``, ``contains``, remote ``$ref``. Recursion is bounded: a ``$ref`` cycle is
-entered once per walk, and documents are at most ``MAX_SAFE_DEPTH`` deep. Work is bounded:
+gone round once per walk, and documents are at most ``MAX_SAFE_DEPTH`` deep. Work is bounded:
 a walk of more than :data:`MAX_STEPS` comparisons raises 42201.
 
 Pure functions over decoded JSON; thread-safe.
@@ -282,7 +282,7 @@ class _Walk:
     update_root: Any
     found: list[Difference] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
-    entered: set[int] = field(default_factory=set)
+    entered: set[tuple[int, int]] = field(default_factory=set)  # pairs being compared, by id
     steps: list[int] = field(default_factory=lambda: [0])  # compare() calls, shared by sub-walks
 
     def add(self, kind: str, attribute: str | None = None) -> None:
@@ -338,6 +338,18 @@ class _Walk:
             )
         original = self._resolve(original, self.original_root)
         update = self._resolve(update, self.update_root)
+        # A pair already being compared further up (a $ref back to an enclosing schema) adds
+        # nothing new: the walk goes round the cycle once.
+        pair = (id(original), id(update))
+        if pair in self.entered:
+            return
+        self.entered.add(pair)
+        try:
+            self._compare_resolved(original, update)
+        finally:
+            self.entered.discard(pair)
+
+    def _compare_resolved(self, original: Any, update: Any) -> None:
         o_kind, u_kind = _kind(original), _kind(update)
         if o_kind != "combined" and u_kind == "combined":
             criterion, branches = _subschemas(update)
@@ -364,15 +376,8 @@ class _Walk:
             if o_kind != "false" and u_kind != "empty":
                 self.add("TYPE_CHANGED")
             return
-        if not isinstance(original, dict) or not isinstance(update, dict):
-            return
-        if id(original) in self.entered:  # a recursive schema: compared once per walk
-            return
-        self.entered.add(id(original))
-        try:
+        if isinstance(original, dict) and isinstance(update, dict):
             self._compare_same_kind(o_kind, original, update)
-        finally:
-            self.entered.discard(id(original))
 
     def _compare_same_kind(
         self, kind: str, original: dict[str, Any], update: dict[str, Any]

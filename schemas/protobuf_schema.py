@@ -146,7 +146,9 @@ def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
         file.ParseFromString(raw)
     except (binascii.Error, ValueError, DecodeError):
         return None
-    return file if file.message_type or file.enum_type or file.package else None
+    # A .proto text always has a character outside base64's alphabet (a space, ';', '{'), so
+    # text that decodes to a descriptor is one; whether it builds is checked next.
+    return file
 
 
 def _compile(text: str) -> descriptor_pb2.FileDescriptorProto:

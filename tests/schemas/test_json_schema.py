@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.json_schema import parse_json_schema
@@ -202,3 +204,71 @@ def test_comparison_work_is_bounded() -> None:
     }
     with pytest.raises(InvalidSchemaError, match=f"more than {MAX_STEPS} steps"):
         diff(wide, wide)
+
+
+# Schema-shaped documents: the keywords the rules read, with values of the right and the wrong
+# shapes, nested.
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b"]))
+_schemas = st.recursive(
+    st.one_of(
+        st.booleans(),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.one_of(
+                    st.sampled_from(["string", "integer", "number", "object", "array", "null"]),
+                    st.lists(st.sampled_from(["string", "integer", "null"]), max_size=3),
+                ),
+                "maxLength": st.integers(0, 5),
+                "minimum": st.one_of(st.integers(-2, 2), st.floats(-2, 2)),
+                "multipleOf": st.sampled_from([1, 2, 0.5]),
+                "enum": st.lists(_scalars, max_size=3),
+                "pattern": st.sampled_from(["^a", "(?<!x)b", "["]),
+                "default": _scalars,
+                "$ref": st.sampled_from(["#", "#/definitions/x", "#/nope", "other.json"]),
+            },
+        ),
+    ),
+    lambda inner: st.one_of(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.just("object"),
+                "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+                "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True),
+                "additionalProperties": inner,
+                "patternProperties": st.dictionaries(st.sampled_from(["^a", "^b"]), inner),
+                "definitions": st.dictionaries(st.just("x"), inner),
+            },
+        ),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "items": st.one_of(inner, st.lists(inner, max_size=3)),
+                "maxItems": st.integers(0, 3),
+            },
+        ),
+        st.fixed_dictionaries({"anyOf": st.lists(inner, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"oneOf": st.lists(inner, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"allOf": st.lists(inner, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"not": inner}),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_schemas, _schemas)
+def test_any_two_schemas_compare_without_crashing(original: Any, update: Any) -> None:
+    """Parsing refuses or accepts; comparing two accepted schemas either way gives
+    differences, and a schema compared with itself finds only compatible ones."""
+    parsed = []
+    for document in (original, update):
+        try:
+            parsed.append(parse_json_schema(json.dumps(document)))
+        except InvalidSchemaError:
+            return
+    a, b = parsed
+    for old, new in ((a, b), (b, a)):
+        new.incompatibilities(old, reader_role="new", writer_role="old", old_version=1, level="B")
+    assert [d for d in diff(a.document, a.document) if not d.compatible] == []

@@ -3,7 +3,11 @@ compatibility rules (cases after Confluent's ``protobuf-provider`` diff tests)."
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.protobuf_schema import parse_protobuf_schema
@@ -180,3 +184,56 @@ def test_labels() -> None:
     assert ("FIELD_NUMERIC_LABEL_CHANGED", "#/A/1", False) in differences(
         explicit, proto3.replace("int32", "repeated int32")
     )
+
+
+_tokens = st.sampled_from(
+    [
+        'syntax = "proto3";',
+        'syntax = "proto2";',
+        "package p;",
+        'import "google/protobuf/timestamp.proto";',
+        'import "x.proto";',
+        "message M {",
+        "message N {",
+        "}",
+        "int32 a = 1;",
+        "repeated string b = 2;",
+        "optional N c = 3;",
+        "map<string, M> d = 4;",
+        "oneof o {",
+        "enum E { Z = 0;",
+        "google.protobuf.Timestamp t = 5;",
+        "required bytes r = 6;",
+        "reserved 7;",
+        "\x00",
+        "\ud800",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_tokens, max_size=12), st.lists(_tokens, max_size=12))
+def test_any_two_texts_parse_or_are_refused_and_compare(
+    first: list[str], second: list[str]
+) -> None:
+    parsed = []
+    for tokens in (first, second):
+        try:
+            parsed.append(parse_protobuf_schema("\n".join(tokens)))
+        except InvalidSchemaError:
+            return
+    a, b = parsed
+    assert parse_protobuf_schema(a.formatted("serialized")).fingerprint == a.fingerprint
+    for old, new in ((a, b), (b, a)):
+        new.incompatibilities(old, reader_role="new", writer_role="old", old_version=1, level="B")
+    assert [d for d in diff(a.file, a.file) if not d.compatible] == []
+
+
+@given(
+    st.text(
+        alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=", max_size=80
+    )
+)
+def test_any_base64_text_parses_or_is_refused(text: str) -> None:
+    with contextlib.suppress(InvalidSchemaError):
+        parse_protobuf_schema(text)
