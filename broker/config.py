@@ -222,13 +222,13 @@ CONFIG_DEF: Final = (
     .define("broker.id", Type.INT, 0, doc="This broker's id in the cluster.")
     .define(
         "listeners", Type.STRING, "PLAINTEXT://127.0.0.1:9092",
-        doc="NAME://host:port,...; each name's security protocol is its entry in "
-        "listener.security.protocol.map.",
+        doc="`NAME://host:port,...`; each name's security protocol is its entry in "
+        "`listener.security.protocol.map`.",
     )
     .define(
         "listener.security.protocol.map", Type.STRING, None,
         default_doc="NAME:NAME for the four protocols",
-        doc="NAME:PROTOCOL,...; served: " + ", ".join(SECURITY_PROTOCOLS) + ".",
+        doc="`NAME:PROTOCOL,...`; served: " + ", ".join(SECURITY_PROTOCOLS) + ".",
     )
     .define(
         "advertised.listeners", Type.STRING, None, default_doc="= listeners",
@@ -237,7 +237,7 @@ CONFIG_DEF: Final = (
     .define(
         "inter.broker.listener.name", Type.STRING, None,
         default_doc="the PLAINTEXT listener, else the first",
-        doc="The listener other brokers connect to (not with security.inter.broker.protocol).",
+        doc="The listener other brokers connect to (not with `security.inter.broker.protocol`).",
     )
     .define(
         "security.inter.broker.protocol", Type.STRING, None,
@@ -251,8 +251,8 @@ CONFIG_DEF: Final = (
     .define(
         "sasl.enabled.mechanisms", Type.LIST, (KAFKA_DEFAULT_SASL_MECHANISM,),
         default_doc="GSSAPI (refused: set some)",
-        doc="The mechanisms a SASL listener serves (listener.name.<l>.sasl.enabled.mechanisms "
-        "per listener).",
+        doc="The mechanisms a SASL listener serves (per listener: "
+        "`listener.name.<l>.sasl.enabled.mechanisms`).",
     )
     .define(
         "connections.max.reauth.ms", Type.INT, 0,
@@ -265,7 +265,7 @@ CONFIG_DEF: Final = (
         "log.dirs", Type.STRING, None, default_doc="./data/broker",
         doc="The log directories, comma-separated.",
     )
-    .define("log.dir", Type.STRING, None, doc="One log directory, when log.dirs is unset.")
+    .define("log.dir", Type.STRING, None, doc="One log directory, when `log.dirs` is unset.")
     .define(
         "num.partitions", Type.INT, 1, _AT_LEAST_1, doc="Partitions of auto-created topics."
     )
@@ -281,7 +281,7 @@ CONFIG_DEF: Final = (
     )
     .define(
         "zookeeper.connect", Type.STRING, None, default_doc="(unset: standalone mode)",
-        doc="host:port[,host:port...][/chroot] of the cluster's ZooKeeper.",
+        doc="`host:port[,host:port...][/chroot]` of the cluster's ZooKeeper.",
     )
     .define(
         "zookeeper.session.timeout.ms", Type.INT, 18_000, doc="ZooKeeper session timeout."
@@ -291,11 +291,11 @@ CONFIG_DEF: Final = (
     )
     .define(
         "offsets.commit.timeout.ms", Type.INT, 5_000,
-        doc="How long an offset commit waits for acks=all.",
+        doc="How long an offset commit waits for `acks=all`.",
     )
     .define(
         "min.insync.replicas", Type.INT, 1,
-        doc="In-sync replicas an acks=all write needs (a topic may override it).",
+        doc="In-sync replicas an `acks=all` write needs (a topic may override it).",
     )
     .define(
         "replica.lag.time.max.ms", Type.INT, 30_000,
@@ -307,7 +307,7 @@ CONFIG_DEF: Final = (
     )
     .define(
         "offsets.topic.num.partitions", Type.INT, 50, _AT_LEAST_1,
-        doc="Partitions of __consumer_offsets.",
+        doc="Partitions of `__consumer_offsets`.",
     )
     .define(
         "group.initial.rebalance.delay.ms", Type.INT, 3_000,
@@ -367,21 +367,21 @@ CONFIG_DEF: Final = (
     )
     .define(
         "max.connections.per.ip.overrides", Type.STRING, None,
-        doc="host:count,... (a name is resolved at startup).",
+        doc="`host:count,...` (a name is resolved at startup).",
     )
     .family(
         "ssl.<key>, sasl.<key>, listener.name.<l>.<key>",
-        "Read by sluice.broker.security when the listeners are set up.",
+        "Read by `sluice.broker.security` when the listeners are set up.",
     )
     .family(
         "authorizer.class.name, super.users, allow.everyone.if.no.acl.found",
-        "Read by sluice.broker.security.authorizer.",
+        "Read by `sluice.broker.security.authorizer`.",
     )
     .family(
         "transaction.*, transactional.id.expiration.ms",
         "The transaction coordinator's: see the transactions section.",
     )
-    .family("log.*, message.max.bytes", "The logs' defaults: sluice.broker.log.log_config.")
+    .family("log.*, message.max.bytes", "The logs' defaults: `sluice.broker.log.log_config`.")
 )  # fmt: skip
 
 

@@ -83,7 +83,7 @@ CONFIG_DEF = (
     ConfigDef(error=RegistrySecurityConfigError, what="registry configuration")
     .define(
         METHOD_KEY, Type.STRING, "NONE", Check("NONE, BASIC", _check_method),
-        doc="BASIC: HTTP Basic authentication of every route (BEARER is refused).",
+        doc="`BASIC`: HTTP Basic authentication of every route (`BEARER` is refused).",
     )
     .define(
         REALM_KEY, Type.STRING, None, default_doc="(required with BASIC)",
@@ -91,11 +91,11 @@ CONFIG_DEF = (
     )
     .define(
         ROLES_KEY, Type.LIST, ("*",),
-        doc="Roles allowed in, comma-separated; * (or **): any user.",
+        doc="Roles allowed in, comma-separated; `*` (or `**`): any user.",
     )
     .define(
         SKIP_PATHS_KEY, Type.LIST, (),
-        doc="Paths served without credentials: exact, or /prefix/*.",
+        doc="Paths served without credentials: exact, or `/prefix/*`.",
     )
     .define(
         JAAS_KEY, Type.STRING, None, default_doc=f"`-D{JAAS_KEY}=` in `{JAAS_ENV}`",

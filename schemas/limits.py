@@ -68,7 +68,7 @@ CONFIG_DEF = (
     ConfigDef(what="registry configuration")
     .define(
         BODY_LIMIT_ENABLED_KEY, Type.BOOLEAN, True,
-        doc="false: no request-body size limit (Confluent's key; Confluent's default is off).",
+        doc="`false`: no request-body size limit (Confluent's key; Confluent's default is off).",
     )
     .define(
         MAX_BODY_SIZE_KEY, Type.INT, 1_048_576, POSITIVE,

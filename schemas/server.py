@@ -79,7 +79,7 @@ CONFIG_DEF = (
     ConfigDef(error=RegistryConfigError, what="registry configuration")
     .define(
         "listeners", Type.STRING, DEFAULT_LISTENER,
-        doc="http://host:port or https://host:port (TLS with the ssl.* keys); the first "
+        doc="`http://host:port` or `https://host:port` (TLS with the `ssl.*` keys); the first "
         "listener of the list is served.",
     )
     .define(
@@ -89,20 +89,20 @@ CONFIG_DEF = (
     .define(
         "schema.registry.zookeeper.connect", Type.STRING, None,
         default_doc="(unset: standalone)",
-        doc="host:port[,host:port...][/chroot]: the state in ZooKeeper, shared by any number "
+        doc="`host:port[,host:port...][/chroot]`: the state in ZooKeeper, shared by any number "
         "of registries.",
     )
     .define(
         "schema.compatibility.level", Type.STRING, DEFAULT_LEVEL.value,
         Check(", ".join(item.value for item in CompatibilityLevel), _check_level),
-        doc="The global level until PUT /config sets one.",
+        doc="The global level until `PUT /config` sets one.",
     )
     .define(
         "log.level", Type.STRING, "info",
         OneOf("critical", "error", "warning", "info", "debug"),
-        doc="debug also logs every request.",
+        doc="`debug` also logs every request.",
     )
-    .family("ssl.<key>", "The https listener's keystore and trust (sluice.schemas.tls).")
+    .family("ssl.<key>", "The https listener's keystore and trust (`sluice.schemas.tls`).")
 )  # fmt: skip
 
 

@@ -51,16 +51,16 @@ CONFIG_DEF = (
     ConfigDef(error=AuditConfigError, what="audit config")
     .define(
         "live.clusters", Type.LIST, (), default_doc="(required)",
-        doc="Live cluster aliases, comma-separated (the mirror's clusters); the producers' "
+        doc="Live cluster aliases, comma-separated (the mirror's `clusters`); the producers' "
         "counts are read from each one's audit topic.",
     )
     .define(
         "offline.bootstrap.servers", Type.STRING, None, default_doc="(none: no offline tier)",
-        doc="The cluster the mirror fills (its target.bootstrap.servers).",
+        doc="The cluster the mirror fills (its `target.bootstrap.servers`).",
     )
     .define(
         "offline.alias", Type.STRING, "offline",
-        doc="The offline cluster's alias (the mirror's target.alias).",
+        doc="The offline cluster's alias (the mirror's `target.alias`).",
     )
     .define(
         "warehouse.table", Type.LIST, (), default_doc="(none: no warehouse tier)",
@@ -68,7 +68,7 @@ CONFIG_DEF = (
     )
     .define(
         "warehouse.cutoff", Type.STRING, "load", OneOf(*WAREHOUSE_CUTOFFS),
-        doc="load: judge the warehouse up to its newest load's start; audit: at the cutoff.",
+        doc="`load`: judge the warehouse up to its newest load's start; `audit`: at the cutoff.",
     )
     .define(
         "audit.topic", Type.STRING, DEFAULT_AUDIT_TOPIC,
@@ -80,7 +80,7 @@ CONFIG_DEF = (
     )
     .define(
         "grace.ms", Type.INT, None, POSITIVE, default_doc="window.ms",
-        doc="A window is judged once its end + grace.ms <= the cutoff.",
+        doc="A window is judged once its end + `grace.ms` <= the cutoff.",
     )
     .define(
         "lookback.ms", Type.INT, None, POSITIVE, default_doc="(none: every window)",
@@ -96,16 +96,16 @@ CONFIG_DEF = (
     )
     .define(
         "schema.registry.url", Type.STRING, REQUIRED,
-        doc="The registry holding <audit.topic>-value.",
+        doc="The registry holding `<audit.topic>-value`.",
     )
     .define(
         "report.dir", Type.STRING, "./build/audit",
-        doc="Where audit.json, audit.txt and audit.png go; a path or URI.",
+        doc="Where `audit.json`, `audit.txt` and `audit.png` go; a path or URI.",
     )
     .define("spark.master", Type.STRING, "local[2]", doc="Unless spark-submit chose one.")
-    .family("<alias>.bootstrap.servers", "(required) One per live alias (and offline.alias).")
+    .family("<alias>.bootstrap.servers", "(required) One per live alias (and `offline.alias`).")
     .family("spark.<key>", "To the SparkSession builder.", prefix="spark.")
-    .family("kafka.<key>", "To every consumer (the sluice source).", prefix="kafka.")
+    .family("kafka.<key>", "To every consumer (the `sluice` source).", prefix="kafka.")
     .family(
         "schema.registry.<key>", "To the registry client.", prefix="schema.registry."
     )

@@ -40,16 +40,19 @@ _OFFSET_RESETS = {
 
 CONFIG_DEF = (
     ConfigDef(error=ConsumerConfigError, what="consumer config")
-    .define("zookeeper.connect", Type.STRING, REQUIRED, doc="host:port[,host:port]/chroot")
+    .define(
+        "zookeeper.connect", Type.STRING, REQUIRED,
+        doc="`host:port[,host:port]/chroot` of the ZooKeeper holding the group.",
+    )
     .define("group.id", Type.STRING, REQUIRED, doc="The consumer group.")
     .define(
         "bootstrap.servers", Type.STRING, None, default_doc="(required)",
-        doc="Where the fetcher connects (or Kafka 0.8's metadata.broker.list). Kafka 0.8 found "
-        "its brokers in /brokers/ids, which a standalone Sluice broker does not write.",
+        doc="Where the fetcher connects (or Kafka 0.8's `metadata.broker.list`). Kafka 0.8 found "
+        "its brokers in `/brokers/ids`, which a standalone Sluice broker does not write.",
     )
     .define(
         "metadata.broker.list", Type.STRING, None,
-        doc="Kafka 0.8's name of bootstrap.servers, read when that is unset.",
+        doc="Kafka 0.8's name of `bootstrap.servers`, read when that is unset.",
     )
     .define(
         "consumer.id", Type.STRING, None, default_doc="`<group>_<host>-<ms>-<8 hex digits>`",
@@ -70,7 +73,7 @@ CONFIG_DEF = (
     )
     .define(
         "consumer.timeout.ms", Type.INT, -1,
-        doc="How long a stream's next() waits for a message; -1: for ever.",
+        doc="How long a stream's `next()` waits for a message; -1: for ever.",
     )
     .define("zookeeper.session.timeout.ms", Type.INT, 6000, doc="ZooKeeper session timeout.")
     .define("zookeeper.connection.timeout.ms", Type.INT, 6000, doc="ZooKeeper connect timeout.")
