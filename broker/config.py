@@ -4,7 +4,7 @@ Only keys Sluice acts on are read; the rest of a Kafka file is ignored, so a rea
 ``server.properties`` works as a starting point — but a key that is not a Kafka broker key
 (``KAFKA_BROKER_KEYS``, Kafka 3.3's full list, and Sluice's own) is logged as a warning naming
 it, as Kafka logs unknown keys: a typo does not go unnoticed. Sluice's own keys are marked
-(Sluice).
+(Sluice) in their docs.
 
 Listeners: ``listeners`` lists ``NAME://host:port`` entries; a name's security protocol is
 its entry in ``listener.security.protocol.map`` (by default the four protocol names map to
