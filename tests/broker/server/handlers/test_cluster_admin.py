@@ -1,4 +1,6 @@
-"""AlterReplicaLogDirs moves a partition's log between a standalone broker's two log dirs
+"""DescribeCluster, DescribeLogDirs and AlterReplicaLogDirs against a standalone broker.
+
+AlterReplicaLogDirs moves a partition's log between a standalone broker's two log dirs
 (kafka-python's ``alter_replica_log_dirs`` and ``describe_log_dirs``): every message
 produced before, during and after the move is consumed back, before and after a restart.
 """
@@ -10,6 +12,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import pytest
+from confluent_kafka.admin import AdminClient
+
 from sluice.broker.protocol.errors import Errors
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.broker_process import StartBroker
@@ -19,7 +24,8 @@ with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources' deprecated API.
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import TopicPartitionReplica as KTopicPartitionReplica
-    from kafka.admin import KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
     from kafka.errors import NoError as KNoError
 
 
@@ -97,3 +103,63 @@ def test_a_move_keeps_every_message_across_a_restart(
     assert sorted(p.name for p in Path(dest).iterdir() if p.name.startswith(topic)) == [
         f"{topic}-0"
     ]
+
+
+def _admin(broker: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+# -- DescribeCluster, DescribeLogDirs, ListOffsets v0 ---------------------------------------------
+
+
+@pytest.mark.broker
+# kafka-python reads its schemas with importlib.resources' deprecated API.
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
+def test_describe_cluster_and_log_dirs(broker: BrokerProcess) -> None:
+    admin = _admin(broker)
+    cluster = admin.describe_cluster().result(15)
+    assert [n.id for n in cluster.nodes] == [0]
+    assert cluster.controller.id == 0
+    topic = unique("dirs")
+    create_topic(broker.bootstrap, topic)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        dirs = client.describe_log_dirs()
+    finally:
+        client.close()
+    (entry,) = dirs
+    (log_dir,) = entry["log_dirs"]
+    assert log_dir["error_code"] == 0
+    assert topic in {t["name"] for t in log_dir["topics"]}
+
+
+@pytest.mark.broker
+# kafka-python reads its schemas with importlib.resources' deprecated API.
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
+def test_alter_replica_log_dirs_and_broker_sources(broker: BrokerProcess) -> None:
+    topic = unique("logdirs")
+    create_topic(broker.bootstrap, topic)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        (described,) = client.describe_log_dirs()
+        home = described["log_dirs"][0]["log_dir"]
+        replica = KTopicPartitionReplica(topic, 0, described["broker"])
+        missing = KTopicPartitionReplica(topic, 5, described["broker"])
+        assert client.alter_replica_log_dirs({replica: home}) == {replica: KNoError}
+        elsewhere = client.alter_replica_log_dirs({replica: "/nonexistent/dir"})
+        assert elsewhere[replica].errno == Errors.LOG_DIR_NOT_FOUND
+        assert client.alter_replica_log_dirs({missing: home})[missing].errno == (
+            Errors.REPLICA_NOT_AVAILABLE
+        )
+        broker_id = described["broker"]
+        configs = client.describe_configs(
+            [KConfigResource(ConfigResourceType.BROKER, broker_id)], config_filter="all"
+        )["broker"][str(broker_id)]
+    finally:
+        client.close()
+    advertised = configs["advertised.listeners"]  # not in the test broker's file
+    assert advertised["config_source"] == "DEFAULT_CONFIG"
+    assert advertised["read_only"] is False and advertised["synonyms"] == []
+    assert configs["broker.id"]["read_only"] is True

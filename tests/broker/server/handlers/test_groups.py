@@ -18,9 +18,8 @@ import pytest
 from confluent_kafka import Consumer
 
 from sluice.testing.net import wait_until
-
-from .broker_process import BrokerProcess
-from .clients import Msg, create_topic, produce, unique
+from tests.broker.server.broker_process import BrokerProcess
+from tests.broker.server.clients import Msg, create_topic, produce, unique
 
 pytestmark = pytest.mark.broker
 

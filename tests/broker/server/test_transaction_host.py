@@ -1,4 +1,5 @@
-"""WriteTxnMarkers and the coordinator epoch: a partition refuses a marker from an older
+"""The leader's part of a marker (``transaction_host.write_marker``, reached here through
+WriteTxnMarkers) and the coordinator epoch: a partition refuses a marker from an older
 transaction-coordinator epoch than the last marker it wrote for the producer id
 (TRANSACTION_COORDINATOR_FENCED, Kafka's ``ProducerAppendInfo.checkCoordinatorEpoch``), the
 producer's transaction stays open, and a marker of the current epoch still ends it. The

@@ -1,15 +1,35 @@
-"""CreateTopics and DeleteTopics through confluent-kafka's AdminClient, and Metadata after."""
+"""CreateTopics, DeleteTopics and CreatePartitions through confluent-kafka's AdminClient (and
+kafka-python's KafkaAdminClient for CreatePartitions), and Metadata after."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
-from sluice.testing.broker import BrokerProcess
-from tests.broker.server.clients import unique
+with warnings.catch_warnings():
+    # kafka-python reads its schemas with importlib.resources' deprecated API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
 
-pytestmark = pytest.mark.broker
+from sluice.testing.broker import BrokerProcess, create_topic
+from tests.broker.server.clients import Msg, consumer, poll_messages, produce, unique
+
+pytestmark = [
+    pytest.mark.broker,
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
 
 
 def _create(admin: AdminClient, topic: NewTopic) -> KafkaError | None:
@@ -92,3 +112,57 @@ def test_delete_topic(broker: BrokerProcess) -> None:
     with pytest.raises(KafkaException) as info:
         future.result(timeout=15)
     assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def _admin(broker: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _describe_topic(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries: dict[str, ConfigEntry] = admin.describe_configs([resource])[resource].result(15)
+    return entries
+
+
+def test_create_topic_accepts_every_kafka_topic_config(broker: BrokerProcess) -> None:
+    admin = _admin(broker)
+    topic = unique("compressed")
+    config = {"compression.type": "lz4", "preallocate": "true", "segment.jitter.ms": "10"}
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(15)
+    entries = _describe_topic(admin, topic)
+    assert entries["compression.type"].value == "lz4"
+
+
+# -- CreatePartitions ----------------------------------------------------------------------------
+
+
+def test_partitions_added_then_produced_to(broker: BrokerProcess) -> None:
+    admin = _admin(broker)
+    topic = unique("grow")
+    create_topic(broker.bootstrap, topic)
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(15)
+    assert len(admin.list_topics(timeout=10).topics[topic].partitions) == 3
+    delivered = produce(broker.bootstrap, topic, [Msg(b"k", b"v")], partition=2)
+    assert delivered[0].partition == 2
+    c = consumer(broker.bootstrap, auto_offset_reset="earliest")
+    try:
+        c.assign([CTopicPartition(topic, 2, 0)])
+        assert poll_messages(c, 1)[0].value() == b"v"
+    finally:
+        c.close()
+    # Kafka never shrinks a topic.
+    with pytest.raises(KafkaException) as info:
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(15)
+    assert info.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+
+
+def test_kafka_python_create_partitions(broker: BrokerProcess) -> None:
+    topic = unique("kp-grow")
+    create_topic(broker.bootstrap, topic)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        response = client.create_partitions({topic: KNewPartitions(4)})
+    finally:
+        client.close()
+    assert [r.error_code for r in response.results] == [0]
+    assert len(_admin(broker).list_topics(timeout=10).topics[topic].partitions) == 4
