@@ -8,7 +8,8 @@ at, and moves the high watermark to the smallest LEO in the in-sync replica set:
 Consumers read only below the HW; a message is committed when every ISR member has it. A
 follower is *caught up* when it fetched from the leader's LEO; one that has not caught up for
 ``replica.lag.time.max.ms`` leaves the ISR, and one whose LEO reaches the HW (and the start of
-the current leader epoch) comes back. The ISR changes are decided here and written by the
+the current leader epoch) comes back when it fetches — only the follower that fetched, never
+one judged on the LEO of an older fetch. The ISR changes are decided here and written by the
 replica manager to ZooKeeper, conditionally on the state's znode version.
 
 As **follower** it only records its leader and epoch; the replica fetcher does the work.
@@ -176,19 +177,25 @@ class Partition:
             return None
         return tuple(r for r in self.isr if r not in lagging)
 
-    def isr_to_expand(self) -> tuple[int, ...] | None:
-        """The ISR with every out-of-sync follower that has caught up; None if none has."""
-        if self.role is not Role.LEADER:
+    def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
+        """The ISR with ``replica_id`` added if that follower, which has just fetched, has
+        caught up; None if it is already in the ISR or has not caught up (Kafka's
+        ``Partition.maybeExpandIsr``).
+
+        Only the follower that fetched may join: another follower's LEO is what it had at its
+        own last fetch, and a broker that died since still shows one equal to the high
+        watermark once nothing is written. Judging every follower on each fetch re-added a
+        killed broker every time the expiry pass dropped it, until its ZooKeeper session
+        ended. (Whether ``replica_id`` is still registered is the replica manager's check.)
+        """
+        if self.role is not Role.LEADER or replica_id in self.isr:
             return None
-        hw = self.log.high_watermark
-        joining = [
-            r for r, f in self.followers.items()
-            if r not in self.isr and r in self.replicas
-            and f.leo >= hw and f.leo >= self.epoch_start_offset
-        ]  # fmt: skip
-        if not joining:
+        follower = self.followers.get(replica_id)
+        if follower is None or replica_id not in self.replicas:
             return None
-        return tuple(self.isr) + tuple(sorted(joining))
+        if follower.leo < self.log.high_watermark or follower.leo < self.epoch_start_offset:
+            return None
+        return tuple(self.isr) + (replica_id,)
 
     def committed(self, offset: int) -> bool:
         """Whether every message before ``offset`` is replicated to the whole ISR."""

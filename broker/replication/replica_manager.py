@@ -18,10 +18,11 @@ with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses it before t
 watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT), or with
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 
-**ISR**: a follower's fetch moves its LEO (and maybe the HW); a follower that caught up joins
-the ISR; a periodic check drops followers that lagged ``replica.lag.time.max.ms``. Each change
-is written by the leader to the partition's state znode, conditional on its version, off the
-event loop.
+**ISR**: a follower's fetch moves its LEO (and maybe the HW); the follower that fetched joins
+the ISR if it has caught up and its broker is registered (never another follower, judged on
+the LEO of an older fetch); a periodic check drops followers that lagged
+``replica.lag.time.max.ms``. Each change is written by the leader to the partition's state
+znode, conditional on its version, off the event loop.
 
 **ZooKeeper session** (cluster mode; a :class:`ControllerLink`): while the broker's session
 is not known to be intact — from a suspended connection until the same session is back, or a
@@ -462,14 +463,12 @@ class ReplicaManager:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
         if p.record_follower_fetch(replica_id, fetch_offset):
             self._completed_by_hw(p.tp, p)
-        expanded = p.isr_to_expand()
-        if expanded is not None:
-            # Only registered brokers join (as KIP-841): one that has shut down or lost its
-            # session may still have a fetch in flight, and would hold the HW back once in.
-            live = self.cluster.brokers()
-            expanded = tuple(r for r in expanded if r in p.isr or r in live)
-            if expanded != p.isr:
-                self._write_isr(p, expanded)
+        expanded = p.isr_to_expand(replica_id)
+        # Only a registered broker joins (Kafka's isReplicaIsrEligible, KIP-841): one that has
+        # shut down or lost its session may still have a fetch in flight, and would hold the
+        # HW back once in.
+        if expanded is not None and replica_id in self.cluster.brokers():
+            self._write_isr(p, expanded)
         return Errors.NONE
 
     # -- ISR changes -----------------------------------------------------------------------
