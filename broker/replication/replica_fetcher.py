@@ -23,11 +23,14 @@ import logging
 from typing import Any
 
 from sluice.broker.log.errors import StorageError
+from sluice.broker.log.log import Log
+from sluice.broker.log.record_batch import HEADER_SIZE, parse_header
 from sluice.broker.protocol import ApiKey, ProtocolError
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, BrokerConnector
+from sluice.broker.replication.epoch_writer import EpochWriter
 from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.security.errors import SaslError
 from sluice.common.topic_partition import TopicPartition
@@ -47,8 +50,10 @@ class ReplicaFetcher:
         host: str,
         port: int,
         connector: BrokerConnector = PLAINTEXT,
+        epochs: EpochWriter | None = None,
     ) -> None:
-        """``connector``: how to reach the leader (the inter-broker listener's TLS and SASL)."""
+        """``connector``: how to reach the leader (the inter-broker listener's TLS and SASL);
+        ``epochs``: where leader epochs are written (the replica manager's)."""
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.client = BrokerClient(
@@ -59,6 +64,8 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._own_epochs = epochs is None
+        self.epochs = epochs or EpochWriter()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -71,6 +78,8 @@ class ReplicaFetcher:
             with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await self._task
         await self.client.close()
+        if self._own_epochs:
+            await self.epochs.close()
 
     def serves(self, host: str, port: int) -> bool:
         """Whether this fetcher is running and connects to ``host:port``."""
@@ -129,6 +138,21 @@ class ReplicaFetcher:
     # -- truncation ------------------------------------------------------------------------
 
     async def _truncate(self, tps: list[TopicPartition]) -> None:
+        try:
+            await self._truncate_at_leader_epochs(tps)
+        finally:
+            # What was cut is written before the next fetch appends after the cut, so the
+            # epoch file never names an epoch start that now falls in other data.
+            await self._flush_epochs(tps)
+
+    async def _flush_epochs(self, tps: list[TopicPartition]) -> None:
+        """Write the epoch changes not written yet (truncations) of ``tps``' logs."""
+        logs = [p.log for tp in tps if (p := self.partitions.get(tp)) is not None]
+        writes = [self.epochs.flush(log) for log in logs if not log.leader_epochs.written]
+        if writes:
+            await asyncio.gather(*writes)
+
+    async def _truncate_at_leader_epochs(self, tps: list[TopicPartition]) -> None:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
             partition = self.partitions.get(tp)
@@ -207,26 +231,68 @@ class ReplicaFetcher:
              "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
         )  # fmt: skip
         response = await self.client.request(body)
-        for topic in response.responses:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition_index)
-                fetched = ready.get(tp)
-                if fetched is None or self.partitions.get(tp) is not fetched:
-                    continue
-                local = fetched.log
-                if p.error_code == Errors.OFFSET_OUT_OF_RANGE:
-                    if local.log_end_offset < p.log_start_offset:
-                        # Retention on the leader passed us: start over where it starts.
-                        local.truncate_fully_and_start_at(p.log_start_offset)
-                    else:
-                        self._needs_truncation.add(tp)
-                    continue
-                if p.error_code != Errors.NONE:
-                    continue
-                if p.records:
-                    local.append(p.records, assign=False)
-                local.high_watermark = min(p.high_watermark, local.log_end_offset)
-                if p.log_start_offset > local.log_start_offset:
-                    # The leader moved its log start (DeleteRecords, retention): follow it as
-                    # far as this replica has committed (Kafka's maybeIncrementLogStartOffset).
-                    local.increment_log_start_offset(min(p.log_start_offset, local.high_watermark))
+        fetched = [
+            (TopicPartition(topic.topic, p.partition_index), p)
+            for topic in response.responses
+            for p in topic.partitions
+        ]  # fmt: skip
+        # The epochs the batches start are written, off the event loop, before the batches
+        # (LeaderEpochCache): the appends below then find them written and do no I/O.
+        writes = [
+            self.epochs.assign(follower.log, entries)
+            for tp, p in fetched
+            if p.error_code == Errors.NONE and p.records
+            and (follower := ready.get(tp)) is not None
+            and (entries := new_epochs(follower.log, p.records))
+        ]  # fmt: skip
+        if writes:
+            await asyncio.gather(*writes)
+        moved: list[TopicPartition] = []
+        for tp, p in fetched:
+            fetched_partition = ready.get(tp)
+            if (
+                fetched_partition is None
+                or self.partitions.get(tp) is not fetched_partition
+                or tp in self._needs_truncation  # the leadership moved during the writes
+            ):
+                continue
+            local = fetched_partition.log
+            if p.error_code == Errors.OFFSET_OUT_OF_RANGE:
+                if local.log_end_offset < p.log_start_offset:
+                    # Retention on the leader passed us: start over where it starts.
+                    local.truncate_fully_and_start_at(p.log_start_offset)
+                else:
+                    self._needs_truncation.add(tp)
+                continue
+            if p.error_code != Errors.NONE:
+                continue
+            if p.records:
+                local.append(p.records, assign=False)
+            local.high_watermark = min(p.high_watermark, local.log_end_offset)
+            if p.log_start_offset > local.log_start_offset:
+                # The leader moved its log start (DeleteRecords, retention): follow it as far
+                # as this replica has committed (Kafka's maybeIncrementLogStartOffset).
+                local.increment_log_start_offset(min(p.log_start_offset, local.high_watermark))
+                moved.append(tp)
+        # A log start that moved cut the epochs from the start: written before the next fetch
+        # too (Kafka writes it in the background; a crash first only leaves entries before the
+        # log start, which the log cuts again as it loads).
+        await self._flush_epochs(moved)
+
+
+def new_epochs(log: Log, records: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+    """(epoch, base offset) of each batch in ``records`` that starts an epoch newer than
+    ``log``'s latest: what appending them will record. Reads the headers only (the append
+    validates the batches)."""
+    latest = log.leader_epochs.latest_epoch
+    found: list[tuple[int, int]] = []
+    position = 0
+    while len(records) - position >= HEADER_SIZE:
+        h = parse_header(records, position)
+        if h.partition_leader_epoch > latest:
+            latest = h.partition_leader_epoch
+            found.append((latest, h.base_offset))
+        if h.size <= HEADER_SIZE:  # a bad length: the append refuses the batch
+            break
+        position += h.size
+    return found

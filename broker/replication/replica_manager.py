@@ -18,6 +18,10 @@ with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses it before t
 watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT), or with
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 
+**Leader epochs** are written off the event loop (:class:`EpochWriter`): a new leader writes
+its epoch as it takes over, and the first produce of the epoch waits for that write, so the
+append itself finds the epoch on disk and does no I/O.
+
 **ISR**: a follower's fetch moves its LEO (and maybe the HW); the follower that fetched joins
 the ISR if it has caught up and its broker is registered (never another follower, judged on
 the LEO of an older fetch); a periodic check drops followers that lagged
@@ -58,10 +62,12 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from sluice.broker.cluster.cluster_view import ClusterView
+from sluice.broker.log.errors import LogDirFailureError
 from sluice.broker.log.log import AppendInfo, Log
 from sluice.broker.log.log_dir_failure_channel import LogDirFailure, LogDirFailureChannel
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import PLAINTEXT, BrokerConnector
+from sluice.broker.replication.epoch_writer import EpochWriter
 from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.replication.replica_fetcher import ReplicaFetcher
 from sluice.common.topic_partition import TopicPartition
@@ -133,6 +139,9 @@ class ReplicaManager:
         self.offline: set[TopicPartition] = set()
         self._reporting = False  # a report task is running (it sends the latest set)
         self._reported: frozenset[tuple[str, int]] = frozenset()
+        self.epochs = EpochWriter(dir_failures)
+        # A leader's epoch being written (epoch, the write), until it is (see append).
+        self._epoch_writes: dict[TopicPartition, tuple[int, asyncio.Future[None]]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -154,6 +163,7 @@ class ReplicaManager:
             for _, future in waiters:
                 if not future.done():
                     future.set_result(Errors.NOT_LEADER_OR_FOLLOWER)
+        await self.epochs.close()
 
     def _changed_from_any_thread(self, changed: set[tuple[str, int]] | None) -> None:
         loop = self._loop
@@ -213,6 +223,7 @@ class ReplicaManager:
                     partition.become_leader(
                         state.leader_epoch, replicas, state.isr, state.zk_version
                     )
+                    self._write_leader_epoch(partition)
                     log.info("%s: leader at epoch %d, isr %s", tp, state.leader_epoch, state.isr)
                     self._on_role(tp, Role.LEADER, partition.log)
                 else:
@@ -268,7 +279,7 @@ class ReplicaManager:
             fetcher = None
         if fetcher is None:
             fetcher = ReplicaFetcher(
-                self.broker_id, leader_id, broker.host, broker.port, self.connector
+                self.broker_id, leader_id, broker.host, broker.port, self.connector, self.epochs
             )
             self.fetchers[leader_id] = fetcher
             fetcher.start()
@@ -360,6 +371,12 @@ class ReplicaManager:
                 message=f"expected an ISR of at least {min_insync_replicas} "
                 f"(min.insync.replicas), found {list(p.isr)}",
             )
+        if p.tp in self._epoch_writes or p.log.leader_epochs.latest_epoch != p.leader_epoch:
+            # The epoch's first batch waits until the epoch is written (off the event loop).
+            await self._leader_epoch_written(p)
+            p, error = self.leader_or_error(topic, partition)
+            if p is None:
+                return AppendResult(error, message="leadership moved during the append")
         info = p.log.append(records, leader_epoch=p.leader_epoch, coordinator=coordinator)
         p.maybe_advance_hw()  # a single-replica ISR commits at once
         if acks != -1 or p.committed(info.last_offset + 1):
@@ -378,6 +395,43 @@ class ReplicaManager:
             return AppendResult(Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, info,
                                 f"the ISR shrank to {list(p.isr)}")  # fmt: skip
         return AppendResult(error, info)
+
+    def _write_leader_epoch(self, p: Partition) -> None:
+        """Start writing ``p``'s leader epoch at its log end (this broker just took over), if
+        its log does not have it yet."""
+        if (
+            self._loop is None
+            or self.epochs.closed  # stopping: an append left writes its epoch itself
+            or p.log.leader_epochs.latest_epoch == p.leader_epoch
+        ):
+            return
+        epoch, tp = p.leader_epoch, p.tp
+        pending = self._epoch_writes.get(tp)
+        if pending is not None and pending[0] == epoch:
+            return
+        future = self.epochs.leader_epoch(p.log, epoch)
+        self._epoch_writes[tp] = (epoch, future)
+
+        def done(f: asyncio.Future[None]) -> None:
+            if self._epoch_writes.get(tp, (None, None))[1] is f:
+                del self._epoch_writes[tp]
+            exc = None if f.cancelled() else f.exception()
+            if exc is not None and not isinstance(exc, LogDirFailureError):
+                # A failed disk took the log dir offline, and was logged there; anything else
+                # (an epoch older than the log's) the append refuses as it always did.
+                log.warning("%s: leader epoch %d not written: %s", tp, epoch, exc)
+
+        future.add_done_callback(done)
+
+    async def _leader_epoch_written(self, p: Partition) -> None:
+        """Wait for ``p``'s leader epoch write (starting it if none runs); raises the
+        ``StorageError`` of a write that failed."""
+        pending = self._epoch_writes.get(p.tp)
+        if pending is None or pending[0] != p.leader_epoch:
+            self._write_leader_epoch(p)
+            pending = self._epoch_writes.get(p.tp)
+        if pending is not None:
+            await asyncio.shield(pending[1])
 
     def _completed_by_hw(self, tp: TopicPartition, p: Partition) -> None:
         hw = p.log.high_watermark
