@@ -120,7 +120,8 @@ class ProtobufSchema(ParsedSchema):
         found = [d for d in diff(writer.file, self.file) if not d.compatible]
         if not found:
             return []
-        return [str(d) for d in found] + [
+        messages = [d.message(update_role=reader_role, original_role=writer_role) for d in found]
+        return messages + [
             f"{{oldSchemaVersion: {old_version}}}",
             f"{{compatibility: '{level}'}}",
         ]

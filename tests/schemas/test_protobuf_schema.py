@@ -149,7 +149,8 @@ def test_messages_worded_as_confluent() -> None:
     assert new.incompatibilities(
         old, reader_role="new", writer_role="old", old_version=1, level="FULL"
     ) == [
-        "Difference{fullPath='#/Order/1', type=FIELD_SCALAR_KIND_CHANGED}",
+        '{errorType:"FIELD_SCALAR_KIND_CHANGED", description:"The kind of a SCALAR field at '
+        "path '#/Order/1' in the new schema does not match its kind in the old schema\"}",
         "{oldSchemaVersion: 1}",
         "{compatibility: 'FULL'}",
     ]
@@ -237,3 +238,55 @@ def test_any_two_texts_parse_or_are_refused_and_compare(
 def test_any_base64_text_parses_or_is_refused(text: str) -> None:
     with contextlib.suppress(InvalidSchemaError):
         parse_protobuf_schema(text)
+
+
+ONEOFS = """syntax = "proto3";
+message M {
+  oneof a { string x = 1; string y = 2; }
+  oneof b { string z = 3; }
+  int32 n = 4;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        # Out of a oneof to the top level: the field keeps its number and type.
+        (
+            ONEOFS.replace("string y = 2; }", "}\n  string y = 2;"),
+            {("ONEOF_FIELD_MOVED_TO_TOP_LEVEL", "#/M/2", True)},
+        ),
+        # Into another, existing oneof: y and z could both be set before.
+        (
+            ONEOFS.replace("string y = 2; }", "}").replace(
+                "string z = 3;", "string z = 3; string y = 2;"
+            ),
+            {("FIELD_MOVED_TO_EXISTING_ONEOF", "#/M/b", False)},
+        ),
+        # A renamed oneof whose member changes type: found under its new name.
+        (
+            ONEOFS.replace(
+                "oneof a { string x = 1; string y = 2; }", "oneof c { string x = 1; int64 y = 2; }"
+            ),
+            {
+                ("ONEOF_REMOVED", "#/M/a", True),
+                ("ONEOF_ADDED", "#/M/c", True),
+                ("FIELD_SCALAR_KIND_CHANGED", "#/M/c/2", False),
+            },
+        ),
+        # A member dropped while its oneof is renamed: a removal, not a deleted oneof.
+        (
+            ONEOFS.replace("oneof a { string x = 1; string y = 2; }", "oneof c { string x = 1; }"),
+            {
+                ("ONEOF_REMOVED", "#/M/a", True),
+                ("ONEOF_ADDED", "#/M/c", True),
+                ("ONEOF_FIELD_REMOVED", "#/M/a/2", False),
+            },
+        ),
+        # A whole oneof deleted with all its members: compatible.
+        (ONEOFS.replace("oneof b { string z = 3; }", ""), {("ONEOF_REMOVED", "#/M/b", True)}),
+    ],
+)
+def test_oneof_membership(new: str, expected: set[tuple[str, str, bool]]) -> None:
+    assert differences(ONEOFS, new) == expected

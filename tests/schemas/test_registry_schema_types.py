@@ -140,13 +140,19 @@ def test_protobuf_incompatible_change_refused_with_confluents_message(
     changed = PROTO_V1.replace("int64 id = 1;", "string id = 1;")
     status, body = register(registry_url, subject, changed, "PROTOBUF")
     assert (status, body["error_code"]) == (409, 409)
-    assert "Difference{fullPath='#/Order/1', type=FIELD_SCALAR_KIND_CHANGED}" in body["message"]
+    assert (
+        '{errorType:"FIELD_SCALAR_KIND_CHANGED", description:"The kind of a SCALAR field at '
+        "path '#/Order/1' in the new schema does not match its kind in the old schema\"}"
+    ) in body["message"]
     assert "{oldSchemaVersion: 1}" in body["message"]
     assert "{compatibility: 'BACKWARD'}" in body["message"]
     message_changed = PROTO_V1.replace("google.protobuf.Timestamp placed_at", "string placed_at")
     status, body = register(registry_url, subject, message_changed, "PROTOBUF")
     assert status == 409
-    assert "Difference{fullPath='#/Order/3', type=FIELD_KIND_CHANGED}" in body["message"]
+    assert (
+        '{errorType:"FIELD_KIND_CHANGED", description:"The type of a field at path '
+        "'#/Order/3' in the new schema does not match the old schema\"}"
+    ) in body["message"]
 
 
 def test_protobuf_compatible_change_accepted(registry_url: str, subject: str) -> None:
@@ -198,7 +204,8 @@ def test_types_survive_a_reopened_store(tmp_path: Path) -> None:
         assert registry.lookup("orders-proto", serialized, "PROTOBUF").id == proto_id
         changed = PROTO_V1.replace("int64 id = 1;", "string id = 1;")
         assert registry.test_compatibility("orders-proto", None, changed, "PROTOBUF") == [
-            "Difference{fullPath='#/Order/1', type=FIELD_SCALAR_KIND_CHANGED}",
+            '{errorType:"FIELD_SCALAR_KIND_CHANGED", description:"The kind of a SCALAR field at '
+            "path '#/Order/1' in the new schema does not match its kind in the old schema\"}",
             "{oldSchemaVersion: 1}",
             "{compatibility: 'BACKWARD'}",
         ]
