@@ -34,9 +34,10 @@ on Spark. One run:
 5. **report** — ``<reports>/<run_id>.json`` and a printed summary.
 
 Every consumer of the run — the planner's and the split writers' — gets the same librdkafka
-settings, built once from the configuration (``LoadConfig.consumer``): one ``group.id`` per run
-(``sluice-load-<run id>`` unless ``kafka.group.id`` is set), the ``kafka.`` prefix cut once when
-the configuration is parsed.
+settings, built once from the configuration (``LoadConfig.consumer``; every key of
+``conf/nightly_load.properties`` is declared in ``sluice.pipeline.load.config``): one ``group.id``
+per run (``sluice-load-<run id>`` unless ``kafka.group.id`` is set), the ``kafka.`` prefix cut once
+when the configuration is parsed.
 
 Before the plan the run starts Spark (``sluice.pipeline.load.session``: the master by Spark's
 conventions unless the configuration names one), refuses a table on a filesystem without an
@@ -83,14 +84,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from sluice.common.options import boolean, check_known_keys, names, positive_int, text
-from sluice.common.paths import to_uri
 from sluice.common.topic_partition import TopicPartition
-from sluice.pipeline.kafka_settings import translate_java_settings
-from sluice.pipeline.load.errors import LoadConfigError, LoadError
+from sluice.pipeline.load.config import LoadConfig, LoadConfigError
+from sluice.pipeline.load.errors import LoadError
 from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
@@ -104,15 +103,11 @@ from sluice.pipeline.source.avro_columns import (
     resolve_reader_schema,
 )
 from sluice.pipeline.source.metadata import KafkaMetadata
-from sluice.pipeline.source.options import AvroOptions, OffsetOptionError, Subscribe
+from sluice.pipeline.source.options import OffsetOptionError, Subscribe
 from sluice.pipeline.source.ranges import OffsetRange, Resolution, resume_ranges, split_ranges
-from sluice.pipeline.source.split_reader import SplitResult, consumer_settings
+from sluice.pipeline.source.split_reader import SplitResult
 from sluice.pipeline.table.commit import TableWriter
-from sluice.pipeline.table.filesystem import (
-    HadoopRenamer,
-    UnsupportedTableSchemeError,
-    check_table_scheme,
-)
+from sluice.pipeline.table.filesystem import HadoopRenamer
 from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord
 
 __all__ = [
@@ -129,155 +124,8 @@ log = logging.getLogger("sluice.load")
 CRASH_PHASES = ("read", "staged", "manifest", "published")
 
 
-AVRO_KEYS = (
-    "schema.registry.url",
-    "valueSchemaSubject",
-    "valueSchemaVersion",
-    "valueSchemaId",
-    "valueColumns",
-    "onDecodeError",
-)
-"""The ``sluice`` source's Avro options a load passes through (with ``valueFormat``)."""
-
 # Columns the table layout owns; a flattened value field may not take them.
 _LAYOUT_COLUMNS = ("topic", "partition", "offset", "date")
-
-
-# Every key of conf/nightly_load.properties the load reads (besides the Avro options and the
-# kafka.* / spark.* families).
-LOAD_KEYS: frozenset[str] = frozenset(
-    {
-        "kafka.bootstrap.servers", "topics", "table", "warehouse.path", "reports.path", "run.id",
-        "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "valueFormat",
-        "schema.registry.url", "spark.master",
-    }
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    """The keys of ``conf/nightly_load.properties``; see that file for each one's meaning."""
-
-    bootstrap_servers: str
-    topics: tuple[str, ...]
-    warehouse: str  # a URI (plain paths are made absolute file:// URIs)
-    table: str = "events"
-    fail_on_data_loss: bool = True
-    min_partitions: int | None = None
-    max_records_per_partition: int | None = None
-    spark_master: str | None = None  # None: Spark's conventions (sluice.pipeline.load.session)
-    run_id: str | None = None
-    reports: str | None = None  # default <warehouse>/_reports
-    # The other kafka.* keys as librdkafka's: prefix cut, Java-only keys translated
-    # (_kafka_settings); every consumer of the run gets them through ``consumer``.
-    kafka: dict[str, str] = field(default_factory=dict)
-    spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
-    avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
-
-    @property
-    def value_format(self) -> str:
-        return "binary" if self.avro is None else "avro"
-
-    @property
-    def table_uri(self) -> str:
-        return posixpath.join(self.warehouse, self.table)
-
-    @property
-    def reports_uri(self) -> str:
-        return self.reports or posixpath.join(self.warehouse, "_reports")
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> LoadConfig:
-        """The config of ``props``; a key nothing reads is an error naming the nearest one
-        (``kafka.*`` and ``spark.*`` pass through to the consumers and the session; Java-only
-        ``kafka.*`` keys translated as the source translates them, or refused)."""
-        check_known_keys(
-            props, LOAD_KEYS | set(AVRO_KEYS), prefixes=("kafka.", "spark."),
-            what="load config", error=LoadConfigError,
-        )  # fmt: skip
-
-        def required(key: str) -> str:
-            value = text(props, key)
-            if value is None:
-                raise LoadConfigError(f"{key}: expected a value, found none")
-            return value
-
-        topics = names(props, "topics")
-        if not topics:
-            raise LoadConfigError(f"topics: expected a comma list, found {required('topics')!r}")
-        table = (props.get("table") or "events").strip()
-        if not table or "/" in table or table.startswith(("_", ".")):
-            raise LoadConfigError(f"table: expected a plain directory name, found {table!r}")
-        value_format = (text(props, "valueFormat") or "binary").lower()
-        if value_format not in ("binary", "avro"):
-            raise LoadConfigError(f"valueFormat: expected binary or avro, found {value_format!r}")
-        given = {k: v for k in AVRO_KEYS if (v := text(props, k)) is not None}
-        avro = None
-        if value_format == "avro":
-            required("schema.registry.url")
-            # Parsed once, here; the run adds its own error table directory (decodeErrorPath).
-            try:
-                avro = AvroOptions.parse(
-                    {"valueFormat": "avro", "onDecodeError": "errorTable", **given}
-                )
-            except ValueError as exc:
-                raise LoadConfigError(str(exc)) from None
-        elif given:
-            raise LoadConfigError(
-                f"{sorted(given)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
-            )
-        reports = text(props, "reports.path")
-        warehouse = to_uri(required("warehouse.path"))
-        try:
-            check_table_scheme(warehouse)
-        except UnsupportedTableSchemeError as exc:
-            raise LoadConfigError(f"warehouse.path: {exc}") from None
-        return cls(
-            avro=avro,
-            bootstrap_servers=required("kafka.bootstrap.servers"),
-            topics=topics,
-            warehouse=warehouse,
-            table=table,
-            fail_on_data_loss=boolean(props, "failOnDataLoss", True, error=LoadConfigError),
-            min_partitions=positive_int(props, "minPartitions", error=LoadConfigError),
-            max_records_per_partition=positive_int(
-                props, "maxRecordsPerPartition", error=LoadConfigError
-            ),
-            spark_master=text(props, "spark.master"),
-            run_id=text(props, "run.id"),
-            reports=to_uri(reports) if reports else None,
-            kafka=_kafka_settings(props),
-            spark={
-                k: v for k, v in props.items() if k.startswith("spark.") and k != "spark.master"
-            },
-        )
-
-    def consumer(self, run_id: str) -> dict[str, Any]:
-        """The librdkafka settings of every consumer of run ``run_id`` (the planner's and the
-        split writers'; ``split_reader.consumer_settings``): ``kafka.group.id`` if given, else
-        ``sluice-load-<run_id>``. ``run_load`` calls it once per run."""
-        return consumer_settings(
-            {"bootstrap.servers": self.bootstrap_servers, **self.kafka},
-            group_id=f"sluice-load-{run_id}",
-        )
-
-
-def _kafka_settings(props: Mapping[str, str]) -> dict[str, str]:
-    """The config's ``kafka.*`` keys but ``kafka.bootstrap.servers`` as librdkafka's, the prefix cut
-    (here, once): Java-only keys carried over from Spark jobs translated (a
-    ``sasl.jaas.config`` line becomes ``sasl.username`` / ``sasl.password``) or refused with what to
-    use instead, exactly as the ``sluice`` source's ``kafka.*`` options are
-    (``sluice.pipeline.kafka_settings``)."""
-    raw = {
-        k[len("kafka.") :].lower(): v
-        for k, v in props.items()
-        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
-    }
-    try:
-        translated = translate_java_settings(raw)
-    except ValueError as exc:  # JavaOnlyKafkaOptionError, JaasTranslationError
-        raise LoadConfigError(str(exc)) from None
-    return translated
 
 
 # -- crash injection ------------------------------------------------------------------------

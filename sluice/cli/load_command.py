@@ -47,7 +47,8 @@ def run_load_command(args: argparse.Namespace) -> int:
     """Run the load for parsed ``args``; returns the exit status."""
     # Lazy: the load needs pyspark and pyarrow (the optional ``spark`` extra), which the rest
     # of the CLI does without.
-    from sluice.pipeline.load.run import LoadConfig, LoadConfigError, LoadError, run_load
+    from sluice.pipeline.load.config import LoadConfig, LoadConfigError
+    from sluice.pipeline.load.run import LoadError, run_load
 
     try:
         config = LoadConfig.from_properties(load_properties(args.config, args.override))

@@ -1,11 +1,19 @@
-"""The nightly load's configuration refuses keys nothing reads, naming the nearest known one
-(``failOnDataLos=false`` was once accepted silently and the load published past lost data)."""
+"""Tests for sluice.pipeline.load.config: the nightly load's keys, declared once.
+
+The configuration refuses keys nothing reads, naming the nearest known one
+(``failOnDataLos=false`` was once accepted silently and the load published past lost data);
+every key of ``conf/nightly_load.properties`` is declared, and a bad value is refused naming
+the key, what was expected and what was found."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from sluice.pipeline.load.run import LoadConfig, LoadConfigError
+from sluice.common.properties import load_properties
+from sluice.pipeline.load.config import CONFIG_DEF, LoadConfig, LoadConfigError
 
 BASE = {
     "kafka.bootstrap.servers": "127.0.0.1:9092",
@@ -89,3 +97,74 @@ def test_every_consumer_of_a_run_shares_one_group_id_unless_one_is_given() -> No
     assert config.consumer("r1")["bootstrap.servers"] == "127.0.0.1:9092"
     given = LoadConfig.from_properties({**BASE, "kafka.group.id": "nightly"})
     assert given.consumer("r1")["group.id"] == "nightly"
+
+
+# -- the declaration ----------------------------------------------------------------------------
+
+CONF = Path(__file__).resolve().parents[3] / "conf" / "nightly_load.properties"
+
+
+def test_the_keys_are_declared_once_with_their_defaults() -> None:
+    assert CONFIG_DEF.names() == {
+        "kafka.bootstrap.servers", "topics", "warehouse.path", "table", "reports.path", "run.id",
+        "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "spark.master",
+        "valueFormat", "schema.registry.url", "valueSchemaSubject", "valueSchemaVersion",
+        "valueSchemaId", "valueColumns", "onDecodeError",
+    }  # fmt: skip
+    assert CONFIG_DEF.prefixes == ("kafka.", "spark.")
+    config = LoadConfig.from_properties(BASE)
+    assert (config.table, config.fail_on_data_loss, config.value_format) == (
+        "events",
+        True,
+        "binary",
+    )
+    assert (config.min_partitions, config.max_records_per_partition, config.run_id) == (
+        None,
+        None,
+        None,
+    )
+    assert config.reports_uri == "file:///tmp/warehouse/_reports"
+    table = CONFIG_DEF.to_markdown()
+    for name in CONFIG_DEF.names():
+        assert f"| `{name}` |" in table
+    assert "| `kafka.<key>` |" in table and "| `spark.<key>` |" in table
+
+
+def test_every_key_of_the_shipped_file_is_declared_and_it_parses() -> None:
+    """The file's keys, set and commented out (``# key=value``), are all known."""
+    written = re.findall(r"^#? ?([A-Za-z][\w.]*)=\S*$", CONF.read_text(), re.MULTILINE)
+    assert len(written) > 15
+    for key in written:
+        assert key in CONFIG_DEF.names() or key.startswith(CONFIG_DEF.prefixes), key
+    config = LoadConfig.from_properties(load_properties(CONF))
+    assert (config.topics, config.min_partitions) == (("page_views",), 2)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("topics", "", "topics: expected a value, found none"),
+        ("topics", " , ,", "topics: expected a comma list, found ', ,'"),
+        ("table", "a/b", "table: expected a plain directory name, found 'a/b'"),
+        ("table", "_x", "table: expected a plain directory name, found '_x'"),
+        ("table", "  ", "table: expected a plain directory name, found ''"),
+        ("valueFormat", "Parquet", "valueFormat: expected binary or avro, found 'parquet'"),
+        ("valueColumns", "struct", "valueColumns: expected only with valueFormat=avro"),
+        ("valueFormat", "avro", "schema.registry.url: expected a value, found none"),
+        ("warehouse.path", "s3a://b/w", "warehouse.path: s3a://b/w: expected a filesystem"),
+        ("kafka.bootstrap.servers", " ", "kafka.bootstrap.servers: expected a value, found none"),
+        ("failOnDataLoss", "maybe", "failOnDataLoss: expected true or false, found 'maybe'"),
+        ("minPartitions", "0", "minPartitions: expected a positive integer, found '0'"),
+    ],
+)
+def test_a_bad_value_names_the_key_the_expectation_and_the_value(
+    key: str, value: str, message: str
+) -> None:
+    with pytest.raises(LoadConfigError) as caught:
+        LoadConfig.from_properties({**BASE, key: value})
+    assert str(caught.value).startswith(message)
+
+
+def test_a_blank_key_takes_its_default() -> None:
+    config = LoadConfig.from_properties({**BASE, "table": "", "failOnDataLoss": " "})
+    assert (config.table, config.fail_on_data_loss) == ("events", True)

@@ -1,0 +1,291 @@
+"""The nightly load's configuration (``conf/nightly_load.properties``), declared once.
+
+``CONFIG_DEF`` declares every key the load reads — name, type, default, validator and doc —
+through ``sluice.common.config_def`` (Kafka's ``ConfigDef``): ``LoadConfig.from_properties``
+parses through it, the "did you mean" check compares a misspelt key with its names and the
+``kafka.*`` / ``spark.*`` families, and the configuration page of the docs is its Markdown
+table (``python -m sluice.cli.config_docs``). A key added here is parsed, checked and
+documented at once; nothing lists the keys a second time.
+
+What the declarations cannot say is checked in ``from_properties``, in the order a reader
+meets the keys: the Avro keys only with ``valueFormat=avro`` (and ``schema.registry.url``
+then required; ``AvroOptions.parse`` checks their values as the source checks its options),
+and the ``kafka.*`` keys as librdkafka's — the prefix cut once, here, and Java-only keys
+translated or refused exactly as the ``sluice`` source's ``kafka.*`` options are
+(``sluice.pipeline.kafka_settings``). Every failure is a ``LoadConfigError`` saying
+``"<key>: expected ..., found ..."``.
+
+``LoadConfig`` is immutable; ``CONFIG_DEF`` is built once at import and only read after that,
+so both are safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.common.config_def import POSITIVE, REQUIRED, Check, ConfigDef, Type, Validator
+from sluice.common.paths import to_uri
+from sluice.pipeline.kafka_settings import translate_java_settings
+from sluice.pipeline.load.errors import LoadConfigError
+from sluice.pipeline.source.options import AvroOptions
+from sluice.pipeline.source.split_reader import consumer_settings
+from sluice.pipeline.table.filesystem import UnsupportedTableSchemeError, check_table_scheme
+
+__all__ = ["AVRO_KEYS", "CONFIG_DEF", "LoadConfig", "LoadConfigError"]
+
+
+class _CommaList(Validator):
+    """A ``LIST`` with at least one entry; the error quotes what was given."""
+
+    def describe(self) -> str:
+        return "a comma list of one or more names"
+
+    def check(self, value: Any, raw: str) -> str | None:
+        return None if value else f"expected a comma list, found {raw.strip()!r}"
+
+
+def _plain_name(table: str) -> str | None:
+    if "/" in table or table.startswith(("_", ".")):
+        return f"expected a plain directory name, found {table!r}"
+    return None
+
+
+def _value_format(value: str) -> str | None:
+    if value.lower() in ("binary", "avro"):
+        return None
+    return f"expected binary or avro, found {value.lower()!r}"
+
+
+def _atomic_rename(path: str) -> str | None:
+    try:
+        check_table_scheme(to_uri(path))
+    except UnsupportedTableSchemeError as exc:
+        return str(exc)
+    return None
+
+
+CONFIG_DEF = (
+    ConfigDef(error=LoadConfigError, what="load config")
+    .define(
+        "kafka.bootstrap.servers", Type.STRING, REQUIRED,
+        doc="The (offline) cluster to read from, host:port[,...]. The executors connect to it "
+        "too: on a cluster name the brokers by an address every worker can reach.",
+    )
+    .define(
+        "topics", Type.LIST, REQUIRED, _CommaList(),
+        doc="Topics to load, comma-separated. A topic that does not exist yet is skipped; new "
+        "topics and partitions are read from their earliest offset.",
+    )
+    .define(
+        "warehouse.path", Type.STRING, REQUIRED,
+        Check("a local path, file:// or hdfs:// (no object store)", _atomic_rename),
+        doc="Where tables live. Object stores (s3a://, ...) are refused: they have no atomic "
+        "rename. On a cluster a local path must be one filesystem shared by the driver and "
+        "every worker at the same path.",
+    )
+    .define(
+        "table", Type.STRING, "events", Check("a plain directory name", _plain_name),
+        doc="The table's directory under warehouse.path: <warehouse.path>/<table>, laid out "
+        "load=<N>/topic=<t>/date=<yyyy-mm-dd>/part-*.parquet with load=<N>/_manifest.json.",
+    )
+    .define(
+        "reports.path", Type.STRING, None, default_doc="<warehouse.path>/_reports",
+        doc="Where run reports go, as <run id>.json.",
+    )
+    .define(
+        "run.id", Type.STRING, None, default_doc="nightly-<table>-<UTC timestamp>",
+        doc="A fixed run id. A rerun under the same id after a crash before publishing "
+        "replaces its own staging directory.",
+    )
+    .define(
+        "failOnDataLoss", Type.BOOLEAN, True,
+        doc="Offsets no longer in the log (retention ran first, or the topic was recreated): "
+        "true fails the run and publishes nothing; false reads what is left and records the "
+        "loss in the manifest and the report.",
+    )
+    .define(
+        "minPartitions", Type.INT, None, POSITIVE,
+        doc="At least this many Spark splits (ranges are cut proportionally).",
+    )
+    .define(
+        "maxRecordsPerPartition", Type.INT, None, POSITIVE,
+        doc="No Spark split larger than this many offsets.",
+    )
+    .define(
+        "spark.master", Type.STRING, None, default_doc="Spark's conventions",
+        doc="The Spark master when the job is not started by spark-submit. Unset: "
+        "spark-submit --master, spark.master in $SPARK_CONF_DIR/spark-defaults.conf, the "
+        "MASTER environment variable, else local[*].",
+    )
+    .define(
+        "valueFormat", Type.STRING, "binary", Check("binary, avro", _value_format),
+        doc="binary: Spark's Kafka columns, the value as bytes. avro: each value is "
+        "Confluent-framed Avro decoded into typed columns beside the Kafka ones.",
+    )
+    .define(
+        "schema.registry.url", Type.STRING, None,
+        doc="The schema registry (Confluent REST API); required with valueFormat=avro.",
+    )
+    .define(
+        "valueSchemaSubject", Type.STRING, None, default_doc="<topic>-value",
+        doc="valueFormat=avro: the subject of the reader schema (the table's columns), the "
+        "same for every topic of the table.",
+    )
+    .define(
+        "valueSchemaVersion", Type.STRING, None, default_doc="latest",
+        doc="valueFormat=avro: the version of valueSchemaSubject to read with; resolved once "
+        "per run and pinned by id.",
+    )
+    .define(
+        "valueSchemaId", Type.STRING, None,
+        doc="valueFormat=avro: the reader schema by id (instead of subject and version).",
+    )
+    .define(
+        "valueColumns", Type.STRING, None, default_doc="flatten",
+        doc="valueFormat=avro: flatten (the value's fields as top-level columns) or struct "
+        "(one value struct column).",
+    )
+    .define(
+        "onDecodeError", Type.STRING, None, default_doc="errorTable",
+        doc="valueFormat=avro: errorTable (an undecodable record goes to the run's error "
+        "table, load=<N>/_errors/, published with the data) or fail (the run fails naming "
+        "topic, partition and offset).",
+    )
+    .family(
+        "kafka.<key>",
+        "Any other consumer setting, passed to every consumer of the load as librdkafka's; "
+        "Java-client keys carried over from Spark jobs are translated or refused.",
+        prefix="kafka.",
+    )
+    .family(
+        "spark.<key>",
+        "Any other Spark setting, passed to the SparkSession builder.",
+        prefix="spark.",
+    )
+)  # fmt: skip
+"""Every key of ``conf/nightly_load.properties``, declared once (the module doc)."""
+
+AVRO_KEYS = (
+    "schema.registry.url",
+    "valueSchemaSubject",
+    "valueSchemaVersion",
+    "valueSchemaId",
+    "valueColumns",
+    "onDecodeError",
+)
+"""The ``sluice`` source's Avro options a load passes through (with ``valueFormat``)."""
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """The parsed configuration of one load; each key's meaning is its ``CONFIG_DEF`` doc."""
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    warehouse: str  # a URI (plain paths are made absolute file:// URIs)
+    table: str = "events"
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    spark_master: str | None = None  # None: Spark's conventions (sluice.pipeline.load.session)
+    run_id: str | None = None
+    reports: str | None = None  # default <warehouse>/_reports
+    # The other kafka.* keys as librdkafka's: prefix cut, Java-only keys translated
+    # (_kafka_settings); every consumer of the run gets them through ``consumer``.
+    kafka: dict[str, str] = field(default_factory=dict)
+    spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
+    avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
+
+    @property
+    def value_format(self) -> str:
+        return "binary" if self.avro is None else "avro"
+
+    @property
+    def table_uri(self) -> str:
+        return posixpath.join(self.warehouse, self.table)
+
+    @property
+    def reports_uri(self) -> str:
+        return self.reports or posixpath.join(self.warehouse, "_reports")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> LoadConfig:
+        """The config of ``props`` (see the module doc). Raises ``LoadConfigError``: a key
+        nothing reads names the nearest known one; a bad value says what was expected."""
+        CONFIG_DEF.check_known(props)
+
+        def get(key: str) -> Any:
+            return CONFIG_DEF.parse_key(props, key)
+
+        topics = get("topics")
+        raw_table = props.get("table")
+        if raw_table and not raw_table.strip():  # "table= " is refused; only "table=" is blank
+            raise LoadConfigError("table: expected a plain directory name, found ''")
+        table = get("table")
+        avro = _avro(props, get("valueFormat").lower())
+        reports = get("reports.path")
+        warehouse = to_uri(get("warehouse.path"))
+        return cls(
+            avro=avro,
+            bootstrap_servers=get("kafka.bootstrap.servers"),
+            topics=topics,
+            warehouse=warehouse,
+            table=table,
+            fail_on_data_loss=get("failOnDataLoss"),
+            min_partitions=get("minPartitions"),
+            max_records_per_partition=get("maxRecordsPerPartition"),
+            spark_master=get("spark.master"),
+            run_id=get("run.id"),
+            reports=to_uri(reports) if reports else None,
+            kafka=_kafka_settings(props),
+            spark={
+                k: v for k, v in props.items() if k.startswith("spark.") and k != "spark.master"
+            },
+        )
+
+    def consumer(self, run_id: str) -> dict[str, Any]:
+        """The librdkafka settings of every consumer of run ``run_id`` (the planner's and the
+        split writers'; ``split_reader.consumer_settings``): ``kafka.group.id`` if given, else
+        ``sluice-load-<run_id>``. ``run_load`` calls it once per run."""
+        return consumer_settings(
+            {"bootstrap.servers": self.bootstrap_servers, **self.kafka},
+            group_id=f"sluice-load-{run_id}",
+        )
+
+
+def _avro(props: Mapping[str, str], value_format: str) -> AvroOptions | None:
+    """The Avro options of ``valueFormat=avro`` (``None`` for binary), parsed once, here; the
+    run adds its own error table directory (``decodeErrorPath``)."""
+    given = {k: v for k in AVRO_KEYS if (v := CONFIG_DEF.parse_key(props, k)) is not None}
+    if value_format != "avro":
+        if given:
+            raise LoadConfigError(
+                f"{sorted(given)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
+            )
+        return None
+    if "schema.registry.url" not in given:
+        raise LoadConfigError("schema.registry.url: expected a value, found none")
+    try:
+        return AvroOptions.parse({"valueFormat": "avro", "onDecodeError": "errorTable", **given})
+    except ValueError as exc:
+        raise LoadConfigError(str(exc)) from None
+
+
+def _kafka_settings(props: Mapping[str, str]) -> dict[str, str]:
+    """The config's ``kafka.*`` keys but ``kafka.bootstrap.servers`` as librdkafka's, the
+    prefix cut (here, once): Java-only keys carried over from Spark jobs translated (a
+    ``sasl.jaas.config`` line becomes ``sasl.username`` / ``sasl.password``) or refused with
+    what to use instead, exactly as the ``sluice`` source's ``kafka.*`` options are
+    (``sluice.pipeline.kafka_settings``)."""
+    raw = {
+        k[len("kafka.") :].lower(): v
+        for k, v in props.items()
+        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+    }
+    try:
+        return translate_java_settings(raw)
+    except ValueError as exc:  # JavaOnlyKafkaOptionError, JaasTranslationError
+        raise LoadConfigError(str(exc)) from None
