@@ -16,7 +16,11 @@ NOT_LEADER_OR_FOLLOWER (it exists, but this broker does not lead it).
 with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses it before the append
 (NOT_ENOUGH_REPLICAS), and the response is a delayed operation completed when the high
 watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT), or with
-NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
+NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile. The append
+wakes the fetches waiting on the partition at once (``on_high_watermark``, the broker's fetch
+purgatory, is called after every local append as well as when the high watermark moves): the
+followers take the batch without waiting out their fetch's ``max_wait``, and their next
+fetches move the high watermark, as in Kafka.
 
 **Leader epochs** are written off the event loop (:class:`EpochWriter`): a new leader writes
 its epoch as it takes over, and the first produce of the epoch waits for that write, so the
@@ -379,8 +383,11 @@ class ReplicaManager:
                 return AppendResult(error, message="leadership moved during the append")
         info = p.log.append(records, leader_epoch=p.leader_epoch, coordinator=coordinator)
         p.maybe_advance_hw()  # a single-replica ISR commits at once
+        # Wake the fetches waiting on this partition now, the followers' above all (Kafka's
+        # tryCompleteDelayedRequests after appendToLocalLog): they take the batch at once,
+        # their next fetches move the high watermark, and that completes an acks=all wait.
+        self._completed_by_hw(p.tp, p)
         if acks != -1 or p.committed(info.last_offset + 1):
-            self._completed_by_hw(p.tp, p)
             return AppendResult(Errors.NONE, info)
         future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(p.tp, []).append((info.last_offset + 1, future))
