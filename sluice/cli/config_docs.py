@@ -27,6 +27,7 @@ from sluice.broker.transactions import transaction_config
 from sluice.common.config_def import ConfigDef
 from sluice.pipeline.audit import config as audit_config
 from sluice.pipeline.consumer import config as consumer_config
+from sluice.pipeline.load import config as load_config
 from sluice.pipeline.mirror import config as mirror_config
 from sluice.schemas import basic_auth, limits, server
 
@@ -73,6 +74,13 @@ SECTIONS: tuple[Section, ...] = (
             ("Request limits", limits.CONFIG_DEF),
             ("Basic authentication", basic_auth.CONFIG_DEF),
         ),
+    ),
+    Section(
+        "Nightly load",
+        "`conf/nightly_load.properties` (`sluice load --config FILE`, or `spark-submit "
+        "jobs/nightly_load.py --config FILE`). A key that is neither declared nor in a family is "
+        "refused, naming the nearest declared key. Declared in `sluice.pipeline.load.config`.",
+        (("", load_config.CONFIG_DEF),),
     ),
     Section(
         "Mirror",
