@@ -127,6 +127,8 @@ class Range(Validator):
         return Range(minimum, maximum)
 
     def describe(self) -> str:
+        if self.minimum is None and self.maximum is None:
+            return ""
         if self.maximum is None:
             return f"[{self.minimum},...]"
         if self.minimum is None:
