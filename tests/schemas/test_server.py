@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,9 @@ def test_the_registry_says_where_it_listens_once_it_is_bound(tmp_path: Path) -> 
         else:
             pytest.fail("the registry never said where it listens:\n" + "".join(seen))
         assert f"listening on http://127.0.0.1:{port}" in seen[-1]
+        # The queued connection is served once uvicorn runs (its signal handlers too).
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:
+            assert response.status == 200
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
