@@ -1,38 +1,47 @@
 """Confluent's compatibility rules for JSON Schema: the differences between two schemas.
 
 :func:`diff` walks an *original* schema (the one data was written with) and an *update* (the
-one that reads it) side by side and returns every :class:`Difference`, each with Confluent's
-``Difference.Type`` name, the JSON path where it was found (``#/properties/name/maxLength``)
-and whether Confluent counts it as compatible (its ``SchemaDiff.COMPATIBLE_CHANGES``). The
-rules follow Confluent's ``json-schema-provider`` ``diff`` package:
+one that reads it) side by side and returns every
+:class:`~sluice.schemas.json_schema_difference.Difference`, following Confluent's
+``json-schema-provider`` ``diff`` package (``SchemaDiff.compareTypes`` and the per-type diffs):
 
-* a schema is classified as Confluent's parser (everit) would: empty (``{}``/``true``), false,
-  string, number (``integer`` is a number that requires integers), boolean, null, object,
-  array, enum, const, combined (``anyOf``/``oneOf``/``allOf``, and a ``type`` list), not;
-  a local ``$ref`` is followed. Two schemas of different classes are ``TYPE_CHANGED``
-  unless the original is ``false`` or the update is empty (which read anything).
-* objects: an *open content model* (``additionalProperties`` absent or ``true``, no
+* Each schema is first seen as Confluent's parser (everit) builds it: ``true``/``{}`` is the
+  empty schema, ``false`` the false one; a ``type`` list of several types is an ``anyOf`` of
+  one schema per type; a schema that mixes groups of keywords (a ``type`` with an ``enum``, or
+  with an ``allOf``) is an ``allOf`` of one schema per group; a local ``$ref`` is followed.
+  Two schemas of different kinds are ``TYPE_CHANGED`` unless the original is ``false`` or the
+  update is empty (which read anything) — or the update is a sum type one of whose branches
+  reads the original (``SUM_TYPE_EXTENDED``), or the original a product type one of whose
+  branches the update reads (``PRODUCT_TYPE_NARROWED``).
+* Objects: an *open content model* (``additionalProperties`` absent or ``true``, no
   ``patternProperties``) may lose properties but gains one only with an empty schema
-  (``PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL`` is incompatible); a closed one gains optional
-  properties but may not lose one (``PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL``); a partly
-  open one checks the property against the pattern or additional schema; a property newly
-  required needs a default (``REQUIRED_ATTRIBUTE_ADDED``).
-* bounds: a bound added or tightened is incompatible (``MAX_LENGTH_ADDED``,
-  ``MINIMUM_INCREASED``…), removed or loosened is compatible; ``integer`` → ``number`` is
-  ``TYPE_EXTENDED`` (compatible), the reverse ``TYPE_NARROWED``.
-* enums may grow (``ENUM_ARRAY_EXTENDED``); a sum type (``anyOf``/``oneOf``) may grow and a
-  single type may become one of its branches (``SUM_TYPE_EXTENDED``).
+  (``OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL`` is incompatible: old data may hold
+  anything under that name); a closed one gains optional properties but loses none
+  (``PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL``); a partly open one checks the property
+  against the schema its patterns or ``additionalProperties`` give it; a property newly
+  required needs a default (``REQUIRED_ATTRIBUTE_ADDED``). Arrays: the same for tuple items
+  and ``additionalItems``.
+* Bounds added or tightened are incompatible (``MAX_LENGTH_ADDED``, ``MINIMUM_INCREASED``…),
+  removed or loosened compatible; ``integer`` → ``number`` is ``TYPE_EXTENDED``, the reverse
+  ``TYPE_NARROWED``; enums may grow (``ENUM_ARRAY_EXTENDED``).
+* Combined types: the criterion may widen (to ``anyOf``; ``COMBINED_TYPE_EXTENDED``), a sum
+  may grow and a product shrink, and the branches must pair up — a maximum matching of
+  original to update branches that read each other — or ``COMBINED_TYPE_SUBSCHEMAS_CHANGED``.
 
-Not covered (Confluent checks them; Sluice reports nothing): ``dependencies``,
-``unevaluated*``, ``contains``, remote ``$ref``. Recursion is bounded: a ``$ref`` cycle is
-gone round once per walk, and documents are at most ``MAX_SAFE_DEPTH`` deep. Work is bounded:
-a walk of more than :data:`MAX_STEPS` comparisons raises 42201.
+Checked against Confluent's draft-07 diff examples (the 103 cases of
+``diff-schema-examples.json`` that carry no metadata, and the 28 of
+``diff-combined-schema-examples.json``): the same differences, the same verdicts. Not
+covered: ``unevaluated*``, ``contains``, ``dependentSchemas``/``dependentRequired``, remote
+``$ref`` (kept unresolved: compared as written).
 
+Bounds: a ``$ref`` cycle is gone round once per walk; documents are at most
+``MAX_SAFE_DEPTH`` deep; a walk of more than :data:`MAX_STEPS` comparisons raises 42201.
 Pure functions over decoded JSON; thread-safe.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,177 +49,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.schemas.errors import InvalidSchemaError
+from sluice.schemas.json_schema_difference import Difference
 
-# Comparing two schemas takes a step per pair of subschemas walked. Combined types try each branch
-# of one side against the branches of the other, so branches nested in branches multiply the
-# steps; this bound keeps a hostile pair to about a second of the registry's lock.
+# Comparing two schemas takes a step per pair of subschemas walked. Combined types compare
+# every branch of one side with every branch of the other, so branches nested in branches
+# multiply the steps; this bound keeps a hostile pair to about a second of the registry's lock.
 MAX_STEPS = 200_000
 
-COMPATIBLE_CHANGES = frozenset(
-    [
-        "ID_CHANGED",
-        "DESCRIPTION_CHANGED",
-        "TITLE_CHANGED",
-        "DEFAULT_CHANGED",
-        "SCHEMA_REMOVED",
-        "TYPE_EXTENDED",
-        "MAX_LENGTH_INCREASED",
-        "MAX_LENGTH_REMOVED",
-        "MIN_LENGTH_DECREASED",
-        "MIN_LENGTH_REMOVED",
-        "PATTERN_REMOVED",
-        "MAXIMUM_INCREASED",
-        "MAXIMUM_REMOVED",
-        "MINIMUM_DECREASED",
-        "MINIMUM_REMOVED",
-        "EXCLUSIVE_MAXIMUM_INCREASED",
-        "EXCLUSIVE_MAXIMUM_REMOVED",
-        "EXCLUSIVE_MINIMUM_DECREASED",
-        "EXCLUSIVE_MINIMUM_REMOVED",
-        "MULTIPLE_OF_REDUCED",
-        "MULTIPLE_OF_REMOVED",
-        "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED",
-        "REQUIRED_ATTRIBUTE_REMOVED",
-        "DEPENDENCY_ARRAY_NARROWED",
-        "DEPENDENCY_ARRAY_REMOVED",
-        "DEPENDENCY_SCHEMA_REMOVED",
-        "MAX_PROPERTIES_INCREASED",
-        "MAX_PROPERTIES_REMOVED",
-        "MIN_PROPERTIES_DECREASED",
-        "MIN_PROPERTIES_REMOVED",
-        "ADDITIONAL_PROPERTIES_ADDED",
-        "ADDITIONAL_PROPERTIES_EXTENDED",
-        "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
-        "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL",
-        "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
-        "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
-        "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL",
-        "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-        "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-        "MAX_ITEMS_INCREASED",
-        "MAX_ITEMS_REMOVED",
-        "MIN_ITEMS_DECREASED",
-        "MIN_ITEMS_REMOVED",
-        "UNIQUE_ITEMS_REMOVED",
-        "ADDITIONAL_ITEMS_ADDED",
-        "ADDITIONAL_ITEMS_EXTENDED",
-        "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
-        "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL",
-        "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
-        "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL",
-        "ENUM_ARRAY_EXTENDED",
-        "COMBINED_TYPE_EXTENDED",
-        "PRODUCT_TYPE_NARROWED",
-        "SUM_TYPE_EXTENDED",
-        "NOT_TYPE_NARROWED",
-    ]
-)
-
-# Confluent's wording, by group of difference types (its Difference.error()). The first
-# placeholder names the update's role, the second the original's, as in Confluent.
-_KEYWORD_ADDED = (
-    "The keyword at path '{path}' in the {update} schema is not present in the {original} schema"  # noqa: E501
-)
-_VALUE_INCREASED = "The value at path '{path}' in the {update} schema is more than its value in the {original} schema"  # noqa: E501
-_VALUE_DECREASED = "The value at path '{path}' in the {update} schema is less than its value in the {original} schema"  # noqa: E501
-_VALUE_CHANGED = (
-    "The value at path '{path}' is different between the {update} and {original} schema"  # noqa: E501
-)
-_NARROWED = "An array or combined type at path '{path}' has fewer elements in the {update} schema than the {original} schema"  # noqa: E501
-_EXTENDED = "An array or combined type at path '{path}' has more elements in the {update} schema than the {original} schema"  # noqa: E501
-_TYPE_CHANGED = (
-    "A type at path '{path}' is different between the {update} schema and the {original} schema"  # noqa: E501
-)
-_WORDING = {
-    **dict.fromkeys(
-        [
-            "MAXIMUM_ADDED",
-            "MINIMUM_ADDED",
-            "EXCLUSIVE_MAXIMUM_ADDED",
-            "EXCLUSIVE_MINIMUM_ADDED",
-            "MULTIPLE_OF_ADDED",
-            "MAX_LENGTH_ADDED",
-            "MIN_LENGTH_ADDED",
-            "PATTERN_ADDED",
-            "REQUIRED_ATTRIBUTE_ADDED",
-            "MAX_PROPERTIES_ADDED",
-            "MIN_PROPERTIES_ADDED",
-            "MAX_ITEMS_ADDED",
-            "MIN_ITEMS_ADDED",
-            "UNIQUE_ITEMS_ADDED",
-            "ADDITIONAL_ITEMS_REMOVED",
-            "ADDITIONAL_PROPERTIES_REMOVED",
-        ],
-        _KEYWORD_ADDED,
-    ),
-    **dict.fromkeys(
-        [
-            "MIN_LENGTH_INCREASED",
-            "MINIMUM_INCREASED",
-            "EXCLUSIVE_MINIMUM_INCREASED",
-            "MIN_PROPERTIES_INCREASED",
-            "MULTIPLE_OF_EXPANDED",
-            "MIN_ITEMS_INCREASED",
-        ],
-        _VALUE_INCREASED,
-    ),
-    **dict.fromkeys(
-        [
-            "MAX_LENGTH_DECREASED",
-            "MAXIMUM_DECREASED",
-            "MAX_ITEMS_DECREASED",
-            "EXCLUSIVE_MAXIMUM_DECREASED",
-            "MAX_PROPERTIES_DECREASED",
-        ],
-        _VALUE_DECREASED,
-    ),
-    **dict.fromkeys(["PATTERN_CHANGED", "MULTIPLE_OF_CHANGED"], _VALUE_CHANGED),
-    **dict.fromkeys(
-        [
-            "ADDITIONAL_ITEMS_NARROWED",
-            "ENUM_ARRAY_NARROWED",
-            "SUM_TYPE_NARROWED",
-            "ADDITIONAL_PROPERTIES_NARROWED",
-        ],
-        _NARROWED,
-    ),
-    **dict.fromkeys(["PRODUCT_TYPE_EXTENDED", "SUM_TYPE_EXTENDED"], _EXTENDED),
-    **dict.fromkeys(
-        [
-            "TYPE_CHANGED",
-            "TYPE_NARROWED",
-            "COMBINED_TYPE_CHANGED",
-            "COMBINED_TYPE_SUBSCHEMAS_CHANGED",
-            "ENUM_ARRAY_CHANGED",
-        ],
-        _TYPE_CHANGED,
-    ),
-    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL": "The {update} schema has an open content model and has a property or item at path '{path}' which is missing in the {original} schema",  # noqa: E501
-    "ITEM_ADDED_TO_OPEN_CONTENT_MODEL": "The {update} schema has an open content model and has a property or item at path '{path}' which is missing in the {original} schema",  # noqa: E501
-    "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL": "The {update} schema has an unopen content model and has a required property at path '{path}' which is missing in the {original} schema",  # noqa: E501
-    "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL": "The {update} schema has a closed content model and is missing a property or item present at path '{path}' in the {original} schema",  # noqa: E501
-    "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL": "The {update} schema has a closed content model and is missing a property or item present at path '{path}' in the {original} schema",  # noqa: E501
-    "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": "A property or item is missing in the {update} schema but present at path '{path}' in the {original} schema and is not covered by its partially open content model",  # noqa: E501
-    "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": "The {update} schema has a property or item at path '{path}' which is missing in the {original} schema and is not covered by its partially open content model",  # noqa: E501
+_META = ("$id", "id", "title", "description", "default")
+_CRITERIA = ("allOf", "anyOf", "oneOf")
+_GROUPED = frozenset(("enum", "const", "not", *_CRITERIA))
+_IGNORED = frozenset(("$schema", "definitions", "$defs", "$comment", "examples", *_META))
+_KEYWORDS = {
+    "object": ("properties", "required", "additionalProperties", "patternProperties")
+    + ("minProperties", "maxProperties", "dependencies", "propertyNames"),
+    "array": ("items", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
 }
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One difference: Confluent's type name and the JSON path where it was found."""
-
-    type: str
-    path: str
-
-    @property
-    def compatible(self) -> bool:
-        return self.type in COMPATIBLE_CHANGES
-
-    def message(self, *, update_role: str, original_role: str) -> str:
-        """Confluent's ``{errorType:"…", description:"…"}`` for this difference."""
-        wording = _WORDING.get(self.type, "")
-        description = wording.format(path=self.path, update=update_role, original=original_role)
-        return f'{{errorType:"{self.type}", description:"{description}"}}'
+_BY_TYPE = {"object": "object", "array": "array", "string": "string", "number": "number"}
+_BY_TYPE |= {"integer": "number", "boolean": "boolean", "null": "null"}
 
 
 def diff(original: Any, update: Any) -> list[Difference]:
@@ -220,60 +78,65 @@ def diff(original: Any, update: Any) -> list[Difference]:
     return walk.found
 
 
-_OBJECT_KEYS = (
-    "properties",
-    "required",
-    "additionalProperties",
-    "patternProperties",
-    "minProperties",
-    "maxProperties",
-    "dependencies",
-)
-_ARRAY_KEYS = ("items", "additionalItems", "minItems", "maxItems", "uniqueItems")
-_STRING_KEYS = ("minLength", "maxLength", "pattern")
-_NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_BY_TYPE = {"object": "object", "array": "array", "string": "string", "number": "number"}
-_BY_TYPE |= {"integer": "number", "boolean": "boolean", "null": "null"}
-
-
-def _kind(schema: Any) -> str:
-    """The class Confluent's parser would give ``schema`` (see the module docstring)."""
+def _view(schema: Any) -> Any:
+    """``schema`` as everit builds it (see the module docstring): ``True`` for the empty
+    schema, ``False``, or a dict of one group of keywords (with the metadata)."""
     if schema is False:
-        return "false"
+        return False
     if not isinstance(schema, dict):
-        return "empty"
-    if "enum" in schema:
-        return "enum"
-    if "const" in schema:
-        return "const"
-    if any(k in schema for k in ("anyOf", "oneOf", "allOf")) or isinstance(
-        schema.get("type"), list
-    ):
-        return "combined"
-    if "not" in schema:
-        return "not"
+        return True
+    meta = {k: schema[k] for k in _META if k in schema}
+    base = {k: v for k, v in schema.items() if k not in _GROUPED and k not in _IGNORED}
+    parts: list[dict[str, Any]] = []
+    types = base.get("type")
+    if isinstance(types, list) and len(types) == 1:
+        base["type"] = types[0]
+    elif isinstance(types, list):
+        rest = {k: v for k, v in base.items() if k != "type"}
+        parts.append({"anyOf": [{**rest, "type": t} for t in types]})
+    if not parts and _base_kind(base) != "empty":
+        parts.append(base)
+    parts += [{k: schema[k]} for k in ("enum", "const", *_CRITERIA, "not") if k in schema]
+    if not parts:
+        return meta or True
+    if len(parts) == 1:
+        return {**parts[0], **meta}
+    return {"allOf": parts, **meta}
+
+
+def _base_kind(schema: dict[str, Any]) -> str:
     declared = schema.get("type")
     if isinstance(declared, str):
         return _BY_TYPE.get(declared, "empty")
-    for kind, keys in (
-        ("object", _OBJECT_KEYS),
-        ("array", _ARRAY_KEYS),
-        ("string", _STRING_KEYS),
-        ("number", _NUMBER_KEYS),
-    ):
+    for kind, keys in _KEYWORDS.items():
         if any(k in schema for k in keys):
             return kind
     return "empty"
 
 
-def _subschemas(schema: dict[str, Any]) -> tuple[str, list[Any]]:
-    """A combined schema's criterion and branches; a ``type`` list is an ``anyOf``."""
-    for criterion in ("allOf", "anyOf", "oneOf"):
-        if isinstance(schema.get(criterion), list):
-            return criterion, list(schema[criterion])
-    types = schema.get("type")
-    rest = {k: v for k, v in schema.items() if k != "type"}
-    return "anyOf", [{**rest, "type": t} for t in types] if isinstance(types, list) else []
+def _kind(view: Any) -> str:
+    if view is False:
+        return "false"
+    if view is True:
+        return "empty"
+    for key, kind in (("enum", "enum"), ("const", "const"), ("not", "not")):
+        if key in view:
+            return kind
+    if any(c in view for c in _CRITERIA):
+        return "combined"
+    return _base_kind(view)
+
+
+def _branches(view: dict[str, Any]) -> tuple[str, list[Any]]:
+    for criterion in _CRITERIA:
+        if criterion in view:
+            value = view[criterion]
+            return criterion, list(value) if isinstance(value, list) else []
+    return "allOf", []
+
+
+def _canonical(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
@@ -284,6 +147,10 @@ class _Walk:
     path: list[str] = field(default_factory=list)
     entered: set[tuple[int, int]] = field(default_factory=set)  # pairs being compared, by id
     steps: list[int] = field(default_factory=lambda: [0])  # compare() calls, shared by sub-walks
+    # Views by the id of the schema they show, kept with it: a view's parts must be the same
+    # objects each time the walk comes back, or the cycle guard (by id) would not see a cycle
+    # that runs through them. Shared by sub-walks.
+    views: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
     def add(self, kind: str, attribute: str | None = None) -> None:
         parts = [*self.path, attribute] if attribute else self.path
@@ -297,15 +164,13 @@ class _Walk:
         finally:
             del self.path[len(self.path) - len(parts) :]
 
-    def sub(self) -> _Walk:
+    def sub(self, original: Any, update: Any) -> tuple[bool, list[Difference]]:
+        """Compare in a sub-walk at the current path: whether compatible, and what it found."""
         walk = _Walk(self.original_root, self.update_root)
         walk.path = list(self.path)
         walk.entered = set(self.entered)
         walk.steps = self.steps
-        return walk
-
-    def compatible_with(self, original: Any, update: Any) -> tuple[bool, list[Difference]]:
-        walk = self.sub()
+        walk.views = self.views
         walk.compare(original, update)
         return all(d.compatible for d in walk.found), walk.found
 
@@ -336,6 +201,12 @@ class _Walk:
                 f"Invalid schema: comparing it with an earlier schema takes more than {MAX_STEPS} "
                 "steps (combined types nested in combined types)"
             )
+        if original is None or update is None:
+            if original is not None:
+                self.add("SCHEMA_REMOVED")
+            elif update is not None:
+                self.add("SCHEMA_ADDED")
+            return
         original = self._resolve(original, self.original_root)
         update = self._resolve(update, self.update_root)
         # A pair already being compared further up (a $ref back to an enclosing schema) adds
@@ -345,76 +216,68 @@ class _Walk:
             return
         self.entered.add(pair)
         try:
-            self._compare_resolved(original, update)
+            self._compare_types(self._view(original), self._view(update))
         finally:
             self.entered.discard(pair)
 
-    def _compare_resolved(self, original: Any, update: Any) -> None:
+    def _view(self, schema: Any) -> Any:
+        cached = self.views.get(id(schema))
+        if cached is None:
+            cached = self.views[id(schema)] = (schema, _view(schema))
+            self.views.setdefault(id(cached[1]), (cached[1], cached[1]))  # a view shows itself
+        return cached[1]
+
+    def _compare_types(self, original: Any, update: Any) -> None:
         o_kind, u_kind = _kind(original), _kind(update)
         if o_kind != "combined" and u_kind == "combined":
-            criterion, branches = _subschemas(update)
-            if len(branches) == 1:
-                ok, found = self.compatible_with(original, branches[0])
-                if ok:
-                    self.found += found
-                    return
-            elif criterion in ("anyOf", "oneOf"):
+            criterion, branches = _branches(update)
+            if len(branches) == 1 or criterion in ("anyOf", "oneOf"):
                 for branch in branches:
-                    ok, found = self.compatible_with(original, branch)
+                    ok, found = self.sub(original, branch)
                     if ok:
                         self.found += found
-                        self.add("SUM_TYPE_EXTENDED")
+                        if len(branches) > 1:
+                            self.add("SUM_TYPE_EXTENDED")
                         return
         elif o_kind == "combined" and u_kind != "combined":
-            _, branches = _subschemas(original)
-            if len(branches) == 1:
-                ok, found = self.compatible_with(branches[0], update)
-                if ok:
-                    self.found += found
-                    return
+            criterion, branches = _branches(original)
+            if len(branches) == 1 or criterion == "allOf":
+                for branch in branches:
+                    ok, found = self.sub(branch, update)
+                    if ok:
+                        self.found += found
+                        if len(branches) > 1:
+                            self.add("PRODUCT_TYPE_NARROWED")
+                        return
         if o_kind != u_kind:
             if o_kind != "false" and u_kind != "empty":
                 self.add("TYPE_CHANGED")
             return
-        if isinstance(original, dict) and isinstance(update, dict):
-            self._compare_same_kind(o_kind, original, update)
-
-    def _compare_same_kind(
-        self, kind: str, original: dict[str, Any], update: dict[str, Any]
-    ) -> None:
+        if not isinstance(original, dict) or not isinstance(update, dict):
+            return
         for key, name in (
-            ("$id", "ID_CHANGED"),
-            ("title", "TITLE_CHANGED"),
-            ("description", "DESCRIPTION_CHANGED"),
-            ("default", "DEFAULT_CHANGED"),
+            (("$id", "id"), "ID_CHANGED"),
+            (("title",), "TITLE_CHANGED"),
+            (("description",), "DESCRIPTION_CHANGED"),
+            (("default",), "DEFAULT_CHANGED"),
         ):
-            if original.get(key) != update.get(key):
+            if [original.get(k) for k in key] != [update.get(k) for k in key]:
                 self.add(name)
-        if kind == "string":
-            self._bounds(original, update, "maxLength", "MAX_LENGTH")
-            self._bounds(original, update, "minLength", "MIN_LENGTH")
-            self._pattern(original, update)
-        elif kind == "number":
-            self._number(original, update)
-        elif kind == "enum":
-            self._enum(original, update)
-        elif kind == "combined":
-            self._combined(original, update)
-        elif kind == "not":
-            ok, _ = self.compatible_with(update.get("not"), original.get("not"))
-            if not ok:
-                self.add("NOT_TYPE_EXTENDED")
-        elif kind == "object":
-            self._object(original, update)
-        elif kind == "array":
-            self._array(original, update)
+        compare = {
+            "string": self._string,
+            "number": self._number,
+            "const": self._const,
+            "enum": self._enum,
+            "combined": self._combined,
+            "not": self._not,
+            "object": self._object,
+            "array": self._array,
+        }.get(o_kind)
+        if compare is not None:
+            compare(original, update)
 
     def _bounds(
-        self,
-        original: dict[str, Any],
-        update: dict[str, Any],
-        key: str,
-        prefix: str,
+        self, original: dict[str, Any], update: dict[str, Any], key: str, prefix: str
     ) -> None:
         """``{prefix}_ADDED/REMOVED/INCREASED/DECREASED`` for the numeric keyword ``key``."""
         old, new = original.get(key), update.get(key)
@@ -427,12 +290,13 @@ class _Walk:
         elif isinstance(old, int | float) and isinstance(new, int | float):
             self.add(f"{prefix}_INCREASED" if new > old else f"{prefix}_DECREASED", key)
 
-    def _pattern(self, original: dict[str, Any], update: dict[str, Any]) -> None:
+    def _string(self, original: dict[str, Any], update: dict[str, Any]) -> None:
+        self._bounds(original, update, "maxLength", "MAX_LENGTH")
+        self._bounds(original, update, "minLength", "MIN_LENGTH")
         old, new = original.get("pattern"), update.get("pattern")
-        if old == new:
-            return
-        kind = "PATTERN_ADDED" if old is None else "PATTERN_REMOVED" if new is None else None
-        self.add(kind or "PATTERN_CHANGED", "pattern")
+        if old != new:
+            kind = "PATTERN_ADDED" if old is None else "PATTERN_REMOVED" if new is None else None
+            self.add(kind or "PATTERN_CHANGED", "pattern")
 
     def _number(self, original: dict[str, Any], update: dict[str, Any]) -> None:
         self._bounds(original, update, "maximum", "MAXIMUM")
@@ -445,7 +309,7 @@ class _Walk:
                 self.add("MULTIPLE_OF_ADDED", "multipleOf")
             elif new is None:
                 self.add("MULTIPLE_OF_REMOVED", "multipleOf")
-            elif isinstance(old, int | float) and isinstance(new, int | float):
+            elif isinstance(old, int | float) and isinstance(new, int | float) and old and new:
                 if new % old == 0:
                     self.add("MULTIPLE_OF_EXPANDED", "multipleOf")
                 elif old % new == 0:
@@ -459,12 +323,14 @@ class _Walk:
         elif new_integer and not old_integer:
             self.add("TYPE_NARROWED")
 
+    def _const(self, original: dict[str, Any], update: dict[str, Any]) -> None:
+        if _canonical(original["const"]) != _canonical(update["const"]):
+            self.add("ENUM_ARRAY_CHANGED", "const")
+
     def _enum(self, original: dict[str, Any], update: dict[str, Any]) -> None:
         old, new = original.get("enum"), update.get("enum")
-        if not isinstance(old, list) or not isinstance(new, list) or old == new:
-            return
-        old_set = {repr(v) for v in old}
-        new_set = {repr(v) for v in new}
+        old_set = {_canonical(v) for v in old} if isinstance(old, list) else set()
+        new_set = {_canonical(v) for v in new} if isinstance(new, list) else set()
         if old_set == new_set:
             return
         if new_set >= old_set:
@@ -474,177 +340,243 @@ class _Walk:
         else:
             self.add("ENUM_ARRAY_CHANGED", "enum")
 
+    def _not(self, original: dict[str, Any], update: dict[str, Any]) -> None:
+        with self.at("not"):
+            # What the update must not match may shrink: the wrapped schemas swap roles.
+            ok, _ = self.sub(update["not"], original["not"])
+            self.add("NOT_TYPE_NARROWED" if ok else "NOT_TYPE_EXTENDED")
+
     def _combined(self, original: dict[str, Any], update: dict[str, Any]) -> None:
-        o_criterion, o_branches = _subschemas(original)
-        u_criterion, u_branches = _subschemas(update)
+        o_criterion, o_listed = _branches(original)
+        u_criterion, u_listed = _branches(update)
         if o_criterion != u_criterion:
-            self.add("COMBINED_TYPE_CHANGED")
-            return
-        unmatched = list(range(len(u_branches)))
-        for i, branch in enumerate(o_branches):
-            with self.at(o_criterion, str(i)):
-                for j in unmatched:
-                    ok, found = self.compatible_with(branch, u_branches[j])
-                    if ok:
-                        self.found += found
-                        unmatched.remove(j)
-                        break
-                else:
-                    if len(o_branches) <= len(u_branches):
-                        self.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED")
-                        return
+            widened = (
+                u_criterion == "anyOf"
+                or (len(o_listed) == 1 and len(u_listed) == 1)
+                or (len(o_listed) == 1 and u_criterion == "oneOf")
+                or (len(u_listed) == 1 and o_criterion == "allOf")
+            )
+            self.add("COMBINED_TYPE_EXTENDED" if widened else "COMBINED_TYPE_CHANGED")
+            if not widened:
+                return
+        # Duplicate branches count once, as in Confluent (it collects them in sets).
+        o_branches = list({_canonical(b): b for b in o_listed}.values())
+        u_branches = list({_canonical(b): b for b in u_listed}.values())
         if len(o_branches) < len(u_branches):
-            product = o_criterion == "allOf"
+            product = u_criterion == "allOf"
             self.add("PRODUCT_TYPE_EXTENDED" if product else "SUM_TYPE_EXTENDED")
         elif len(o_branches) > len(u_branches):
             product = o_criterion == "allOf"
             self.add("PRODUCT_TYPE_NARROWED" if product else "SUM_TYPE_NARROWED")
+        edges: dict[tuple[int, int], list[Difference]] = {}
+        for i, o_branch in enumerate(o_branches):
+            with self.at(f"{o_criterion}/{i}"):
+                for j, u_branch in enumerate(u_branches):
+                    ok, found = self.sub(o_branch, u_branch)
+                    if ok:
+                        edges[(i, j)] = found
+        matching = _maximum_matching(len(o_branches), len(u_branches), set(edges))
+        for i, j in sorted(matching.items()):
+            self.found += edges[(i, j)]
+        if len(matching) < min(len(o_branches), len(u_branches)):
+            self.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED")
 
     def _object(self, original: dict[str, Any], update: dict[str, Any]) -> None:
         o_props = _mapping(original.get("properties"))
         u_props = _mapping(update.get("properties"))
-        o_required = set(_strings(original.get("required")))
         u_required = set(_strings(update.get("required")))
+        o_required = set(_strings(original.get("required")))
         with self.at("required"):
             for name in o_props:
-                if name not in u_props:
-                    continue
-                with self.at(name):
-                    if name in o_required and name not in u_required:
-                        self.add("REQUIRED_ATTRIBUTE_REMOVED")
-                    elif name in u_required and name not in o_required:
-                        with_default = (
-                            isinstance(u_props[name], dict) and "default" in u_props[name]
-                        )
-                        self.add(
-                            "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED"
-                            if with_default
-                            else "REQUIRED_ATTRIBUTE_ADDED"
-                        )
+                if name in u_props and (name in o_required) != (name in u_required):
+                    with self.at(name):
+                        if name in o_required:
+                            self.add("REQUIRED_ATTRIBUTE_REMOVED")
+                        elif _has_default(u_props[name]):
+                            self.add("REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED")
+                        else:
+                            self.add("REQUIRED_ATTRIBUTE_ADDED")
         with self.at("properties"):
             for name in list(o_props) + [n for n in u_props if n not in o_props]:
                 with self.at(name):
-                    self._property(name, original, update, o_props, u_props, u_required)
-        self._additional_properties(original, update)
+                    if name not in u_props:
+                        self._property_removed(o_props[name], update, name)
+                    elif name not in o_props:
+                        self._property_added(u_props[name], original, name, name in u_required)
+                    else:
+                        self.compare(o_props[name], u_props[name])
+        self._dependencies(original, update)
+        with self.at("additionalProperties"):
+            self._additional(original, update, "additionalProperties", "ADDITIONAL_PROPERTIES")
         self._bounds(original, update, "maxProperties", "MAX_PROPERTIES")
         self._bounds(original, update, "minProperties", "MIN_PROPERTIES")
 
-    def _property(
-        self,
-        name: str,
-        original: dict[str, Any],
-        update: dict[str, Any],
-        o_props: dict[str, Any],
-        u_props: dict[str, Any],
-        u_required: set[str],
-    ) -> None:
-        if name not in u_props:
-            if _is_open(update):
-                self.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
-                return
-            partial = _partial_schema(update, name)
-            if partial is not None:
-                ok, found = self.compatible_with(o_props[name], partial)
-                self.found += found
-                self.add(
-                    "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                    if ok
-                    else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                )
-            elif o_props[name] is False:
-                self.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-            else:
-                self.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-        elif name not in o_props:
-            if _is_open(original):
-                empty = _kind(u_props[name]) == "empty"
-                self.add(
-                    "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
-                    if empty
-                    else "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
-                )
-                return
-            partial = _partial_schema(original, name)
-            if partial is not None:
-                ok, found = self.compatible_with(partial, u_props[name])
-                self.found += found
-                self.add(
-                    "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                    if ok
-                    else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                )
-            if name in u_required:
-                with_default = isinstance(u_props[name], dict) and "default" in u_props[name]
-                self.add(
-                    "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
-                    if with_default
-                    else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
-                )
-            else:
-                self.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
+    def _property_removed(self, schema: Any, update: dict[str, Any], name: str) -> None:
+        # Only the update's content model matters: it must read what old data held there.
+        if _is_open(update, "additionalProperties", "patternProperties"):
+            self.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
+            return
+        partial = _partial_schema(update, "additionalProperties", name)
+        if partial is not None:
+            ok, found = self.sub(schema, partial)
+            self.found += found
+            covered = "IS_COVERED" if ok else "NOT_COVERED"
+            self.add(f"PROPERTY_REMOVED_{covered}_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        elif schema is False:
+            self.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
         else:
-            self.compare(o_props[name], u_props[name])
+            self.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
-    def _additional_properties(self, original: dict[str, Any], update: dict[str, Any]) -> None:
-        with self.at("additionalProperties"):
-            o_permits = original.get("additionalProperties", True) is not False
-            u_permits = update.get("additionalProperties", True) is not False
-            o_schema = _additional_schema(original)
-            u_schema = _additional_schema(update)
-            if o_permits != u_permits:
-                self.add(
-                    "ADDITIONAL_PROPERTIES_ADDED" if u_permits else "ADDITIONAL_PROPERTIES_REMOVED"
-                )
-            elif o_schema is None and u_schema is not None:
-                self.add("ADDITIONAL_PROPERTIES_NARROWED")
-            elif u_schema is None and o_schema is not None:
-                self.add("ADDITIONAL_PROPERTIES_EXTENDED")
-            elif o_schema is not None:
-                self.compare(o_schema, u_schema)
+    def _property_added(
+        self, schema: Any, original: dict[str, Any], name: str, required: bool
+    ) -> None:
+        # Only the original's content model matters: old data may hold anything it allowed.
+        with_default = _has_default(schema)
+        if _is_open(original, "additionalProperties", "patternProperties"):
+            if _kind(_view(schema)) == "empty":
+                self.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL")
+            elif required:
+                default = "_WITH_DEFAULT" if with_default else ""
+                self.add(f"REQUIRED_PROPERTY{default}_ADDED_TO_OPEN_CONTENT_MODEL")
+            else:
+                self.add("OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
+            return
+        partial = _partial_schema(original, "additionalProperties", name)
+        if partial is not None:
+            ok, found = self.sub(partial, schema)
+            self.found += found
+            covered = "IS_COVERED" if ok else "NOT_COVERED"
+            self.add(f"PROPERTY_ADDED_{covered}_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        if required:
+            default = "_WITH_DEFAULT" if with_default else ""
+            self.add(f"REQUIRED_PROPERTY{default}_ADDED_TO_UNOPEN_CONTENT_MODEL")
+        else:
+            self.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
+
+    def _dependencies(self, original: dict[str, Any], update: dict[str, Any]) -> None:
+        o_deps = _mapping(original.get("dependencies"))
+        u_deps = _mapping(update.get("dependencies"))
+        with self.at("dependencies"):
+            for as_array in (True, False):
+                o_part = {k: v for k, v in o_deps.items() if isinstance(v, list) == as_array}
+                u_part = {k: v for k, v in u_deps.items() if isinstance(v, list) == as_array}
+                kind = "ARRAY" if as_array else "SCHEMA"
+                for name in sorted(o_part.keys() | u_part.keys()):
+                    with self.at(name):
+                        if name not in u_part:
+                            self.add(f"DEPENDENCY_{kind}_REMOVED")
+                        elif name not in o_part:
+                            self.add(f"DEPENDENCY_{kind}_ADDED")
+                        elif as_array:
+                            self._dependency_array(o_part[name], u_part[name])
+                        else:
+                            self.compare(o_part[name], u_part[name])
+
+    def _dependency_array(self, original: list[Any], update: list[Any]) -> None:
+        old, new = set(_strings(original)), set(_strings(update))
+        if old != new:
+            if new >= old:
+                self.add("DEPENDENCY_ARRAY_EXTENDED")
+            elif old >= new:
+                self.add("DEPENDENCY_ARRAY_NARROWED")
+            else:
+                self.add("DEPENDENCY_ARRAY_CHANGED")
+
+    def _additional(
+        self, original: dict[str, Any], update: dict[str, Any], key: str, prefix: str
+    ) -> None:
+        """``additionalProperties`` or ``additionalItems``: allowed or not, and their schema."""
+        o_permits = original.get(key, True) is not False
+        u_permits = update.get(key, True) is not False
+        o_schema, u_schema = _additional_schema(original, key), _additional_schema(update, key)
+        if o_permits != u_permits:
+            self.add(f"{prefix}_ADDED" if u_permits else f"{prefix}_REMOVED")
+        elif o_schema is None and u_schema is not None:
+            self.add(f"{prefix}_NARROWED")
+        elif u_schema is None and o_schema is not None:
+            self.add(f"{prefix}_EXTENDED")
+        elif o_schema is not None:
+            self.compare(o_schema, u_schema)
 
     def _array(self, original: dict[str, Any], update: dict[str, Any]) -> None:
+        o_items, u_items = original.get("items"), update.get("items")
+        with self.at("items"):
+            self.compare(
+                None if isinstance(o_items, list) else o_items,
+                None if isinstance(u_items, list) else u_items,
+            )
+        self._tuple_items(original, update)
+        with self.at("additionalItems"):
+            self._additional(original, update, "additionalItems", "ADDITIONAL_ITEMS")
         self._bounds(original, update, "maxItems", "MAX_ITEMS")
         self._bounds(original, update, "minItems", "MIN_ITEMS")
         o_unique = original.get("uniqueItems") is True
         u_unique = update.get("uniqueItems") is True
         if o_unique != u_unique:
-            self.add("UNIQUE_ITEMS_ADDED" if u_unique else "UNIQUE_ITEMS_REMOVED", "uniqueItems")
-        o_items, u_items = original.get("items"), update.get("items")
-        if isinstance(o_items, list) or isinstance(u_items, list):
-            self._tuple_items(original, update)
-        elif o_items is None and u_items is not None:
-            with self.at("items"):
-                self.add("SCHEMA_ADDED")
-        elif u_items is None and o_items is not None:
-            with self.at("items"):
-                self.add("SCHEMA_REMOVED")
-        elif o_items is not None:
-            with self.at("items"):
-                self.compare(o_items, u_items)
+            self.add("UNIQUE_ITEMS_REMOVED" if o_unique else "UNIQUE_ITEMS_ADDED", "uniqueItems")
 
     def _tuple_items(self, original: dict[str, Any], update: dict[str, Any]) -> None:
         o_items = _as_list(original.get("items"))
         u_items = _as_list(update.get("items"))
-        with self.at("items"):
-            for i in range(max(len(o_items), len(u_items))):
-                with self.at(str(i)):
-                    if i >= len(u_items):
-                        if update.get("additionalItems", True) is not False:
-                            self.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
-                        else:
-                            self.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-                    elif i >= len(o_items):
-                        if original.get("additionalItems", True) is not False:
-                            empty = _kind(u_items[i]) == "empty"
-                            self.add(
-                                "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
-                                if empty
-                                else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL"
-                            )
-                        else:
-                            self.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
-                    else:
-                        self.compare(o_items[i], u_items[i])
+        for i in range(max(len(o_items), len(u_items))):
+            with self.at(f"items/{i}"):
+                if i < len(o_items) and i < len(u_items):
+                    self.compare(o_items[i], u_items[i])
+                elif i < len(o_items):
+                    self._item_removed(o_items[i], update)
+                else:
+                    self._item_added(u_items[i], original)
+
+    def _item_removed(self, schema: Any, update: dict[str, Any]) -> None:
+        if _is_open(update, "additionalItems"):
+            self.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
+            return
+        partial = _additional_schema(update, "additionalItems")
+        if partial is not None:
+            ok, found = self.sub(schema, partial)
+            self.found += found
+            covered = "IS_COVERED" if ok else "NOT_COVERED"
+            self.add(f"ITEM_REMOVED_{covered}_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        elif schema is False:
+            self.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+        else:
+            self.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+
+    def _item_added(self, schema: Any, original: dict[str, Any]) -> None:
+        if _is_open(original, "additionalItems"):
+            empty = _kind(_view(schema)) == "empty"
+            self.add(
+                "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
+                if empty
+                else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL"
+            )
+            return
+        partial = _additional_schema(original, "additionalItems")
+        if partial is not None:
+            ok, found = self.sub(partial, schema)
+            self.found += found
+            covered = "IS_COVERED" if ok else "NOT_COVERED"
+            self.add(f"ITEM_ADDED_{covered}_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        else:
+            self.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
+
+
+def _maximum_matching(left: int, right: int, edges: set[tuple[int, int]]) -> dict[int, int]:
+    """A maximum matching of a bipartite graph (left → right), by augmenting paths (Kuhn)."""
+    match_of_right: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in range(right):
+            if (i, j) in edges and j not in seen:
+                seen.add(j)
+                if j not in match_of_right or augment(match_of_right[j], seen):
+                    match_of_right[j] = i
+                    return True
+        return False
+
+    for i in range(left):
+        augment(i, set())
+    return {i: j for j, i in match_of_right.items()}
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -659,20 +591,24 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _additional_schema(schema: dict[str, Any]) -> Any:
-    """The schema of additional properties, ``None`` for absent, ``true`` or ``false``."""
-    value = schema.get("additionalProperties")
+def _has_default(schema: Any) -> bool:
+    return isinstance(schema, dict) and "default" in schema
+
+
+def _additional_schema(schema: dict[str, Any], key: str) -> Any:
+    """The schema of additional properties or items: ``None`` for absent, ``true``, ``false``."""
+    value = schema.get(key)
     return value if isinstance(value, dict) else None
 
 
-def _is_open(schema: dict[str, Any]) -> bool:
-    """No ``patternProperties``, and ``additionalProperties`` absent or ``true``."""
-    return not _mapping(schema.get("patternProperties")) and (
-        schema.get("additionalProperties", True) is True
-    )
+def _is_open(schema: dict[str, Any], key: str, patterns: str | None = None) -> bool:
+    """``key`` absent or ``true``, and no ``patterns`` (``patternProperties``)."""
+    if patterns is not None and _mapping(schema.get(patterns)):
+        return False
+    return schema.get(key, True) is True
 
 
-def _partial_schema(schema: dict[str, Any], name: str) -> Any:
+def _partial_schema(schema: dict[str, Any], key: str, name: str) -> Any:
     """The schema a partly open content model gives property ``name``, or ``None``."""
     for pattern, sub in _mapping(schema.get("patternProperties")).items():
         try:
@@ -680,4 +616,4 @@ def _partial_schema(schema: dict[str, Any], name: str) -> Any:
                 return sub
         except re.error:  # an ECMA-262 pattern Python does not read: not a match
             continue
-    return _additional_schema(schema)
+    return _additional_schema(schema, key)

@@ -25,7 +25,7 @@ number or a oneof name), as Confluent's ``protobuf-provider`` ``diff`` package d
   recursive message is entered once per walk.
 
 Checked against the 46 cases of Confluent's ``protobuf-provider`` diff examples that need no
-import or metadata: the same differences, the same verdicts. Messages are Confluent's current
+import and no metadata: the same differences, the same verdicts. Messages are Confluent's current
 ``{errorType:"…", description:"…"}`` wording.
 
 Descriptors name types fully (``.pkg.Outer.Inner``), so a name is resolved by looking it up;

@@ -61,7 +61,7 @@ def with_property(schema: dict[str, Any], name: str, sub: Any, **extra: Any) -> 
 def test_content_models() -> None:
     # Open: adding a typed property breaks, adding an empty one or removing one does not.
     assert incompatible(OPEN, with_property(OPEN, "b", {"type": "integer"})) == {
-        "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+        "OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
     }
     assert incompatible(OPEN, with_property(OPEN, "b", {})) == set()
     assert incompatible(with_property(OPEN, "b", {"type": "integer"}), OPEN) == set()
@@ -189,8 +189,8 @@ def test_messages_worded_as_confluent() -> None:
         old, reader_role="new", writer_role="old", old_version=3, level="BACKWARD"
     )
     assert messages == [
-        '{errorType:"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", description:"The new schema has an '
-        "open content model and has a property or item at path '#/properties/b' which is "
+        '{errorType:"OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", description:"The new schema '
+        "has an open content model and has a property or item at path '#/properties/b' which is "
         'missing in the old schema"}',
         "{oldSchemaVersion: 3}",
         "{compatibility: 'BACKWARD'}",
@@ -272,3 +272,71 @@ def test_any_two_schemas_compare_without_crashing(original: Any, update: Any) ->
     for old, new in ((a, b), (b, a)):
         new.incompatibilities(old, reader_role="new", writer_role="old", old_version=1, level="B")
     assert [d for d in diff(a.document, a.document) if not d.compatible] == []
+
+
+STR = {"type": "string"}
+NUM = {"type": "number"}
+
+
+@pytest.mark.parametrize(
+    ("original", "update", "expected"),
+    [
+        # A type with an enum is a product of the two; dropping the enum narrows the product.
+        ({**STR, "enum": ["a"]}, STR, {("PRODUCT_TYPE_NARROWED", "#/", True)}),
+        # Branches pair up whatever their order; the enum branch keeps its original index.
+        (
+            {"allOf": [STR, {"enum": ["a"]}]},
+            {"allOf": [{"enum": ["a", "b"]}, STR]},
+            {("ENUM_ARRAY_EXTENDED", "#/allOf/1/enum", True)},
+        ),
+        (
+            {"oneOf": [STR, NUM]},
+            {"oneOf": [STR, {"type": "boolean"}]},
+            {("COMBINED_TYPE_SUBSCHEMAS_CHANGED", "#/", False)},
+        ),
+        ({"oneOf": [STR]}, {"anyOf": [STR]}, {("COMBINED_TYPE_EXTENDED", "#/", True)}),
+        ({"anyOf": [STR, NUM]}, {"allOf": [STR, NUM]}, {("COMBINED_TYPE_CHANGED", "#/", False)}),
+        ({"not": NUM}, {"not": {"type": "integer"}}, {("NOT_TYPE_NARROWED", "#/not", True)}),
+        ({"const": 1}, {"const": 2}, {("ENUM_ARRAY_CHANGED", "#/const", False)}),
+        # Required in an open content model: old data never had to hold it.
+        (
+            OPEN,
+            with_property(OPEN, "b", {"type": "integer"}, required=["b"]),
+            {("REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", "#/properties/b", False)},
+        ),
+        (
+            {"dependencies": {"a": ["b"]}},
+            {"dependencies": {"a": ["b", "c"]}},
+            {("DEPENDENCY_ARRAY_EXTENDED", "#/dependencies/a", False)},
+        ),
+        (
+            {"dependencies": {"a": STR}},
+            {"dependencies": {"a": NUM}},
+            {("TYPE_CHANGED", "#/dependencies/a", False)},
+        ),
+        # Tuple items against a partly open model: the additionalItems schema decides.
+        (
+            {"type": "array", "items": [STR], "additionalItems": STR},
+            {"type": "array", "items": [STR, STR], "additionalItems": STR},
+            {("ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/items/1", True)},
+        ),
+        (
+            {"type": "array", "items": [STR, NUM], "additionalItems": STR},
+            {"type": "array", "items": [STR], "additionalItems": STR},
+            {
+                ("TYPE_CHANGED", "#/items/1", False),
+                ("ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/items/1", False),
+            },
+        ),
+        ({"type": "array"}, {"type": "array", "items": STR}, {("SCHEMA_ADDED", "#/items", False)}),
+        (
+            {"additionalItems": True},
+            {"additionalItems": False},
+            {("ADDITIONAL_ITEMS_REMOVED", "#/additionalItems", False)},
+        ),
+    ],
+)
+def test_combined_and_grouped_rules(
+    original: Any, update: Any, expected: set[tuple[str, str, bool]]
+) -> None:
+    assert types(original, update) == expected

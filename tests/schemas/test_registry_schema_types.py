@@ -73,7 +73,7 @@ def test_json_incompatible_change_refused_with_confluents_message(
     added = {**OPEN_V1, "properties": {**OPEN_V1["properties"], "name": {"type": "string"}}}
     status, body = register(registry_url, subject, json.dumps(added), "JSON")
     assert (status, body["error_code"]) == (409, 409)
-    assert 'errorType:"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"' in body["message"]
+    assert 'errorType:"OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"' in body["message"]
     assert "at path '#/properties/name' which is missing in the old schema" in body["message"]
     status, body = http(
         registry_url,
