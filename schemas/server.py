@@ -188,12 +188,25 @@ class _Config(uvicorn.Config):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, minus re-raising the stop signal after shutdown.
+    """uvicorn's server, minus re-raising the stop signal after shutdown, plus a line saying
+    where it listens once it serves.
 
     uvicorn re-raises SIGINT/SIGTERM once it has drained, so the process dies *of* the signal
     (status -15) before our ``finally`` closes the store. A registry stopped on purpose should
     exit 0 after a clean close, so the signal only triggers the graceful shutdown.
+
+    ``started_message`` is logged at the end of uvicorn's start-up: the socket is bound, the
+    server accepts on it and the stop signals are handled, so the line is true when read.
     """
+
+    def __init__(self, config: uvicorn.Config, started_message: str) -> None:
+        super().__init__(config)
+        self._started_message = started_message
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            log.info("%s", self._started_message)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -225,11 +238,16 @@ def bind_listener(config: RegistryConfig) -> socket.socket:
 def serve(config: RegistryConfig) -> None:
     """Serve the registry in the foreground until SIGINT/SIGTERM. The address is bound before
     anything else (raises :class:`RegistryConfigError` if it cannot be), and where the registry
-    listens is logged only once it is."""
+    listens is logged only once it serves there."""
     with bind_listener(config) as listener:
         store = config.open_store()
         try:
             registry = Registry(store, config.default_level)
+            started = (
+                f"schema registry listening on {config.scheme}://{config.host}:"
+                f"{listener.getsockname()[1]}, {config.describe_store()}, "
+                f"{config.describe_security()}, default compatibility {config.default_level.value}"
+            )
             server = _Server(
                 _Config(
                     create_app(registry, config.limits, config.authenticator),
@@ -239,16 +257,8 @@ def serve(config: RegistryConfig) -> None:
                     access_log=config.log_level == "debug",
                     lifespan="off",
                     ssl_context=config.ssl_context,
-                )
-            )
-            log.info(
-                "schema registry listening on %s://%s:%d, %s, %s, default compatibility %s",
-                config.scheme,
-                config.host,
-                listener.getsockname()[1],
-                config.describe_store(),
-                config.describe_security(),
-                config.default_level.value,
+                ),
+                started,
             )
             # uvicorn serves the socket bound above (and closes it when it stops).
             server.run(sockets=[listener])
