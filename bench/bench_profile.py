@@ -27,7 +27,7 @@ responses, ``sendfile``), ``event loop`` (asyncio's own scheduling, outside any 
 
 Output in ``build/bench/profiles/``: ``<path>.folded`` (py-spy's raw collapsed stacks, for
 flamegraph tools or speedscope), ``<path>.txt`` (the split and the top functions by own time
-and by total time) which ``bench.report`` puts in the README, and result rows
+and by total time) which ``bench.report`` puts in docs/performance.md, and result rows
 ``broker_profile / <path> / <category>`` in % of samples.
 """
 

@@ -8,10 +8,10 @@ shows as its median with ``(min–max)`` of its runs), ``machine.json`` (the mac
 experiment the command, mode, date and notes: see ``bench.results``), ``peers.json`` when
 present (message counts, versions, repetitions and client settings of the peers run), and
 ``profiles/*.txt`` when present (``bench.bench_profile``'s top lines, quoted under the profile
-split). The paper's own
-figures are ``bench.plots``'s constants. The prose below describes each experiment and what
-stays true whatever the numbers are; every number in the output comes from those files, or is a
-parameter of the mode the experiment ran in (``SETUP``, mirroring each module's ``run``).
+split). The paper's own figures are ``bench.plots``'s constants. The prose below describes
+each experiment and what stays true whatever the numbers are; every number in the output
+comes from those files, or is a parameter of the mode the experiment ran in (``SETUP``,
+mirroring each module's ``run``).
 
 ``--write PAGE`` replaces only what lies between ``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` (each exactly once, in that order), byte for byte outside them; without
@@ -54,6 +54,9 @@ SETUP = {
     "partition_strategy": {"quick": "8 s, 16 s and 24 s", "full": "20 s, 40 s and 60 s"},
     "transactional_produce": {"quick": "3,000", "full": "10,000"},
     "log_cleaner": {"quick": "100 MB", "full": "1 GB"},
+    # bench.bench_cluster's QUICK and FULL: messages timed one at a time; partition counts
+    "cluster_latency": {"quick": "1,000", "full": "10,000"},
+    "cluster_partitions": {"quick": "300", "full": "300, 1,500 and 4,000"},
 }
 
 
@@ -565,6 +568,46 @@ def load_section(ctx: Context) -> list[str]:
     return out
 
 
+# (experiment, transposed, the table's corner: what each figure is) of the cluster section
+CLUSTER_TABLES = (
+    ("cluster_latency", False, "one 100 B message at a time"),
+    ("cluster_throughput", True, "msg/s by batching"),
+    ("cluster_partitions", True, "one acks=all message to every partition"),
+    ("cluster_failover", False, "kill -9 of the controller"),
+    ("cluster_transactions", True, "transactions, acks=all"),
+    ("cluster_rebalance", False, "a third consumer joins"),
+)
+
+
+def cluster_section(ctx: Context) -> list[str]:
+    """The replicated cluster (``bench.bench_cluster``): one table per measurement, a
+    measurement that hit its time limit shown as "did not finish" (its note says how far)."""
+    count = SETUP["cluster_latency"][ctx.mode("cluster_latency")]
+    sizes = SETUP["cluster_partitions"][ctx.mode("cluster_partitions")]
+    out = ["**Replicated cluster (acks=all)** (`python -m bench.run --only cluster`; `--full` "
+           "for more partitions): what users run — three broker processes and a ZooKeeper, "
+           "replication factor 3, `min.insync.replicas=2`, confluent-kafka from outside, 100 B "
+           f"messages. Latency: {count} messages, each sent after the last was acknowledged. "
+           "Throughput: `acks=all` and `acks=1` in one run, the peers' ways of batching. "
+           f"Partitions ({sizes}): a round of one message per partition until all are "
+           "acknowledged (the first apart), and the topic's creation until every partition is "
+           "led and in sync everywhere. Failover: from the controller's SIGKILL until every "
+           "partition acknowledged an `acks=all` write sent after it (the ZooKeeper session "
+           "timeout in the notes). Transactions: 10-message batches, each flushed, committed "
+           "every 1 or 100 batches; one-message transactions. Rebalance: two range consumers of "
+           "six partitions settled, a third subscribes; until all three hold a new "
+           "assignment."]  # fmt: skip
+
+    def label(r: Result) -> tuple[str, str]:
+        return r.metric, "" if _finite(r.value) else "did not finish"
+
+    for experiment, transpose, corner in CLUSTER_TABLES:
+        if ctx.rows.get(experiment):
+            out += ["", *table(ctx.rows[experiment], transpose=transpose, label=label,
+                               corner=corner)]  # fmt: skip
+    return out
+
+
 @dataclass(frozen=True)
 class Section:
     experiments: tuple[str, ...]
@@ -581,6 +624,7 @@ SECTIONS = (
     Section(("log_cleaner",), cleaner_section),
     Section(("fetch_path",), fetch_section),
     Section(("transactional_produce",), transactions_section),
+    Section(tuple(e for e, _, _ in CLUSTER_TABLES), cluster_section, ratios=False),
     Section(("broker_profile",), profile_section, ratios=False),
     Section(("scale",), scale_section, ("scale.png",), ratios=False),
     Section(("offsets_article",), offsets_section),

@@ -212,7 +212,7 @@ def _mtime_date(path: Path) -> str | None:
 
 
 def markdown(results: list[Result]) -> str:
-    """All rows as one flat table (``bench.report`` writes the README's tables)."""
+    """All rows as one flat table (``bench.report`` writes the tables of docs/performance.md)."""
     lines = ["| experiment | system | metric | value | unit | min .. max |",
              "|---|---|---|---:|---|---|"]  # fmt: skip
     for r in results:

@@ -6,6 +6,7 @@ python -m bench.run --only scale          # one group; the other groups' results
 python -m bench.run --only transactions   # transactional produce (bench.bench_transactions)
 python -m bench.run --only cleaner        # log compaction (bench.bench_cleaner)
 python -m bench.run --only tls            # the fetch path over TLS vs plaintext (bench.bench_tls)
+python -m bench.run --only cluster        # 3 brokers, RF 3, acks=all (bench.bench_cluster)
 python -m bench.run --only scale --scale-size 200MB
 python -m bench.run --only peers --systems sluice,tansu [--full]   # some systems only
 python -m bench.run --only broker --loop uvloop   # the broker under uvloop (bench.uvloop_broker)
@@ -26,6 +27,7 @@ from bench import (
     bench_assignors,
     bench_broker,
     bench_cleaner,
+    bench_cluster,
     bench_load,
     bench_log,
     bench_offsets,
@@ -51,6 +53,9 @@ GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], objec
             lambda r, q, _a: bench_tls.run(r, q)),
     "transactions": ("transactional produce at 1, 10, 100 batches per transaction vs idempotent",
                      lambda r, q, _a: bench_transactions.run(r, q)),
+    "cluster": ("3 broker processes + ZooKeeper, RF 3, min.insync.replicas=2: acks=all latency, "
+                "throughput, thousands of partitions, transactions, rebalance, failover",
+                lambda r, q, _a: bench_cluster.run(r, q)),
     "scale": ("produce and consume throughput as the log grows to GBs",
               lambda r, q, a: bench_scale.run(r, q, a.scale_size)),
     "load": ("the nightly load against Spark writing the same rows from memory",

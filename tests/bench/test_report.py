@@ -410,3 +410,43 @@ def test_load_section_of_a_local_run_alone() -> None:
     text = render(context(local, MACHINE))
     assert "| system | metric | `local[2]` |" in text
     assert "standalone, 2 workers:" not in text and "py-spy" not in text
+
+
+CLUSTER = rows(
+    ("cluster_latency", "acks=all", "p50", 1.7, "ms"),
+    ("cluster_latency", "acks=all", "p99", 17.3, "ms"),
+    ("cluster_latency", "acks=1", "p50", 0.2, "ms"),
+    ("cluster_latency", "acks=1", "p99", 0.3, "ms"),
+    ("cluster_throughput", "acks=all", "batch 1", 710.5, "msg/s"),
+    ("cluster_throughput", "acks=1", "batch 1", 8988.0, "msg/s"),
+    ("cluster_throughput", "acks=all/acks=1", "batch 1", 0.079, "ratio"),
+    ("cluster_partitions", "300 partitions", "topic creation", 4.2, "s"),
+    ("cluster_partitions", "300 partitions", "round, median of the rest", 250.0, "ms"),
+    ("cluster_partitions", "4,000 partitions", "topic creation", math.nan, "s"),
+    ("cluster_failover", "300 partitions", "until every partition takes acks=all writes", 3.7,
+     "s"),
+    ("cluster_rebalance", "3 consumers, range", "join to all three assigned", 3.0, "s"),
+)  # fmt: skip
+
+
+def test_cluster_section_says_which_setting_each_figure_is() -> None:
+    notes = ["creating wide-4000 (4,000 partitions): did not finish in 600 s",
+             "3 broker processes, one ZooKeeper, zookeeper.session.timeout.ms=4000"]  # fmt: skip
+    full = {**MACHINE, "command": "python -m bench.run --full --only cluster", "mode": "full"}
+    experiments = {r.experiment: full for r in CLUSTER}
+    experiments["cluster_partitions"] = {**full, "notes": notes[:1]}
+    experiments["cluster_latency"] = {**full, "notes": notes[1:]}
+    text = render(context(CLUSTER, machine_with(experiments)))
+    section = text[text.index("**Replicated cluster (acks=all)**") :]
+    assert "`python -m bench.run --only cluster`" in section
+    assert "`min.insync.replicas=2`" in section and "replication factor 3" in section
+    assert "10,000 messages" in section and "300, 1,500 and 4,000" in section  # full mode's
+    assert "| one 100 B message at a time | p50 | p99 |" in section
+    assert "| acks=all | 1.7 ms | 17.3 ms |" in section
+    assert "| batch 1 | 710 msg/s | 8,988 msg/s | 0.08× |" in section
+    assert "| topic creation | 4.2 s | did not finish |" in section  # NaN: past its limit
+    assert "| kill -9 of the controller | until every partition takes acks=all writes |" in section
+    assert "| 300 partitions | 3.7 s |" in section
+    assert "| 3 consumers, range | 3 s |" in section
+    assert "Notes: " + "; ".join(notes[::-1]) + "." in section  # the setting first, once
+    assert "Ratios:" not in section  # the ratio is a column of its table already

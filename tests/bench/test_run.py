@@ -42,3 +42,9 @@ def test_an_unknown_system_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 
 def test_profile_runs_only_when_asked() -> None:
     assert "profile" in run.GROUPS and "profile" in run.ON_REQUEST
+
+
+def test_the_cluster_group_runs_in_a_plain_run_and_alone() -> None:
+    assert "cluster" in run.GROUPS and "cluster" not in run.ON_REQUEST
+    assert parsed("--only", "cluster") == "python -m bench.run --quick --only cluster"
+    assert parsed("--full", "--only", "cluster") == "python -m bench.run --full --only cluster"

@@ -1,0 +1,568 @@
+"""The replicated cluster as users run it: three broker processes, one ZooKeeper, every topic
+with replication factor 3 and ``min.insync.replicas=2``, measured from outside by
+confluent-kafka (librdkafka) clients over loopback.
+
+The cluster is :class:`sluice.testing.cluster.BrokerCluster` (``python -m sluice broker start``
+three times, each a process of its own, with the test suite's timeouts: ZooKeeper session
+``zookeeper.session.timeout.ms`` and ``replica.lag.time.max.ms`` as in ``CLUSTER_OVERRIDES``)
+on a ZooKeeper of its own (:class:`sluice.testing.zookeeper.ZooKeeperServer`, Debian's). Every
+message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/results.json``:
+
+* ``cluster_latency`` — one message at a time to one partition (produce, then wait for its
+  acknowledgement), ``acks=all`` and ``acks=1``: p50 and p99 of the send-to-ack times.
+* ``cluster_throughput`` — ``acks=all`` against ``acks=1`` in the same run, each way of batching
+  of the peers benchmark (``bench.peers.kafka``: batch 1, batch 50, librdkafka's default
+  batching) on a new one-partition topic; msg/s and the ratio all/1.
+* ``cluster_partitions`` — one message to every partition of a topic of 300 (quick), 1,500 and
+  4,000 partitions (full), ``acks=all``, the round timed until every message is acknowledged;
+  the first round (connections, metadata) apart from the median of the rest; and the topic's
+  creation: CreateTopics until every broker shows every partition with a leader and three
+  replicas in sync.
+* ``cluster_transactions`` — transactions per second at 1 and 100 batches per transaction (a
+  batch is ``BATCH`` messages produced and flushed), and the median time of a transaction of
+  one message (begin, produce, commit).
+* ``cluster_rebalance`` — two consumers of a six-partition topic settled in a group (range
+  assignor, librdkafka's defaults otherwise); a third subscribes; the time from its
+  ``subscribe()`` until all three hold an assignment given after it (their ``on_assign``),
+  covering every partition once. The third then leaves, the two settle again, and it repeats.
+* ``cluster_failover`` — every partition of a topic of 300 (quick; 1,500 too in full mode)
+  has taken an ``acks=all`` write; the controller is killed with SIGKILL; from that moment,
+  every partition not yet acknowledged is written again (one message each, librdkafka's own
+  retries within ``message.timeout.ms``) until each has acknowledged a write produced after the
+  kill: the time of the last acknowledgement.
+
+Bounds: every loop stops at its count or its time limit (``Sizes.limit``, seconds per
+measurement), whichever comes first; a measurement that hits its limit is recorded as NaN with
+a note "did not finish in N s" (and how far it got), never waited for. The quick mode's first
+cluster runs everything at 300 partitions; each larger partition count (full mode) gets a
+cluster of its own, so a count is measured with no other large topic beside it.
+
+Not thread-safe; one run at a time (it starts its own ZooKeeper and brokers on free ports).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+from bench.bench_broker import load_average
+from bench.peers.kafka import PRODUCER, SETTINGS
+from bench.results import Results
+from sluice.testing.cluster import CLUSTER_OVERRIDES, METADATA_ERRORS, QUIET, BrokerCluster
+from sluice.testing.zookeeper import ZooKeeperServer, new_chroot
+
+VALUE = 100  # bytes per message
+BATCH = 10  # messages per transactional batch (produced, then flushed)
+REPLICAS = 3
+# The cluster's own settings on top of the test suite's (CLUSTER_OVERRIDES).
+OVERRIDES = {"min.insync.replicas": "2", "default.replication.factor": str(REPLICAS),
+             "num.partitions": "1"}  # fmt: skip
+REBALANCE_PARTITIONS = 6
+CONSUMER: dict[str, Any] = {"partition.assignment.strategy": "range",
+                            "enable.auto.commit": False, "auto.offset.reset": "latest"}  # fmt: skip
+FAILOVER_MESSAGE_TIMEOUT_MS = 5_000  # a write unacknowledged this long is written again
+START_TIMEOUT = 60.0  # seconds for three brokers to register under one controller
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Counts and bounds of one mode (see the module docstring)."""
+
+    latency_messages: int
+    throughput_messages: dict[str, int]  # per way of batching (bench.peers.kafka.SETTINGS)
+    partitions: tuple[int, ...]  # the first shares the cluster of the client measurements
+    failover: tuple[int, ...]  # partition counts whose cluster loses its controller
+    rounds: int  # rounds to every partition, after the first
+    transactions: dict[int, int] = field(default_factory=dict)  # batches per txn -> txns
+    transaction_latency: int = 30  # one-message transactions timed
+    joins: int = 3
+    limit: float = 60.0  # seconds per measurement
+
+
+# bench.report's SETUP quotes these counts: change both together.
+QUICK = Sizes(1_000, {"batch 1": 5_000, "batch 50": 50_000, "default batching": 100_000},
+              (300,), (300,), 5, {1: 100, 100: 5}, 100, 3, 60.0)  # fmt: skip
+FULL = Sizes(10_000, {"batch 1": 20_000, "batch 50": 500_000, "default batching": 1_000_000},
+             (300, 1_500, 4_000), (300, 1_500), 10, {1: 500, 100: 20}, 500, 5, 300.0)  # fmt: skip
+
+
+class DidNotFinish(Exception):
+    """A measurement reached its time limit; ``done`` says how far it got."""
+
+    def __init__(self, what: str, seconds: float, done: str = "") -> None:
+        self.what, self.seconds, self.done = what, seconds, done
+        super().__init__(f"{what}: did not finish in {seconds:.0f} s" + (f" ({done})" if done
+                                                                          else ""))  # fmt: skip
+
+
+class Deadline:
+    """A time limit of ``seconds`` from now, for one measurement."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(self.end - time.monotonic(), 0.0)
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.end
+
+    def check(self, done: str = "") -> None:
+        """Raise :class:`DidNotFinish` once the limit has passed."""
+        if self.expired():
+            raise DidNotFinish(self.what, self.seconds, done)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile by nearest rank (NaN for no values)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q / 100 * len(ordered)) - 1, 0)]
+
+
+def median(values: list[float]) -> float:
+    return percentile(values, 50)
+
+
+# -- the cluster ---------------------------------------------------------------------------
+
+
+@contextmanager
+def started_cluster(work: Path, zookeeper: ZooKeeperServer) -> Iterator[BrokerCluster]:
+    """Three brokers (``OVERRIDES``) under a fresh chroot of ``zookeeper``; stopped after."""
+    connect = zookeeper.connect_string + new_chroot(zookeeper, "sluice-bench")
+    cluster = BrokerCluster(work, connect, REPLICAS, OVERRIDES)
+    cluster.start(START_TIMEOUT)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def create_topic(cluster: BrokerCluster, name: str, partitions: int, limit: float) -> float:
+    """Seconds from CreateTopics until every running broker shows every partition with a
+    leader and ``REPLICAS`` replicas in sync; :class:`DidNotFinish` after ``limit``."""
+    deadline = Deadline(f"creating {name} ({partitions:,} partitions)", limit)
+    started = time.perf_counter()
+    future = cluster.admin().create_topics([NewTopic(name, partitions, REPLICAS)],
+                                           operation_timeout=limit)[name]  # fmt: skip
+    try:
+        future.result(timeout=limit)
+    except (TimeoutError, KafkaException) as e:
+        timed_out = isinstance(e, TimeoutError) or e.args[0].code() == KafkaError.REQUEST_TIMED_OUT
+        if not timed_out:
+            raise
+        raise DidNotFinish(deadline.what, limit, "CreateTopics unanswered") from None
+    missing = partitions
+    while (missing := _not_in_sync(cluster, name, partitions)) > 0:
+        deadline.check(f"{missing:,} partitions without a leader and a full ISR")
+        time.sleep(0.2)
+    return time.perf_counter() - started
+
+
+def _not_in_sync(cluster: BrokerCluster, topic: str, partitions: int) -> int:
+    """Partitions some running broker shows without a leader or a full ISR (all of them when
+    a Metadata request fails: a broker may be between states)."""
+    worst = 0
+    try:
+        for _, md in cluster.views(topic):
+            t = md.topics.get(topic)
+            if t is None or t.error is not None:
+                return partitions
+            ready = sum(1 for p in t.partitions.values()
+                        if p.leader >= 0 and len(p.isrs) == REPLICAS)  # fmt: skip
+            worst = max(worst, partitions - ready)
+    except METADATA_ERRORS:
+        return partitions
+    return worst
+
+
+def producer(cluster: BrokerCluster, acks: str, extra: dict[str, Any]) -> Producer:
+    """A producer with the peers benchmark's settings (``PRODUCER``), ``acks`` and ``extra``."""
+    return Producer({"bootstrap.servers": cluster.bootstrap, **PRODUCER, **QUIET, "acks": acks,
+                     **extra})  # fmt: skip
+
+
+class Acks:
+    """Delivery reports of one producer: acknowledged partitions with their times, failures."""
+
+    def __init__(self) -> None:
+        self.acked: dict[int, float] = {}
+        self.count = 0
+        self.errors: list[str] = []
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.count += 1
+            self.acked[msg.partition()] = time.perf_counter()
+        else:
+            self.errors.append(str(err))
+
+    def wait(self, p: Producer, expected: int, deadline: Deadline) -> None:
+        """Serve ``p``'s callbacks until ``expected`` reports (acks and errors) came."""
+        while self.count + len(self.errors) < expected:
+            deadline.check(f"{self.count:,} of {expected:,} acknowledged")
+            p.poll(min(0.05, deadline.left()))
+
+
+def send(p: Producer, topic: str, partition: int, on_delivery: Acks) -> None:
+    """One ``VALUE``-byte message, waiting for room in the producer's queue."""
+    while True:
+        try:
+            p.produce(topic, b"x" * VALUE, partition=partition, on_delivery=on_delivery)
+            return
+        except BufferError:
+            p.poll(0.01)
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+def latencies(cluster: BrokerCluster, topic: str, acks: str, count: int,
+              limit: float) -> list[float]:  # fmt: skip
+    """Milliseconds from produce to acknowledgement of ``count`` messages, one at a time, after
+    one warm-up message; fewer when ``limit`` seconds pass first."""
+    p = producer(cluster, acks, SETTINGS["batch 1"])
+    deadline = Deadline(f"latency, acks={acks}", limit)
+    warm = Acks()
+    send(p, topic, 0, warm)
+    warm.wait(p, 1, deadline)
+    out: list[float] = []
+    while len(out) < count and not deadline.expired():
+        acks_ = Acks()
+        started = time.perf_counter()
+        send(p, topic, 0, acks_)
+        try:
+            acks_.wait(p, 1, deadline)
+        except DidNotFinish:
+            break
+        if acks_.errors:
+            raise RuntimeError(f"{topic}: a message failed: {acks_.errors[0]}")
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def throughput(cluster: BrokerCluster, topic: str, acks: str, way: str, count: int,
+               limit: float) -> float:  # fmt: skip
+    """msg/s of ``count`` messages written the ``way`` of ``SETTINGS`` until every one is
+    acknowledged; :class:`DidNotFinish` after ``limit`` seconds."""
+    p = producer(cluster, acks, SETTINGS[way])
+    deadline = Deadline(f"throughput, acks={acks}, {way}", limit)
+    warm = Acks()
+    send(p, topic, 0, warm)
+    warm.wait(p, 1, deadline)
+    reports = Acks()
+    started = time.perf_counter()
+    for i in range(count):
+        send(p, topic, 0, reports)
+        if i % 1000 == 0:
+            deadline.check(f"{i:,} of {count:,} sent")
+            p.poll(0)
+    reports.wait(p, count, deadline)
+    if reports.errors:
+        raise RuntimeError(f"{topic}: {len(reports.errors)} messages failed: {reports.errors[0]}")
+    return count / (time.perf_counter() - started)
+
+
+def rounds(cluster: BrokerCluster, topic: str, partitions: int, count: int,
+           limit: float) -> list[float]:  # fmt: skip
+    """Milliseconds of ``count + 1`` rounds of one ``acks=all`` message to every partition
+    (default batching), each until every message is acknowledged; the first is the warm-up."""
+    p = producer(cluster, "all", SETTINGS["default batching"])
+    deadline = Deadline(f"one message to each of {partitions:,} partitions", limit)
+    out = []
+    for r in range(count + 1):
+        reports = Acks()
+        started = time.perf_counter()
+        for i in range(partitions):
+            send(p, topic, i, reports)
+        reports.wait(p, partitions, Deadline(f"round {r} of {deadline.what}", deadline.left()))
+        if reports.errors:
+            raise RuntimeError(f"{topic}: {len(reports.errors)} failed: {reports.errors[0]}")
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def transactions_per_second(cluster: BrokerCluster, topic: str, per_txn: int, txns: int,
+                            limit: float) -> float:  # fmt: skip
+    """Transactions/s of ``txns`` transactions of ``per_txn`` batches of ``BATCH`` messages,
+    each batch flushed; :class:`DidNotFinish` after ``limit`` seconds."""
+    deadline = Deadline(f"transactions of {per_txn} batches", limit)
+    p = _transactional(cluster, f"bench-cluster-{per_txn}", deadline)
+    started = time.perf_counter()
+    for t in range(txns):
+        deadline.check(f"{t} of {txns} transactions committed")
+        p.begin_transaction()
+        for _ in range(per_txn):
+            for _ in range(BATCH):
+                send(p, topic, 0, Acks())
+            if p.flush(deadline.left()):
+                raise DidNotFinish(deadline.what, limit, f"{t} of {txns} committed")
+        _commit(p, deadline, f"{t} of {txns} committed")
+    return txns / (time.perf_counter() - started)
+
+
+def transaction_latencies(cluster: BrokerCluster, topic: str, count: int,
+                          limit: float) -> list[float]:  # fmt: skip
+    """Milliseconds of ``count`` transactions of one message (begin, produce, commit), after a
+    warm-up one; fewer when ``limit`` seconds pass first."""
+    deadline = Deadline("one-message transactions", limit)
+    p = _transactional(cluster, "bench-cluster-latency", deadline)
+    out: list[float] = []
+    for i in range(count + 1):
+        if deadline.expired():
+            break
+        started = time.perf_counter()
+        p.begin_transaction()
+        send(p, topic, 0, Acks())
+        try:
+            _commit(p, deadline, f"{len(out)} timed")
+        except DidNotFinish:
+            break
+        if i > 0:
+            out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def _commit(p: Producer, deadline: Deadline, done: str) -> None:
+    """Commit the open transaction within what is left of ``deadline``; a commit that times
+    out is :class:`DidNotFinish`."""
+    try:
+        p.commit_transaction(max(deadline.left(), 0.001))
+    except KafkaException:
+        if deadline.expired():
+            raise DidNotFinish(deadline.what, deadline.seconds, done) from None
+        raise
+
+
+def _transactional(cluster: BrokerCluster, txn_id: str, deadline: Deadline) -> Producer:
+    p = Producer({"bootstrap.servers": cluster.bootstrap, **QUIET, "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 0,
+                  "transactional.id": txn_id})  # fmt: skip
+    p.init_transactions(max(deadline.left(), 0.001))
+    return p
+
+
+class Member:
+    """One consumer of the rebalance measurement: its current partitions and when it was last
+    given them (``on_assign``)."""
+
+    def __init__(self, cluster: BrokerCluster, topic: str, group: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                  **QUIET, **CONSUMER})  # fmt: skip
+        self.partitions: set[int] = set()
+        self.assigned_at = -math.inf
+        self.consumer.subscribe([topic], on_assign=self._assign, on_revoke=self._revoke)
+
+    def _assign(self, _c: Any, partitions: list[Any]) -> None:
+        self.partitions = {tp.partition for tp in partitions}
+        self.assigned_at = time.perf_counter()
+
+    def _revoke(self, _c: Any, _partitions: list[Any]) -> None:
+        self.partitions = set()
+
+
+def settle(members: list[Member], since: float, partitions: int, deadline: Deadline) -> float:
+    """Poll every member until each was given a non-empty assignment after ``since`` and
+    together they hold every partition once; the time of the last assignment."""
+
+    def settled() -> bool:
+        held = [p for m in members for p in m.partitions]
+        return (all(m.assigned_at > since and m.partitions for m in members)
+                and sorted(held) == list(range(partitions)))  # fmt: skip
+
+    while not settled():
+        deadline.check(f"{sum(m.assigned_at > since for m in members)} of {len(members)} "
+                       "members assigned")  # fmt: skip
+        for m in members:
+            m.consumer.poll(0.02)
+    return max(m.assigned_at for m in members)
+
+
+def rebalances(cluster: BrokerCluster, topic: str, joins: int, limit: float) -> list[float]:
+    """Seconds from a third consumer's ``subscribe()`` until all three are assigned, ``joins``
+    times (the third leaving and the two settling again in between)."""
+    deadline = Deadline("rebalance on a join", limit)
+    group = "bench-cluster-rebalance"
+    members = [Member(cluster, topic, group) for _ in range(2)]
+    out = []
+    try:
+        settle(members, -math.inf, REBALANCE_PARTITIONS, deadline)
+        for _ in range(joins):
+            joined = time.perf_counter()
+            third = Member(cluster, topic, group)
+            try:
+                last = settle([*members, third], joined, REBALANCE_PARTITIONS, deadline)
+                out.append(last - joined)
+            finally:
+                left = time.perf_counter()
+                third.consumer.close()
+            settle(members, left, REBALANCE_PARTITIONS, deadline)
+    finally:
+        for m in members:
+            m.consumer.close()
+    return out
+
+
+def failover(
+    cluster: BrokerCluster, topic: str, partitions: int, limit: float
+) -> tuple[int, float]:
+    """(the controller killed, seconds from its ``kill -9`` until every partition of ``topic``
+    acknowledged an ``acks=all`` write produced after it); :class:`DidNotFinish` after
+    ``limit`` seconds."""
+    p = producer(cluster, "all", {**SETTINGS["default batching"],
+                                  "message.timeout.ms": FAILOVER_MESSAGE_TIMEOUT_MS})  # fmt: skip
+    before = Acks()
+    for i in range(partitions):
+        send(p, topic, i, before)
+    before.wait(p, partitions, Deadline("every partition written before the kill", limit))
+    controller = cluster.controller_id()
+    cluster.kill(controller)
+    killed = time.perf_counter()
+    deadline = Deadline(f"failover of {partitions:,} partitions", limit)
+    pending = set(range(partitions))
+    last = killed
+    while pending:
+        reports = Acks()
+        for i in sorted(pending):
+            send(p, topic, i, reports)
+        try:
+            reports.wait(p, len(pending), deadline)
+        except DidNotFinish:
+            refusing = len(pending) - len(reports.acked)
+            raise DidNotFinish(
+                deadline.what, limit, f"{refusing:,} of {partitions:,} partitions still refusing"
+            ) from None
+        pending -= set(reports.acked)
+        last = max([last, *reports.acked.values()])
+    return controller, last - killed
+
+
+# -- the group -----------------------------------------------------------------------------
+
+
+def measure_clients(results: Results, cluster: BrokerCluster, sizes: Sizes) -> None:
+    """Latency, throughput, transactions and the rebalance, on one cluster."""
+    limit = sizes.limit
+    for acks in ("all", "1"):
+        topic = f"latency-acks-{acks}"
+        create_topic(cluster, topic, 1, limit)
+        ms = latencies(cluster, topic, acks, sizes.latency_messages, limit)
+        results.add("cluster_latency", f"acks={acks}", "p50", percentile(ms, 50), "ms")
+        results.add("cluster_latency", f"acks={acks}", "p99", percentile(ms, 99), "ms")
+        if len(ms) < sizes.latency_messages:
+            results.note("cluster_latency", f"acks={acks}: did not finish in {limit:.0f} s "
+                         f"({len(ms)} of {sizes.latency_messages} messages timed)")  # fmt: skip
+    for way, count in sizes.throughput_messages.items():
+        rates = {}
+        for acks in ("all", "1"):
+            topic = f"throughput-{way.replace(' ', '-')}-acks-{acks}"
+            create_topic(cluster, topic, 1, limit)
+            try:
+                rates[acks] = throughput(cluster, topic, acks, way, count, limit)
+            except DidNotFinish as e:
+                rates[acks] = math.nan
+                results.note("cluster_throughput", str(e))
+            results.add("cluster_throughput", f"acks={acks}", way, rates[acks], "msg/s")
+        results.add("cluster_throughput", "acks=all/acks=1", way, rates["all"] / rates["1"],
+                    "ratio")  # fmt: skip
+    create_topic(cluster, "transactions", 1, limit)
+    for per_txn, txns in sizes.transactions.items():
+        name = f"{per_txn} batch{'es' if per_txn > 1 else ''} per transaction"
+        try:
+            rate = transactions_per_second(cluster, "transactions", per_txn, txns, limit)
+        except DidNotFinish as e:
+            rate = math.nan
+            results.note("cluster_transactions", str(e))
+        results.add("cluster_transactions", "acks=all", name, rate, "txn/s")
+    ms = transaction_latencies(cluster, "transactions", sizes.transaction_latency, limit)
+    results.add("cluster_transactions", "acks=all", "one-message transaction, median",
+                median(ms), "ms")  # fmt: skip
+    if len(ms) < sizes.transaction_latency:
+        results.note("cluster_transactions", f"one-message transactions: did not finish in "
+                     f"{limit:.0f} s ({len(ms)} of {sizes.transaction_latency} timed)")  # fmt: skip
+    create_topic(cluster, "rebalance", REBALANCE_PARTITIONS, limit)
+    try:
+        joins = rebalances(cluster, "rebalance", sizes.joins, limit)
+    except DidNotFinish as e:
+        joins = []
+        results.note("cluster_rebalance", str(e))
+    results.add_runs("cluster_rebalance", "3 consumers, range",
+                     "join to all three assigned", joins or [math.nan], "s")  # fmt: skip
+    results.note("cluster_rebalance", "consumers: librdkafka's defaults but the range assignor "
+                 "(heartbeat.interval.ms=3000: a settled member hears of a join at its next "
+                 f"heartbeat); {sizes.joins} joins, median (min–max)")  # fmt: skip
+
+
+def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int,
+                       sizes: Sizes) -> None:  # fmt: skip
+    """Topic creation and rounds at ``partitions``; then the failover, when its mode has it."""
+    system, topic = f"{partitions:,} partitions", f"wide-{partitions}"
+    creation, round_ms = math.nan, [math.nan]
+    try:
+        creation = create_topic(cluster, topic, partitions, sizes.limit * 2)
+        round_ms = rounds(cluster, topic, partitions, sizes.rounds, sizes.limit)
+    except DidNotFinish as e:
+        results.note("cluster_partitions", str(e))
+    results.add("cluster_partitions", system, "topic creation", creation, "s")
+    results.add("cluster_partitions", system, "first round", round_ms[0], "ms")
+    results.add_runs("cluster_partitions", system, "round, median of the rest",
+                     round_ms[1:] or [math.nan], "ms")  # fmt: skip
+    if partitions not in sizes.failover or not math.isfinite(creation):
+        return
+    seconds = math.nan
+    try:
+        controller, seconds = failover(cluster, topic, partitions, sizes.limit * 2)
+        results.note("cluster_failover", f"{system}: broker {controller} was the controller")
+    except DidNotFinish as e:
+        results.note("cluster_failover", str(e))
+    results.add("cluster_failover", system, "until every partition takes acks=all writes",
+                seconds, "s")  # fmt: skip
+
+
+def run(
+    results: Results, quick: bool, *, sizes: Sizes | None = None, work_parent: Path = Path("."),
+    zookeeper: ZooKeeperServer | None = None,
+) -> None:  # fmt: skip
+    """Every row of the group (see the module); ``sizes`` overrides the mode's, ``work_parent``
+    is where the ZooKeeper's and brokers' directories go (removed at the end); ``zookeeper``: a
+    running server to use (a chroot of its own per cluster) instead of starting one."""
+    sizes = sizes or (QUICK if quick else FULL)
+    work = Path(tempfile.mkdtemp(prefix="sluice-bench-cluster-", dir=work_parent))
+    own = zookeeper is None
+    zookeeper = zookeeper or ZooKeeperServer(work / "zookeeper").start()
+    load = [load_average()]
+    try:
+        with started_cluster(work / "cluster-0", zookeeper) as cluster:
+            measure_clients(results, cluster, sizes)
+            measure_partitions(results, cluster, sizes.partitions[0], sizes)
+        load.append(load_average())
+        for partitions in sizes.partitions[1:]:
+            with started_cluster(work / f"cluster-{partitions}", zookeeper) as cluster:
+                measure_partitions(results, cluster, partitions, sizes)
+            load.append(load_average())
+    finally:
+        if own:
+            zookeeper.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    session = int(CLUSTER_OVERRIDES["zookeeper.session.timeout.ms"])
+    lag = int(CLUSTER_OVERRIDES["replica.lag.time.max.ms"])
+    setting = (f"{REPLICAS} broker processes, one ZooKeeper, RF {REPLICAS}, "
+               f"min.insync.replicas={OVERRIDES['min.insync.replicas']}, "
+               f"zookeeper.session.timeout.ms={session}, replica.lag.time.max.ms={lag}; "
+               f"confluent-kafka {confluent_kafka.__version__}; {VALUE}-byte messages; "
+               f"load average {' / '.join(load)}")  # fmt: skip
+    results.note("cluster_latency", setting)  # once: the report prints a group's notes together
