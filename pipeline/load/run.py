@@ -84,7 +84,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sluice.common.topic_partition import TopicPartition
@@ -343,6 +343,69 @@ def run_load(
         raise LoadError(f"{type(exc).__name__}: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the plan phase decided: the newest published run (``None`` for a new table), the
+    ranges to read (``[start, end)`` with offsets), whether any partition moved at all (a
+    clamped empty range moves its resume offset too) and the typed read, if any."""
+
+    previous_run: str | None
+    reads: list[OffsetRange]
+    changed: bool
+    avro: tuple[ReaderSchema, OutputLayout] | None
+
+
+def _plan_phase(
+    config: LoadConfig,
+    consumer: Mapping[str, Any],
+    writer: TableWriter,
+    report: LoadReport,
+    say: Callable[[str], None],
+) -> _Plan:
+    """Clean dead staging, read the resume offsets, plan the ranges, resolve the reader
+    schema; the report gets the partitions, the data loss and the reader schema."""
+    for uri in writer.cleanup_staging():
+        say(f"removed dead staging directory {uri}")
+    latest = writer.latest_manifest()
+    committed = latest.offsets if latest else {}
+    say(
+        f"table {writer.uri}: "
+        + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
+    )
+    try:
+        resolution = _plan(config, consumer, committed, say)
+    except OffsetOptionError as exc:
+        raise LoadError(str(exc)) from None
+    ranges = resolution.ranges
+    report.data_loss = list(resolution.data_loss)
+    reads = [r for r in ranges if r.count > 0]
+    changed = [
+        r
+        for r in ranges
+        if r.count > 0 or r.start != committed.get(r.topic, {}).get(r.partition, r.start)
+    ]
+    report.partitions = [PartitionReport(r) for r in changed]
+    say(f"{sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
+    avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
+    if avro is not None:
+        reader = avro[0]
+        report.reader_schema = {
+            "id": reader.schema_id,
+            "subject": reader.subject,
+            "version": reader.version,
+        }
+        say(f"values: Avro, typed by reader schema {reader.describe()}")
+    return _Plan(latest.run_id if latest else None, reads, bool(changed), avro)
+
+
+def _finish(report: LoadReport, config: LoadConfig, say: Callable[[str], None]) -> LoadReport:
+    """Say the outcome, write the report, print its summary."""
+    say(report.message)
+    say(f"report: {report.write(config.reports_uri)}")
+    print(report.summary(), flush=True)
+    return report
+
+
 def _run(
     config: LoadConfig,
     consumer: Mapping[str, Any],
@@ -353,46 +416,13 @@ def _run(
     watch: Callable[[str, int], LoadProgress],
 ) -> LoadReport:
     with _phase(report, "plan", say):
-        removed = writer.cleanup_staging()
-        for uri in removed:
-            say(f"removed dead staging directory {uri}")
-        latest = writer.latest_manifest()
-        committed = latest.offsets if latest else {}
-        say(
-            f"table {writer.uri}: "
-            + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
-        )
-        try:
-            resolution = _plan(config, consumer, committed, say)
-        except OffsetOptionError as exc:
-            raise LoadError(str(exc)) from None
-        ranges = resolution.ranges
-        report.data_loss = list(resolution.data_loss)
-        reads = [r for r in ranges if r.count > 0]
-        changed = [
-            r
-            for r in ranges
-            if r.count > 0 or r.start != committed.get(r.topic, {}).get(r.partition, r.start)
-        ]
-        report.partitions = [PartitionReport(r) for r in changed]
-        say(f"{sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
-        avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
-        if avro is not None:
-            reader = avro[0]
-            report.reader_schema = {
-                "id": reader.schema_id,
-                "subject": reader.subject,
-                "version": reader.version,
-            }
-            say(f"values: Avro, typed by reader schema {reader.describe()}")
-    if not changed:
+        plan = _plan_phase(config, consumer, writer, report, say)
+    if not plan.changed:
         report.finish("no-new-data", "no new data since the last run: nothing published")
-        say(report.message)
-        say(f"report: {report.write(config.reports_uri)}")
-        print(report.summary(), flush=True)
-        return report
+        return _finish(report, config, say)
 
-    staged = writer.begin(report.run_id, latest.run_id if latest else None)
+    reads = plan.reads
+    staged = writer.begin(report.run_id, plan.previous_run)
     report.sequence = staged.sequence
     say(f"staging load={staged.sequence} at {staged.uri}")
     try:
@@ -401,7 +431,7 @@ def _run(
             if reads:
                 _crash_during_read(spark)
                 outcomes = _read_and_write(
-                    spark, config, consumer, reads, staged.uri, avro, watch, report
+                    spark, config, consumer, reads, staged.uri, plan.avro, watch, report
                 )
         with _phase(report, "verify", say):
             scan = scan_staged(staged, {path for o in outcomes for path, _, _ in o.files})
@@ -445,7 +475,4 @@ def _run(
             f"; {report.total_lost} offsets LOST (failOnDataLoss=false)" if report.data_loss else ""
         ),
     )
-    say(report.message)
-    say(f"report: {report.write(config.reports_uri)}")
-    print(report.summary(), flush=True)
-    return report
+    return _finish(report, config, say)

@@ -320,21 +320,8 @@ class Manifest:
             raise UnsupportedManifestVersionError(
                 f"manifest.version: expected {MANIFEST_VERSION}, found {version}"
             )
-        offsets: dict[str, dict[int, int]] = {}
-        for topic, value in obj.get("offsets", dict).items():
-            partitions = _Reader(value, f"manifest.offsets[{topic!r}]").raw
-            offsets[topic] = {}
-            for key, offset in partitions.items():
-                if not (key.isascii() and key.isdigit()) or type(offset) is not int:
-                    _fail(
-                        f"offsets[{topic!r}]", '{"<partition>": <offset>}', f"{key!r}: {offset!r}"
-                    )
-                offsets[topic][int(key)] = offset
-        schema_ids: dict[str, tuple[int, ...]] = {}
-        for topic, ids in obj.get("schema_ids", dict).items():
-            if not isinstance(ids, list) or any(type(i) is not int for i in ids):
-                _fail(f"schema_ids[{topic!r}]", "a list of integers", repr(ids))
-            schema_ids[topic] = tuple(ids)
+        offsets = _read_offsets(obj)
+        schema_ids = _read_schema_ids(obj)
         manifest = cls(
             run_id=obj.get("run_id", str),
             table=obj.get("table", str),
@@ -378,19 +365,7 @@ class Manifest:
                     r.get("log_end", int),
                     r.get("lost", int),
                 )
-                for r in obj.items(
-                    "data_loss",
-                    {
-                        "topic",
-                        "partition",
-                        "bound",
-                        "requested",
-                        "used",
-                        "log_start",
-                        "log_end",
-                        "lost",
-                    },
-                )
+                for r in obj.items("data_loss", _DATA_LOSS_KEYS)
             ),
             files=tuple(
                 DataFile(r.get("path", str), r.get("size", int), r.get("rows", int))
@@ -405,24 +380,40 @@ class Manifest:
                 )
             ),
         )
-        obj.check_keys(
-            {
-                "version",
-                "run_id",
-                "table",
-                "sequence",
-                "previous_run",
-                "created",
-                "ranges",
-                "offsets",
-                "row_counts",
-                "schema_ids",
-                "data_loss",
-                "files",
-                "error_counts",
-            }
-        )
+        obj.check_keys(_MANIFEST_KEYS)
         return manifest
+
+
+_MANIFEST_KEYS = {
+    "version", "run_id", "table", "sequence", "previous_run", "created", "ranges", "offsets",
+    "row_counts", "schema_ids", "data_loss", "files", "error_counts",
+}  # fmt: skip
+_DATA_LOSS_KEYS = {
+    "topic", "partition", "bound", "requested", "used", "log_start", "log_end", "lost",
+}  # fmt: skip
+
+
+def _read_offsets(obj: _Reader) -> dict[str, dict[int, int]]:
+    """``offsets``: ``{"<topic>": {"<partition>": <offset>}}`` with int keys."""
+    offsets: dict[str, dict[int, int]] = {}
+    for topic, value in obj.get("offsets", dict).items():
+        partitions = _Reader(value, f"manifest.offsets[{topic!r}]").raw
+        offsets[topic] = {}
+        for key, offset in partitions.items():
+            if not (key.isascii() and key.isdigit()) or type(offset) is not int:
+                _fail(f"offsets[{topic!r}]", '{"<partition>": <offset>}', f"{key!r}: {offset!r}")
+            offsets[topic][int(key)] = offset
+    return offsets
+
+
+def _read_schema_ids(obj: _Reader) -> dict[str, tuple[int, ...]]:
+    """``schema_ids``: ``{"<topic>": [<id>, ...]}``."""
+    schema_ids: dict[str, tuple[int, ...]] = {}
+    for topic, ids in obj.get("schema_ids", dict).items():
+        if not isinstance(ids, list) or any(type(i) is not int for i in ids):
+            _fail(f"schema_ids[{topic!r}]", "a list of integers", repr(ids))
+        schema_ids[topic] = tuple(ids)
+    return schema_ids
 
 
 def _fail(where: str, expected: str, found: str) -> None:
