@@ -46,8 +46,13 @@ class EpochWriter:
         self.closed = False
 
     def leader_epoch(self, log: Log, epoch: int) -> asyncio.Future[None]:
-        """Record that ``epoch`` starts at ``log``'s end (this broker now leads it)."""
-        return self._submit(log, lambda: log.leader_epochs.assign(epoch, log.log_end_offset))
+        """Record that ``epoch`` starts at ``log``'s end (this broker now leads it).
+
+        The end is read here, on the event loop that appends to the log, not on the worker:
+        a batch appended meanwhile without waiting (a transaction marker) starts the epoch
+        at that same offset and finds it recorded, never one past it."""
+        start = log.log_end_offset
+        return self._submit(log, lambda: log.leader_epochs.assign(epoch, start))
 
     def assign(self, log: Log, entries: Sequence[tuple[int, int]]) -> asyncio.Future[None]:
         """Record each (epoch, start offset) of ``entries``, in order."""

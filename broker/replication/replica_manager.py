@@ -356,6 +356,13 @@ class ReplicaManager:
         coordinator's own batch (``Log.append``). Raises the log's ``StorageError`` if the log
         refuses the batch."""
         p, error = self.leader_or_error(topic, partition)
+        if p is not None and (
+            p.tp in self._epoch_writes or p.log.leader_epochs.latest_epoch != p.leader_epoch
+        ):
+            # The epoch's first batch waits until the epoch is written (off the event loop);
+            # the leadership may move meanwhile.
+            await self._leader_epoch_written(p)
+            p, error = self.leader_or_error(topic, partition)
         if p is None:
             message = (
                 "this broker does not lead it" if error is Errors.NOT_LEADER_OR_FOLLOWER else None
@@ -375,12 +382,6 @@ class ReplicaManager:
                 message=f"expected an ISR of at least {min_insync_replicas} "
                 f"(min.insync.replicas), found {list(p.isr)}",
             )
-        if p.tp in self._epoch_writes or p.log.leader_epochs.latest_epoch != p.leader_epoch:
-            # The epoch's first batch waits until the epoch is written (off the event loop).
-            await self._leader_epoch_written(p)
-            p, error = self.leader_or_error(topic, partition)
-            if p is None:
-                return AppendResult(error, message="leadership moved during the append")
         info = p.log.append(records, leader_epoch=p.leader_epoch, coordinator=coordinator)
         p.maybe_advance_hw()  # a single-replica ISR commits at once
         # Wake the fetches waiting on this partition now, the followers' above all (Kafka's
