@@ -37,14 +37,20 @@ a note "did not finish in N s" (and how far it got), never waited for. The quick
 cluster runs everything at 300 partitions; each larger partition count (full mode) gets a
 cluster of its own, so a count is measured with no other large topic beside it.
 
+With ``SLUICE_BENCH_PROFILE=1`` the ``acks=all`` latency load runs once more, unmeasured, while
+py-spy samples the partition's leader (``profile_latency``; ``bench.bench_profile``'s summary in
+``build/bench/profiles/cluster-acks-all-latency.txt``).
+
 Not thread-safe; one run at a time (it starts its own ZooKeeper and brokers on free ports).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +62,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+from bench import bench_profile
 from bench.bench_broker import load_average
 from bench.peers.kafka import PRODUCER, SETTINGS
 from bench.results import Results
@@ -73,6 +80,11 @@ CONSUMER: dict[str, Any] = {"partition.assignment.strategy": "range",
                             "enable.auto.commit": False, "auto.offset.reset": "latest"}  # fmt: skip
 FAILOVER_MESSAGE_TIMEOUT_MS = 5_000  # a write unacknowledged this long is written again
 START_TIMEOUT = 60.0  # seconds for three brokers to register under one controller
+# SLUICE_BENCH_PROFILE=1: after the measured acks=all latency run, py-spy samples the
+# partition's leader for PROFILE_SECONDS of the same load (no rows; bench_profile's text in
+# build/bench/profiles/cluster-acks-all-latency.txt).
+PROFILE_SECONDS = 15.0
+SLUG = "cluster-acks-all-latency"
 
 
 @dataclass(frozen=True)
@@ -451,6 +463,28 @@ def failover(
     return controller, last - killed
 
 
+def profile_latency(cluster: BrokerCluster, topic: str, seconds: float) -> None:
+    """py-spy on ``topic``'s leader while one ``acks=all`` message at a time is written for
+    ``seconds`` (plus a second each side); the summary in ``PROFILES``."""
+    leader = cluster.partition(topic, 0).leader
+    pid = cluster.brokers[leader].pid
+    assert pid is not None
+    timed: list[float] = []
+    load = threading.Thread(target=lambda: timed.extend(latencies(
+        cluster, topic, "all", 10**9, seconds + 2)), daemon=True)  # fmt: skip
+    load.start()
+    time.sleep(1)
+    bench_profile.PROFILES.mkdir(parents=True, exist_ok=True)
+    profile = bench_profile.record(pid, seconds, bench_profile.PROFILES / f"{SLUG}.folded")
+    load.join(seconds + 10)
+    reached = (f"{len(timed):,} messages, p50 {percentile(timed, 50):.2f} ms, p99 "
+               f"{percentile(timed, 99):.2f} ms under the profiler")  # fmt: skip
+    what = f"broker {leader}, the leader, under acks=all one message at a time (3 brokers, RF 3)"
+    text = bench_profile.summary(SLUG, profile, what, reached + f", load {load_average()}")
+    (bench_profile.PROFILES / f"{SLUG}.txt").write_text(text)
+    print("\n".join("    " + line for line in text.splitlines()[:3]), flush=True)
+
+
 # -- the group -----------------------------------------------------------------------------
 
 
@@ -463,6 +497,8 @@ def measure_clients(results: Results, cluster: BrokerCluster, sizes: Sizes) -> N
         ms = latencies(cluster, topic, acks, sizes.latency_messages, limit)
         results.add("cluster_latency", f"acks={acks}", "p50", percentile(ms, 50), "ms")
         results.add("cluster_latency", f"acks={acks}", "p99", percentile(ms, 99), "ms")
+        if acks == "all" and os.environ.get("SLUICE_BENCH_PROFILE") == "1":
+            profile_latency(cluster, topic, PROFILE_SECONDS)
         if len(ms) < sizes.latency_messages:
             results.note("cluster_latency", f"acks={acks}: did not finish in {limit:.0f} s "
                          f"({len(ms)} of {sizes.latency_messages} messages timed)")  # fmt: skip
