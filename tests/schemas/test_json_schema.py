@@ -180,6 +180,11 @@ def test_local_refs_and_recursion() -> None:
     assert diff(node, node) == []
     changed = json.loads(json.dumps(node).replace('"integer"', '"string"'))
     assert types(node, changed) == {("TYPE_CHANGED", "#/properties/v", False)}
+    # A $ref to the root inside a branch: the walk goes round once (found by the property
+    # test below, which recursed without end when a branch was compared through its view).
+    original = {"allOf": [{"maxLength": 0, "default": "a"}, {"maxLength": 0}]}
+    update = {"allOf": [{"maxLength": 0, "$ref": "#"}]}
+    assert types(original, update) == {("PRODUCT_TYPE_NARROWED", "#/", True)}
 
 
 def test_messages_worded_as_confluent() -> None:
