@@ -14,8 +14,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sluice.schemas.file_store import FileSchemaStore
 from sluice.schemas.registry import Registry
+from sluice.schemas.store import SchemaStore
+from sluice.schemas.zk_store import ZooKeeperSchemaStore
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -186,16 +190,25 @@ def test_invalid_schemas_and_type_changes(registry_url: str, subject: str) -> No
     assert "Incompatible because of different schema type" in body["message"]
 
 
-def test_types_survive_a_reopened_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["file", "zookeeper"])
+def test_types_survive_a_reopened_store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """A restarted registry reads each stored schema with its own type's parser: lookups,
     the serialized format and compatibility checks work on what the last process stored."""
+
+    def open_store() -> SchemaStore:
+        if backend == "file":
+            return FileSchemaStore(tmp_path)
+        return ZooKeeperSchemaStore(request.getfixturevalue("zk_connect"))
+
     json_text = json.dumps(CLOSED_V1)
-    store = FileSchemaStore(tmp_path)
+    store = open_store()
     registry = Registry(store)
     json_id = registry.register("orders-json", json_text, "JSON")
     proto_id = registry.register("orders-proto", PROTO_V1, "PROTOBUF")
     store.close()
-    store = FileSchemaStore(tmp_path)
+    store = open_store()
     try:
         registry = Registry(store)
         assert registry.lookup("orders-json", json_text, "JSON").id == json_id
