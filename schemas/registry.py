@@ -124,12 +124,13 @@ class Registry:
                 return record
         raise VersionNotFoundError(f"Version {version} not found.")
 
-    def _info(self, record: SubjectVersion) -> VersionInfo:
+    def _info(self, record: SubjectVersion, fmt: str | None = None) -> VersionInfo:
         stored = self.store.get_schema(record.schema_id)
         if stored is None:  # a version never outlives its schema; the store is damaged
             raise SchemaNotFoundError(f"Schema {record.schema_id} not found")
+        text = stored.text if fmt is None else self._parsed_by_id(record.schema_id).formatted(fmt)
         return VersionInfo(
-            record.subject, record.version, record.schema_id, stored.text, stored.schema_type
+            record.subject, record.version, record.schema_id, text, stored.schema_type
         )
 
     def _level(self, subject: str) -> CompatibilityLevel:
@@ -257,11 +258,19 @@ class Registry:
             return [r.version for r in records]
 
     def get_version(
-        self, subject: str, spec: str | int, *, include_deleted: bool = False
+        self,
+        subject: str,
+        spec: str | int,
+        *,
+        include_deleted: bool = False,
+        fmt: str | None = None,
     ) -> VersionInfo:
-        """Version ``spec`` (a number or ``latest``) of ``subject``. 40401, 40402, 42202."""
+        """Version ``spec`` (a number or ``latest``) of ``subject``. 40401, 40402, 42202.
+
+        ``fmt`` is the request's ``format``, as for :meth:`schema_by_id`."""
         with self._lock:
-            return self._info(self._find(subject, spec, include_deleted=include_deleted))
+            record = self._find(subject, spec, include_deleted=include_deleted)
+            return self._info(record, fmt)
 
     def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         """Soft- or permanently delete every version; return the versions deleted."""

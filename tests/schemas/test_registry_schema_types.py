@@ -224,3 +224,22 @@ def test_types_survive_a_reopened_store(
         ]
     finally:
         store.close()
+
+
+def test_serialized_format_by_version(tmp_path: Path) -> None:
+    """What ``GET /subjects/{s}/versions/{v}?format=serialized`` answers (the call
+    confluent-kafka's Protobuf serde makes with ``use.latest.version``): the base64
+    descriptor of a Protobuf schema; other formats and types give the stored text."""
+    store = FileSchemaStore(tmp_path)
+    try:
+        registry = Registry(store)
+        registry.register("orders-proto", PROTO_V1, "PROTOBUF")
+        registry.register("orders-json", json.dumps(OPEN_V1), "JSON")
+        serialized = registry.get_version("orders-proto", "latest", fmt="serialized").schema
+        assert base64.b64decode(serialized, validate=True)
+        assert registry.lookup("orders-proto", serialized, "PROTOBUF").version == 1
+        assert registry.get_version("orders-proto", 1).schema == PROTO_V1
+        json_text = registry.get_version("orders-json", 1, fmt="serialized").schema
+        assert json.loads(json_text) == OPEN_V1
+    finally:
+        store.close()
