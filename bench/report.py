@@ -574,7 +574,7 @@ CLUSTER_TABLES = (
     ("cluster_throughput", True, "msg/s by batching"),
     ("cluster_partitions", True, "one acks=all message to every partition"),
     ("cluster_failover", False, "kill -9 of the controller"),
-    ("cluster_transactions", True, "transactions, acks=all"),
+    ("cluster_transactions", True, "one transactional producer"),
     ("cluster_rebalance", False, "a third consumer joins"),
 )
 
