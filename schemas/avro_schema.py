@@ -88,11 +88,12 @@ class AvroSchema(ParsedSchema):
 def parse_schema(text: str, schema_type: str | None = AVRO) -> AvroSchema:
     """Parse schema text as sent in a request body; raise :class:`InvalidSchemaError`.
 
-    ``schema_type`` is the request's ``schemaType``; only ``AVRO`` (the default) is supported.
+    ``schema_type`` must be ``AVRO`` (the default): the registry picks the parser of each
+    type with :func:`sluice.schemas.schema_parser.parse_schema`.
     """
     if schema_type not in (None, AVRO):
         raise InvalidSchemaError(
-            f"Unsupported schema type {schema_type!r}: this registry supports AVRO only"
+            f"Unsupported schema type {schema_type!r}: the Avro parser reads AVRO only"
         )
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchemaError("Invalid schema: expected Avro schema JSON text, found empty")
