@@ -32,10 +32,13 @@ message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/re
   kill: the time of the last acknowledgement.
 
 Bounds: every loop stops at its count or its time limit (``Sizes.limit``, seconds per
-measurement), whichever comes first; a measurement that hits its limit is recorded as NaN with
-a note "did not finish in N s" (and how far it got), never waited for. The quick mode's first
-cluster runs everything at 300 partitions; each larger partition count (full mode) gets a
-cluster of its own, so a count is measured with no other large topic beside it.
+measurement), whichever comes first, and is never waited for beyond it. The latencies and the
+rounds keep what finished in time, with a note of how many; any other measurement that hits its
+limit is recorded as NaN with a note "did not finish in N s" (and how far it got).
+
+The quick mode's one cluster runs everything at 300 partitions; each larger partition count
+(full mode) gets a cluster of its own, so a count is measured with no other large topic beside
+it.
 
 With ``SLUICE_BENCH_PROFILE=1`` the ``acks=all`` latency load runs once more, unmeasured, while
 py-spy samples the partition's leader (``profile_latency``; ``bench.bench_profile``'s summary in
@@ -292,16 +295,23 @@ def throughput(cluster: BrokerCluster, topic: str, acks: str, way: str, count: i
 def rounds(cluster: BrokerCluster, topic: str, partitions: int, count: int,
            limit: float) -> list[float]:  # fmt: skip
     """Milliseconds of ``count + 1`` rounds of one ``acks=all`` message to every partition
-    (default batching), each until every message is acknowledged; the first is the warm-up."""
+    (default batching), each until every message is acknowledged; the first is the warm-up.
+    Fewer when ``limit`` seconds pass first; :class:`DidNotFinish` when not even the first
+    round finished."""
     p = producer(cluster, "all", SETTINGS["default batching"])
     deadline = Deadline(f"one message to each of {partitions:,} partitions", limit)
-    out = []
-    for r in range(count + 1):
+    out: list[float] = []
+    for _ in range(count + 1):
         reports = Acks()
         started = time.perf_counter()
         for i in range(partitions):
             send(p, topic, i, reports)
-        reports.wait(p, partitions, Deadline(f"round {r} of {deadline.what}", deadline.left()))
+        try:
+            reports.wait(p, partitions, deadline)
+        except DidNotFinish:
+            if not out:
+                raise
+            break
         if reports.errors:
             raise RuntimeError(f"{topic}: {len(reports.errors)} failed: {reports.errors[0]}")
         out.append((time.perf_counter() - started) * 1000)
@@ -557,6 +567,9 @@ def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int
     results.add("cluster_partitions", system, "first round", round_ms[0], "ms")
     results.add_runs("cluster_partitions", system, "round, median of the rest",
                      round_ms[1:] or [math.nan], "ms")  # fmt: skip
+    if math.isfinite(round_ms[0]) and len(round_ms) <= sizes.rounds:
+        results.note("cluster_partitions", f"{system}: {len(round_ms) - 1} of {sizes.rounds} "
+                     f"rounds after the first within {sizes.limit:.0f} s")  # fmt: skip
     if partitions not in sizes.failover or not math.isfinite(creation):
         return
     seconds = math.nan
