@@ -14,8 +14,9 @@ divergent ones (KIP-101). ``end_offset_for(epoch)`` answers that question on the
 
 Invariants, checked on every change: epochs and start offsets strictly increase. Appends
 record a new epoch the first time a batch carries it (a batch of an older epoch is accepted
-only where that epoch is recorded to hold it: written ahead by the replication layer); truncation at the end removes entries
-at or after the truncation offset; retention at the start moves the first entry's offset.
+only where that epoch is recorded to hold it: written ahead by the replication layer);
+truncation at the end removes entries at or after the truncation offset; retention at the
+start moves the first entry's offset.
 
 **When the file is written** (Kafka's ``LeaderEpochFileCache``): a write is the whole file —
 ``.tmp``, fsync, rename, fsync of the directory — so a crash leaves the old file or the new.
