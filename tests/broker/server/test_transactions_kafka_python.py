@@ -9,7 +9,7 @@ import pytest
 
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.clients import unique
-from tests.broker.server.test_transactions import read_all
+from tests.broker.server.handlers.test_transactions import read_all
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
