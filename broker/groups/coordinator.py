@@ -671,27 +671,61 @@ class GroupCoordinator:
     # -- offsets and introspection ---------------------------------------------------------
 
     def validate_commit(
-        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None = None
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+        *,
+        transactional: bool = False,
     ) -> Errors:
-        """Kafka's checks before an OffsetCommit is stored (GroupCoordinator.doCommitOffsets).
+        """Kafka's checks before an OffsetCommit (any version) or a TxnOffsetCommit is stored
+        (``GroupCoordinator.handleCommitOffsets`` / ``validateOffsetCommit`` /
+        ``doCommitOffsets``; ``ClassicGroup.validateOffsetCommit`` in Kafka 4), in Kafka's
+        order — the member and its generation first, the group's state last:
 
-        Generation -1 is a "simple" commit from a consumer that does not use group
-        management (``assign()``): allowed while the group has no members. Members may commit
-        for their generation while a rebalance is being prepared (their revoke callbacks do),
-        not while the new assignment is being handed out."""
+        1. a group this coordinator does not know: a commit with generation < 0 (a consumer
+           that does not use group management, ``assign()``) or a transactional one is
+           accepted (Kafka creates an empty "simple" group); any other is
+           ILLEGAL_GENERATION (an older generation's);
+        2. a Dead group: COORDINATOR_NOT_AVAILABLE;
+        3. generation < 0 while the group is Empty: accepted;
+        4. a request naming a member (generation >= 0, a member id or an instance id):
+           FENCED_INSTANCE_ID for a replaced static member, UNKNOWN_MEMBER_ID for a member
+           the group does not hold, ILLEGAL_GENERATION for another generation than the
+           group's; a request naming none (OffsetCommit v0/v1 without a generation) in a
+           group with members: UNKNOWN_MEMBER_ID, unless it is transactional
+           (TxnOffsetCommit v0–v2 carry neither);
+        5. only then, for a plain commit, CompletingRebalance: REBALANCE_IN_PROGRESS (the
+           member has the new generation from its JoinGroup answer but not its assignment).
+
+        So a member committing for its old generation during a rebalance is told
+        ILLEGAL_GENERATION, which librdkafka and the Java client treat as "rejoin"
+        (librdkafka's test 0113, commit during a rebalance). Members may commit for their
+        generation while a rebalance is being prepared (their revoke callbacks do); such a
+        commit counts as a heartbeat, as in Kafka. Runs on the event loop."""
         group = self.groups.get(group_id)
         if group is None:
-            return Errors.NONE if generation < 0 else Errors.ILLEGAL_GENERATION
+            accepted = generation < 0 or transactional
+            return Errors.NONE if accepted else Errors.ILLEGAL_GENERATION
+        if group.state is GroupState.DEAD:
+            return Errors.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and group.state is GroupState.EMPTY:
             return Errors.NONE
-        if self._fenced(group, member_id, group_instance_id):
-            return Errors.FENCED_INSTANCE_ID
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return Errors.REBALANCE_IN_PROGRESS
-        if member_id not in group.members:
+        if generation >= 0 or member_id or group_instance_id is not None:
+            if self._fenced(group, member_id, group_instance_id):
+                return Errors.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return Errors.UNKNOWN_MEMBER_ID
+            if generation != group.generation:
+                return Errors.ILLEGAL_GENERATION
+        elif not transactional and group.state is not GroupState.EMPTY:
             return Errors.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return Errors.ILLEGAL_GENERATION
+        if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
+            return Errors.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is not None:
+            member.last_heartbeat = self._now()
         return Errors.NONE
 
     def list_groups(self, with_offsets: Sequence[str] = ()) -> list[tuple[str, str, str]]:

@@ -1,6 +1,7 @@
 """The group coordinator's state machine, driven directly on an event loop."""
 
 import asyncio
+import functools
 
 from sluice.broker.groups.coordinator import GroupCoordinator, GroupState
 from sluice.broker.protocol.errors import Errors
@@ -193,6 +194,63 @@ def test_a_member_rejoining_unchanged_while_the_assignment_is_pending_gets_the_g
         assert c.heartbeat("g", 1, follower.member_id) == Errors.REBALANCE_IN_PROGRESS
         await join(c, follower.member_id)
         assert (await leader_join).generation == 2
+        c.close()
+
+    run(scenario())
+
+
+def test_commit_checks_member_and_generation_before_the_rebalance_state():
+    # Kafka's validateOffsetCommit: unknown member, then generation, then (plain commits only)
+    # CompletingRebalance. librdkafka's test 0113 commits with the old generation during a
+    # rebalance and expects ILLEGAL_GENERATION, not REBALANCE_IN_PROGRESS.
+    async def scenario():
+        c = coordinator()
+        a = await join(c, client="a")
+        await c.sync("g", 1, a.member_id, {a.member_id: b"x"})
+        newcomer = asyncio.ensure_future(join(c, client="b"))
+        await asyncio.sleep(0.05)
+        assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
+        # PreparingRebalance: the current generation may still commit (revoke callbacks)
+        assert c.validate_commit("g", 1, a.member_id) == Errors.NONE
+        assert c.validate_commit("g", 1, a.member_id, transactional=True) == Errors.NONE
+        again = await join(c, a.member_id, client="a")
+        b = await newcomer
+        assert c.groups["g"].state is GroupState.COMPLETING_REBALANCE
+        for transactional in (False, True):
+            check = functools.partial(c.validate_commit, transactional=transactional)
+            assert check("g", 1, a.member_id) == Errors.ILLEGAL_GENERATION  # stale generation
+            assert check("g", 2, "ghost") == Errors.UNKNOWN_MEMBER_ID
+            assert check("g", 1, "ghost") == Errors.UNKNOWN_MEMBER_ID  # member before generation
+            assert check("g", 3, b.member_id) == Errors.ILLEGAL_GENERATION
+        assert c.validate_commit("g", 2, again.member_id) == Errors.REBALANCE_IN_PROGRESS
+        # A transactional commit of the current generation is not held back by the state.
+        assert c.validate_commit("g", 2, again.member_id, transactional=True) == Errors.NONE
+        # No member and no generation (OffsetCommit v0/v1, TxnOffsetCommit v0-v2).
+        assert c.validate_commit("g", -1, "") == Errors.UNKNOWN_MEMBER_ID
+        assert c.validate_commit("g", -1, "", transactional=True) == Errors.NONE
+        # A member id with generation -1 is checked like any member's.
+        assert c.validate_commit("g", -1, again.member_id) == Errors.ILLEGAL_GENERATION
+        await asyncio.gather(c.sync("g", 2, a.member_id, {}), c.sync("g", 2, b.member_id, {}))
+        assert c.validate_commit("g", 2, again.member_id) == Errors.NONE
+        c.close()
+
+    run(scenario())
+
+
+def test_a_commit_counts_as_a_heartbeat_and_an_empty_group_takes_simple_commits():
+    async def scenario():
+        c = coordinator()
+        assert c.validate_commit("none", 0, "m", transactional=True) == Errors.NONE
+        a = await join(c, client="a", session_ms=400)
+        await c.sync("g", 1, a.member_id, {})
+        for _ in range(4):  # 0.8 s > the session timeout: only the commits keep it alive
+            await asyncio.sleep(0.2)
+            assert c.validate_commit("g", 1, a.member_id) == Errors.NONE
+        assert a.member_id in c.groups["g"].members
+        assert c.leave("g", [a.member_id]) == (Errors.NONE, [Errors.NONE])
+        assert c.groups["g"].state is GroupState.EMPTY
+        assert c.validate_commit("g", -1, "") == Errors.NONE
+        assert c.validate_commit("g", 1, a.member_id) == Errors.UNKNOWN_MEMBER_ID
         c.close()
 
     run(scenario())
