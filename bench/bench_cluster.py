@@ -14,10 +14,11 @@ message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/re
   of the peers benchmark (``bench.peers.kafka``: batch 1, batch 50, librdkafka's default
   batching) on a new one-partition topic; msg/s and the ratio all/1.
 * ``cluster_partitions`` — one message to every partition of a topic of 300 (quick), 1,500 and
-  4,000 partitions (full), ``acks=all``, the round timed until every message is acknowledged;
-  the first round (connections, metadata) apart from the median of the rest; and the topic's
-  creation: CreateTopics until every broker shows every partition with a leader and three
-  replicas in sync.
+  4,000 partitions (full; in topics of at most ``MAX_PARTITIONS_PER_TOPIC``, 1,000, the most
+  Sluice's CreateTopics allows), ``acks=all``, the round timed until every message is
+  acknowledged; the first round (connections, metadata) apart from the median of the rest; and
+  the topics' creation: one CreateTopics until every broker shows every partition with a leader
+  and three replicas in sync.
 * ``cluster_transactions`` — transactions per second at 1 and 100 batches per transaction (a
   batch is ``BATCH`` messages produced and flushed), and the median time of a transaction of
   one message (begin, produce, commit).
@@ -25,7 +26,7 @@ message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/re
   assignor, librdkafka's defaults otherwise); a third subscribes; the time from its
   ``subscribe()`` until all three hold an assignment given after it (their ``on_assign``),
   covering every partition once. The third then leaves, the two settle again, and it repeats.
-* ``cluster_failover`` — every partition of a topic of 300 (quick; 1,500 too in full mode)
+* ``cluster_failover`` — every one of those 300 partitions (quick; 1,500 too in full mode)
   has taken an ``acks=all`` write; the controller is killed with SIGKILL; from that moment,
   every partition not yet acknowledged is written again (one message each, librdkafka's own
   retries within ``message.timeout.ms``) until each has acknowledged a write produced after the
@@ -69,6 +70,7 @@ from bench import bench_profile
 from bench.bench_broker import load_average
 from bench.peers.kafka import PRODUCER, SETTINGS
 from bench.results import Results
+from sluice.broker.server.topic_admin import MAX_PARTITIONS_PER_TOPIC
 from sluice.testing.cluster import CLUSTER_OVERRIDES, METADATA_ERRORS, QUIET, BrokerCluster
 from sluice.testing.zookeeper import ZooKeeperServer, new_chroot
 
@@ -167,41 +169,67 @@ def started_cluster(work: Path, zookeeper: ZooKeeperServer) -> Iterator[BrokerCl
         cluster.stop()
 
 
+Partition = tuple[str, int]  # (topic, partition)
+
+
+def spread(prefix: str, partitions: int) -> dict[str, int]:
+    """``partitions`` over topics ``<prefix>-0``, ``<prefix>-1``, … of at most the broker's
+    ``MAX_PARTITIONS_PER_TOPIC`` each (Kafka has no such limit; Sluice's CreateTopics does)."""
+    size = MAX_PARTITIONS_PER_TOPIC
+    return {f"{prefix}-{i}": min(size, partitions - start)
+            for i, start in enumerate(range(0, partitions, size))}  # fmt: skip
+
+
+def every_partition(topics: dict[str, int]) -> list[Partition]:
+    return [(topic, i) for topic, count in topics.items() for i in range(count)]
+
+
 def create_topic(cluster: BrokerCluster, name: str, partitions: int, limit: float) -> float:
-    """Seconds from CreateTopics until every running broker shows every partition with a
-    leader and ``REPLICAS`` replicas in sync; :class:`DidNotFinish` after ``limit``."""
-    deadline = Deadline(f"creating {name} ({partitions:,} partitions)", limit)
+    """:func:`create_topics` of one topic."""
+    return create_topics(cluster, {name: partitions}, limit)
+
+
+def create_topics(cluster: BrokerCluster, topics: dict[str, int], limit: float) -> float:
+    """Seconds from one CreateTopics (``topics``: name -> partitions) until every running broker
+    shows every partition with a leader and ``REPLICAS`` replicas in sync;
+    :class:`DidNotFinish` after ``limit``."""
+    total = sum(topics.values())
+    deadline = Deadline(f"creating {', '.join(topics)} ({total:,} partitions)", limit)
     started = time.perf_counter()
-    future = cluster.admin().create_topics([NewTopic(name, partitions, REPLICAS)],
-                                           operation_timeout=limit)[name]  # fmt: skip
-    try:
-        future.result(timeout=limit)
-    except (TimeoutError, KafkaException) as e:
-        timed_out = isinstance(e, TimeoutError) or e.args[0].code() == KafkaError.REQUEST_TIMED_OUT
-        if not timed_out:
-            raise
-        raise DidNotFinish(deadline.what, limit, "CreateTopics unanswered") from None
-    missing = partitions
-    while (missing := _not_in_sync(cluster, name, partitions)) > 0:
+    futures = cluster.admin().create_topics(
+        [NewTopic(name, count, REPLICAS) for name, count in topics.items()],
+        operation_timeout=limit)  # fmt: skip
+    for future in futures.values():
+        try:
+            future.result(timeout=deadline.left())
+        except (TimeoutError, KafkaException) as e:
+            timed_out = (isinstance(e, TimeoutError)
+                         or e.args[0].code() == KafkaError.REQUEST_TIMED_OUT)  # fmt: skip
+            if not timed_out:
+                raise
+            raise DidNotFinish(deadline.what, limit, "CreateTopics unanswered") from None
+    while (missing := _not_in_sync(cluster, topics)) > 0:
         deadline.check(f"{missing:,} partitions without a leader and a full ISR")
         time.sleep(0.2)
     return time.perf_counter() - started
 
 
-def _not_in_sync(cluster: BrokerCluster, topic: str, partitions: int) -> int:
-    """Partitions some running broker shows without a leader or a full ISR (all of them when
-    a Metadata request fails: a broker may be between states)."""
+def _not_in_sync(cluster: BrokerCluster, topics: dict[str, int]) -> int:
+    """Partitions of ``topics`` some running broker shows without a leader or a full ISR (all
+    of them when a Metadata request fails: a broker may be between states)."""
+    total = sum(topics.values())
     worst = 0
     try:
-        for _, md in cluster.views(topic):
-            t = md.topics.get(topic)
-            if t is None or t.error is not None:
-                return partitions
-            ready = sum(1 for p in t.partitions.values()
-                        if p.leader >= 0 and len(p.isrs) == REPLICAS)  # fmt: skip
-            worst = max(worst, partitions - ready)
+        for _, md in cluster.views():
+            ready = 0
+            for name in topics:
+                t = md.topics.get(name)
+                if t is not None and t.error is None:
+                    ready += sum(1 for p in t.partitions.values()
+                                 if p.leader >= 0 and len(p.isrs) == REPLICAS)  # fmt: skip
+            worst = max(worst, total - ready)
     except METADATA_ERRORS:
-        return partitions
+        return total
     return worst
 
 
@@ -215,14 +243,14 @@ class Acks:
     """Delivery reports of one producer: acknowledged partitions with their times, failures."""
 
     def __init__(self) -> None:
-        self.acked: dict[int, float] = {}
+        self.acked: dict[Partition, float] = {}
         self.count = 0
         self.errors: list[str] = []
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is None:
             self.count += 1
-            self.acked[msg.partition()] = time.perf_counter()
+            self.acked[msg.topic(), msg.partition()] = time.perf_counter()
         else:
             self.errors.append(str(err))
 
@@ -292,28 +320,28 @@ def throughput(cluster: BrokerCluster, topic: str, acks: str, way: str, count: i
     return count / (time.perf_counter() - started)
 
 
-def rounds(cluster: BrokerCluster, topic: str, partitions: int, count: int,
+def rounds(cluster: BrokerCluster, targets: list[Partition], count: int,
            limit: float) -> list[float]:  # fmt: skip
-    """Milliseconds of ``count + 1`` rounds of one ``acks=all`` message to every partition
-    (default batching), each until every message is acknowledged; the first is the warm-up.
-    Fewer when ``limit`` seconds pass first; :class:`DidNotFinish` when not even the first
-    round finished."""
+    """Milliseconds of ``count + 1`` rounds of one ``acks=all`` message to every partition of
+    ``targets`` (default batching), each until every message is acknowledged; the first is the
+    warm-up. Fewer when ``limit`` seconds pass first; :class:`DidNotFinish` when not even the
+    first round finished."""
     p = producer(cluster, "all", SETTINGS["default batching"])
-    deadline = Deadline(f"one message to each of {partitions:,} partitions", limit)
+    deadline = Deadline(f"one message to each of {len(targets):,} partitions", limit)
     out: list[float] = []
     for _ in range(count + 1):
         reports = Acks()
         started = time.perf_counter()
-        for i in range(partitions):
+        for topic, i in targets:
             send(p, topic, i, reports)
         try:
-            reports.wait(p, partitions, deadline)
+            reports.wait(p, len(targets), deadline)
         except DidNotFinish:
             if not out:
                 raise
             break
         if reports.errors:
-            raise RuntimeError(f"{topic}: {len(reports.errors)} failed: {reports.errors[0]}")
+            raise RuntimeError(f"{len(reports.errors)} messages failed: {reports.errors[0]}")
         out.append((time.perf_counter() - started) * 1000)
     return out
 
@@ -439,35 +467,32 @@ def rebalances(cluster: BrokerCluster, topic: str, joins: int, limit: float) -> 
     return out
 
 
-def failover(
-    cluster: BrokerCluster, topic: str, partitions: int, limit: float
-) -> tuple[int, float]:
-    """(the controller killed, seconds from its ``kill -9`` until every partition of ``topic``
-    acknowledged an ``acks=all`` write produced after it); :class:`DidNotFinish` after
-    ``limit`` seconds."""
+def failover(cluster: BrokerCluster, targets: list[Partition], limit: float) -> tuple[int, float]:
+    """(the controller killed, seconds from its ``kill -9`` until every partition of
+    ``targets`` acknowledged an ``acks=all`` write produced after it); :class:`DidNotFinish`
+    after ``limit`` seconds."""
     p = producer(cluster, "all", {**SETTINGS["default batching"],
                                   "message.timeout.ms": FAILOVER_MESSAGE_TIMEOUT_MS})  # fmt: skip
     before = Acks()
-    for i in range(partitions):
+    for topic, i in targets:
         send(p, topic, i, before)
-    before.wait(p, partitions, Deadline("every partition written before the kill", limit))
+    before.wait(p, len(targets), Deadline("every partition written before the kill", limit))
     controller = cluster.controller_id()
     cluster.kill(controller)
     killed = time.perf_counter()
-    deadline = Deadline(f"failover of {partitions:,} partitions", limit)
-    pending = set(range(partitions))
+    deadline = Deadline(f"failover of {len(targets):,} partitions", limit)
+    pending = set(targets)
     last = killed
     while pending:
         reports = Acks()
-        for i in sorted(pending):
+        for topic, i in sorted(pending):
             send(p, topic, i, reports)
         try:
             reports.wait(p, len(pending), deadline)
         except DidNotFinish:
             refusing = len(pending) - len(reports.acked)
-            raise DidNotFinish(
-                deadline.what, limit, f"{refusing:,} of {partitions:,} partitions still refusing"
-            ) from None
+            raise DidNotFinish(deadline.what, limit, f"{refusing:,} of {len(targets):,} "
+                               "partitions still refusing") from None  # fmt: skip
         pending -= set(reports.acked)
         last = max([last, *reports.acked.values()])
     return controller, last - killed
@@ -556,11 +581,15 @@ def measure_clients(results: Results, cluster: BrokerCluster, sizes: Sizes) -> N
 def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int,
                        sizes: Sizes) -> None:  # fmt: skip
     """Topic creation and rounds at ``partitions``; then the failover, when its mode has it."""
-    system, topic = f"{partitions:,} partitions", f"wide-{partitions}"
+    system, topics = f"{partitions:,} partitions", spread(f"wide-{partitions}", partitions)
+    targets = every_partition(topics)
     creation, round_ms = math.nan, [math.nan]
+    if len(topics) > 1:
+        results.note("cluster_partitions", f"{system} in {len(topics)} topics of at most "
+                     f"{MAX_PARTITIONS_PER_TOPIC:,} (the broker's limit per topic)")  # fmt: skip
     try:
-        creation = create_topic(cluster, topic, partitions, sizes.limit * 2)
-        round_ms = rounds(cluster, topic, partitions, sizes.rounds, sizes.limit)
+        creation = create_topics(cluster, topics, sizes.limit * 2)
+        round_ms = rounds(cluster, targets, sizes.rounds, sizes.limit)
     except DidNotFinish as e:
         results.note("cluster_partitions", str(e))
     results.add("cluster_partitions", system, "topic creation", creation, "s")
@@ -574,7 +603,7 @@ def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int
         return
     seconds = math.nan
     try:
-        controller, seconds = failover(cluster, topic, partitions, sizes.limit * 2)
+        controller, seconds = failover(cluster, targets, sizes.limit * 2)
         results.note("cluster_failover", f"{system}: broker {controller} was the controller")
     except DidNotFinish as e:
         results.note("cluster_failover", str(e))

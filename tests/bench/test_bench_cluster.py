@@ -33,6 +33,13 @@ def test_percentile_is_the_nearest_rank(values: list[float], q: float, expected:
     assert bench_cluster.percentile(values, q) == expected
 
 
+def test_partitions_spread_over_topics_the_broker_accepts() -> None:
+    assert bench_cluster.spread("w", 300) == {"w-0": 300}
+    assert bench_cluster.spread("w", 1_500) == {"w-0": 1_000, "w-1": 500}
+    assert bench_cluster.spread("w", 4_000) == {f"w-{i}": 1_000 for i in range(4)}
+    assert bench_cluster.every_partition({"a": 2, "b": 1}) == [("a", 0), ("a", 1), ("b", 0)]
+
+
 def test_percentile_of_nothing_is_nan() -> None:
     assert math.isnan(bench_cluster.percentile([], 50))
 
@@ -106,7 +113,7 @@ def test_a_measurement_past_its_limit_is_recorded_as_not_finished(
     with bench_cluster.started_cluster(tmp_path / "cluster", zookeeper) as cluster:
         bench_cluster.measure_partitions(results, cluster, 1_000, sizes)
         with pytest.raises(DidNotFinish, match="did not finish in 0 s"):
-            bench_cluster.throughput(cluster, "wide-1000", "all", "batch 1", 10**7, 0.2)
+            bench_cluster.throughput(cluster, "wide-1000-0", "all", "batch 1", 10**7, 0.2)
     rows = {r.metric: r for r in results.items}
     assert set(rows) == {"topic creation", "first round", "round, median of the rest"}
     assert all(math.isnan(r.value) for r in rows.values())
