@@ -52,15 +52,15 @@ import logging
 import struct
 import time
 import uuid
-from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from sluice.broker.groups.commit_failure import commit_failure_code
+from sluice.broker.groups.group import Group, GroupState, JoinResult, Member, SyncResult
 from sluice.broker.groups.offset_store import OffsetCommitFailedError
-from sluice.broker.groups.offsets_topic_records import GroupMetadataValue, MemberMetadata
+from sluice.broker.groups.offsets_topic_records import GroupMetadataValue
 from sluice.broker.protocol.errors import Errors
+
+__all__ = ["GroupCoordinator", "GroupState", "JoinResult", "SyncResult", "StoreGroup"]
 
 log = logging.getLogger(__name__)
 
@@ -68,84 +68,6 @@ log = logging.getLogger(__name__)
 MAX_FENCED_MEMBER_IDS = 1000
 
 StoreGroup = Callable[[str, GroupMetadataValue | None], Awaitable[None]]
-
-
-class GroupState(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    error: Errors
-    generation: int = -1
-    protocol_name: str = ""
-    leader: str = ""
-    member_id: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()  # only the leader gets them
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    error: Errors
-    assignment: bytes = b""
-
-
-@dataclass
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocols: list[tuple[str, bytes]]
-    last_heartbeat: float
-    assignment: bytes = b""
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
-
-    def metadata_for(self, protocol: str) -> bytes:
-        return next((m for name, m in self.protocols if name == protocol), b"")
-
-
-@dataclass
-class Group:
-    group_id: str
-    state: GroupState = GroupState.EMPTY
-    generation: int = 0
-    protocol_type: str = ""
-    protocol_name: str = ""
-    leader: str = ""
-    members: dict[str, Member] = field(default_factory=dict)
-    pending_members: set[str] = field(default_factory=set)
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id → member id
-    # member ids replaced by a static member's rejoin → their instance id (fenced)
-    fenced: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    rebalance_task: asyncio.Task[None] | None = None
-    all_joined: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def supports(self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> bool:
-        if not self.members:
-            return True  # an empty group takes whatever protocol its next member brings
-        if protocol_type != self.protocol_type:
-            return False
-        names = {name for name, _ in protocols}
-        return any(
-            all(name in {n for n, _ in m.protocols} for m in self.members.values())
-            for name in names
-        )
-
-    def select_protocol(self) -> str:
-        """The protocol every member supports that most members prefer (Kafka's vote)."""
-        candidates = set.intersection(*({n for n, _ in m.protocols} for m in self.members.values()))
-        votes: Counter[str] = Counter()
-        for m in self.members.values():
-            votes[next(n for n, _ in m.protocols if n in candidates)] += 1
-        return max(sorted(candidates), key=lambda n: votes[n])
 
 
 class GroupCoordinator:
@@ -157,14 +79,20 @@ class GroupCoordinator:
         max_session_timeout_ms: int = 1_800_000,
         has_offsets: Callable[[str], bool] = lambda _g: False,
         store_group: StoreGroup | None = None,
+        empty_group_check_interval_ms: int = 600_000,
     ) -> None:
         """``store_group``: makes a group's metadata durable (``OffsetStore.store_group``),
         awaited when a generation's assignment is handed out, a static member is replaced and
-        a group becomes empty, as Kafka's ``storeGroup``; None keeps groups in memory only."""
+        a group becomes empty, as Kafka's ``storeGroup``; None keeps groups in memory only.
+        ``has_offsets``: whether a group has committed offsets; every
+        ``empty_group_check_interval_ms`` (Kafka's ``offsets.retention.check.interval.ms``)
+        an Empty group without offsets is removed and a tombstone written for it, as Kafka's
+        ``cleanupGroupMetadata`` does."""
         self.initial_delay = initial_rebalance_delay_ms / 1000
         self.min_session_ms = min_session_timeout_ms
         self.max_session_ms = max_session_timeout_ms
         self._has_offsets = has_offsets
+        self.empty_group_check_interval = empty_group_check_interval_ms / 1000
         self._store_group = store_group
         self._store_tasks: set[asyncio.Task[Errors]] = set()
         self.groups: dict[str, Group] = {}
@@ -172,7 +100,12 @@ class GroupCoordinator:
 
     @staticmethod
     def _now() -> float:
-        return asyncio.get_running_loop().time()
+        """The event loop's clock (``time.monotonic``, the loop's default), also off it (a
+        partition loaded as the broker starts)."""
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:
+            return time.monotonic()
 
     # -- JoinGroup -------------------------------------------------------------------------
 
@@ -509,6 +442,7 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, group_instance_id: str | None = None
     ) -> Errors:
+        self._ensure_expiry_task()  # a group loaded at startup: its sessions expire from now
         checked = self._check_member(group_id, generation, member_id, group_instance_id)
         state = checked if isinstance(checked, Errors) else checked.state.value
         log.debug("group %s: heartbeat from %s generation %d: %s",
@@ -593,9 +527,76 @@ class GroupCoordinator:
             self._expiry_task = asyncio.get_running_loop().create_task(self._expire_loop())
 
     async def _expire_loop(self) -> None:
+        checked = self._now()
         while True:
             await asyncio.sleep(0.25)
             self.expire_sessions()
+            if self._now() - checked >= self.empty_group_check_interval:
+                checked = self._now()
+                self.remove_empty_groups()
+
+    def remove_empty_groups(self) -> list[str]:
+        """Remove every Empty group without committed offsets, writing its tombstone (Kafka's
+        ``cleanupGroupMetadata``: such a group is Dead and its metadata record deleted, so
+        compaction drops it); the removed group ids. A group with a join under way (a member
+        asked to rejoin with its id, or a rebalance task) stays."""
+        removed = []
+        for group in list(self.groups.values()):
+            idle = not group.pending_members and group.rebalance_task is None
+            if group.state is GroupState.EMPTY and idle and not self._has_offsets(group.group_id):
+                group.state = GroupState.DEAD
+                del self.groups[group.group_id]
+                self._store_later(group, deleted=True)
+                removed.append(group.group_id)
+        if removed:
+            log.info("removed %d empty group(s) without offsets: %s", len(removed),
+                     ", ".join(removed))  # fmt: skip
+        return removed
+
+    # -- coordination moving (Kafka's onElection / onResignation) ------------------------------
+
+    def load_groups(self, stored: Mapping[str, GroupMetadataValue]) -> list[str]:
+        """Take over the groups whose metadata a ``__consumer_offsets`` partition this broker
+        now leads holds (Kafka's ``loadGroup`` / ``onGroupLoaded``): each is rebuilt with its
+        generation, protocol, leader and members' assignments — Stable, or Empty without
+        members — every member's session starting now, so that its heartbeats and commits
+        with its generation succeed here and a stable group keeps its assignment. A group
+        already held here is kept, as Kafka's loader keeps a cached group. The loaded ids."""
+        now = self._now()
+        loaded = []
+        for group_id, value in stored.items():
+            if group_id in self.groups:
+                continue
+            self.groups[group_id] = Group.from_metadata(group_id, value, now)
+            loaded.append(group_id)
+            log.info("group %s: loaded generation %d (%d members, protocol %s, leader %s)",
+                     group_id, value.generation, len(value.members), value.protocol,
+                     value.leader)  # fmt: skip
+        with contextlib.suppress(RuntimeError):  # no loop yet: the first request starts it
+            self._ensure_expiry_task()
+        return loaded
+
+    def unload_groups(self, belongs: Callable[[str], bool]) -> list[str]:
+        """Give up every group for which ``belongs(group_id)`` (its partition's leadership
+        moved away: Kafka's ``onGroupUnloaded``): it becomes Dead and is forgotten; a member
+        waiting for its JoinGroup or SyncGroup answer gets NOT_COORDINATOR and looks the
+        coordinator up again. The unloaded ids."""
+        gone = [g for g in self.groups.values() if belongs(g.group_id)]
+        for group in gone:
+            group.state = GroupState.DEAD
+            if group.rebalance_task is not None:
+                group.rebalance_task.cancel()
+            for m in group.members.values():
+                if m.join_future is not None and not m.join_future.done():
+                    m.join_future.set_result(
+                        JoinResult(Errors.NOT_COORDINATOR, member_id=m.member_id)
+                    )
+                if m.sync_future is not None and not m.sync_future.done():
+                    m.sync_future.set_result(SyncResult(Errors.NOT_COORDINATOR))
+            del self.groups[group.group_id]
+        if gone:
+            log.info("unloaded %d group(s)", len(gone))
+        return [g.group_id for g in gone]
 
     def expire_sessions(self) -> None:
         now = self._now()
@@ -614,35 +615,14 @@ class GroupCoordinator:
 
     # -- durability (Kafka's storeGroup) ---------------------------------------------------
 
-    def _metadata(self, group: Group) -> GroupMetadataValue:
-        return GroupMetadataValue(
-            group.protocol_type,
-            group.generation,
-            group.protocol_name or None,
-            group.leader or None,
-            int(time.time() * 1000),
-            tuple(
-                MemberMetadata(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.rebalance_timeout_ms,
-                    m.session_timeout_ms,
-                    m.metadata_for(group.protocol_name),
-                    m.assignment,
-                )  # fmt: skip
-                for m in group.members.values()
-            ),
-        )
-
     async def _store(self, group: Group, *, deleted: bool = False) -> Errors:
         """Make the group's metadata durable; the code its members get if that failed (the
         rule of ``sluice.broker.groups.commit_failure``, as for an offset commit)."""
         if self._store_group is None:
             return Errors.NONE
         try:
-            await self._store_group(group.group_id, None if deleted else self._metadata(group))
+            value = None if deleted else group.to_metadata(int(time.time() * 1000))
+            await self._store_group(group.group_id, value)
         except OffsetCommitFailedError as exc:
             log.warning("group %s: metadata not stored: %s", group.group_id, exc)
             return commit_failure_code(exc)

@@ -462,6 +462,15 @@ class OffsetStore:
         with self._lock:
             return self._group_metadata.get(group)
 
+    def groups_in(self, partition: int) -> dict[str, GroupMetadataValue]:
+        """Group id → last stored metadata of every group of ``partition`` (loaded with it):
+        what the group coordinator rebuilds its groups from when it takes the partition
+        over (``GroupCoordinator.load_groups``)."""
+        with self._lock:
+            return {
+                g: v for g, v in self._group_metadata.items() if self.partition_for(g) == partition
+            }
+
 
 def _normal(c: CommittedOffset) -> CommittedOffset:
     """ "" and no metadata are one thing in Kafka's schema: keep ``None`` for both."""
