@@ -74,6 +74,13 @@ PATHS = {
 _WRITE = ("._flush ", "._write ", "StreamWriter.", "sendfile", "_write_ready", "drain",
           "_SelectorSocketTransport.write ", "_SelectorTransport.write",
           "broker/server/response_writer.py")  # fmt: skip
+# The frames between the socket and a handler: the dispatcher, a connection's loop, the acceptor.
+_DISPATCH = (
+    "RequestDispatcher.handle_frame ",
+    "Connection._read_loop ",
+    "Connection.serve ",
+    "Acceptor._on_connection ",
+)
 _READ = ("_read_ready", "StreamReader.", "FrameDecoder.", "data_received", "recv_into")
 RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("write", lambda f: any(w in f for w in _WRITE)),
@@ -81,7 +88,7 @@ RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("encode", lambda f: "broker/protocol/" in f and ("encode" in f or "build" in f
                                                      or "fetch_response" in f)),
     ("decode", lambda f: "broker/protocol/" in f or "decode_request" in f),
-    ("dispatch", lambda f: "Broker.handle_frame " in f or "Broker._on_connection " in f
+    ("dispatch", lambda f: any(d in f for d in _DISPATCH)
      or "metrics.py" in f and "record_request" in f),
     ("handler", lambda f: "broker/" in f),
 )  # fmt: skip

@@ -9,8 +9,8 @@ LOOP = (
     "BaseEventLoop.run_forever (asyncio/base_events.py:607);"
     "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80)"
 )
-CONN = LOOP + ";Broker._on_connection (broker/server/broker.py:544)"
-FRAME = CONN + ";Broker.handle_frame (broker/server/broker.py:613)"
+CONN = LOOP + ";Connection._read_loop (broker/server/connection.py:143)"
+FRAME = CONN + ";RequestDispatcher.handle_frame (broker/server/dispatcher.py:49)"
 FOLDED = [
     FRAME + ";handle_produce (broker/server/handlers/produce.py:91);"
     "Log.append (broker/log/log.py:352) 6",
@@ -37,7 +37,7 @@ def test_parse_folded_drops_line_numbers_and_merges_stacks() -> None:
     profile = parse_folded([FRAME + " 1", FRAME.replace(":613)", ":614)") + " 2", ""])
     assert profile.samples == 3
     assert len(profile.stacks) == 1
-    assert next(iter(profile.stacks))[-1] == "Broker.handle_frame (broker/server/broker.py)"
+    assert next(iter(profile.stacks))[-1] == "RequestDispatcher.handle_frame (broker/server/dispatcher.py)"
 
 
 def test_each_stack_goes_to_its_innermost_named_part_of_a_request() -> None:
