@@ -38,6 +38,17 @@ States (Kafka's ``GroupState``)::
   follow-up rebalance (started by the members that revoked partitions, which rejoin at once)
   waits up to ``heartbeat.interval.ms`` for the others, as on Kafka; the join completes the
   moment the last known member rejoins.
+* **Durable groups** (Kafka's ``storeGroup`` and group loading): with ``store_group`` the
+  group's metadata (``GroupMetadataValue``: generation, protocol, leader, members with their
+  subscriptions and assignments) is written to ``__consumer_offsets`` when a generation's
+  assignment is handed out (the leader's SyncGroup is answered only once it is durable), a
+  static member is replaced, and the group becomes empty; a tombstone when it is deleted or
+  removed empty. A broker that takes over the partition rebuilds the groups from it
+  (:meth:`GroupCoordinator.load_groups`), so a stable group goes on with the same generation
+  and assignments at its new coordinator; the one that gives it up drops them
+  (:meth:`GroupCoordinator.unload_groups`).
+* **Offset commits** are checked in Kafka's order (:meth:`GroupCoordinator.validate_commit`):
+  the member and its generation first, the group's state last.
 
 Errors are Kafka's codes (members of ``sluice.broker.protocol.errors.Errors``); every method
 returns them rather than raising, since each is an ordinary answer to a client. Not

@@ -13,8 +13,12 @@ Each commit request is one batch; each committed partition one record, in Kafka'
 schemas (``sluice.broker.groups.offsets_topic_records``): key version 1 (group, topic,
 partition), value ``OffsetCommitValue`` v3 (offset, leader epoch, metadata, commit timestamp)
 or null once the offset is deleted. A group's metadata (:meth:`OffsetStore.store_group`) is key
-version 2 with a ``GroupMetadataValue`` v3. Every record has a key, so the topic may be
-compacted (``cleanup.policy=compact``). Kafka has no null metadata ("" is its ``NoMetadata``):
+version 2 with a ``GroupMetadataValue`` v3 (null once the group is gone); a partition's load
+reads its groups' last records back, and the group coordinator rebuilds its groups from them
+(:meth:`OffsetStore.groups_in`, ``GroupCoordinator.load_groups``). Every record has a key (a
+group's topic-partition, or the group), so the topic may be compacted
+(``cleanup.policy=compact``): the cleaner keeps each key's last record and drops tombstones
+past their horizon. Kafka has no null metadata ("" is its ``NoMetadata``):
 a commit without metadata is written as "" and reads back as ``None``.
 
 **Migration of Sluice's JSON records.** Sluice used to write JSON (``{"version": 1, "group":
