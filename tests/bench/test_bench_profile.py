@@ -19,7 +19,7 @@ FOLDED = [
     FRAME + ";decode_request (broker/protocol/codec.py:40);"
     "parse_request_header (broker/protocol/headers.py:5) 3",
     FRAME + " 1",
-    CONN + ";Broker._flush (broker/server/broker.py:620) 4",
+    CONN + ";flush_pending (broker/server/response_writer.py:75) 4",
     LOOP + ";_SelectorSocketTransport._read_ready (asyncio/selector_events.py:1000) 2",
     LOOP + " 1",
     "Thread._bootstrap (threading.py:995);LogFlusher.run (broker/log/log_manager.py:80) 1",
@@ -37,7 +37,10 @@ def test_parse_folded_drops_line_numbers_and_merges_stacks() -> None:
     profile = parse_folded([FRAME + " 1", FRAME.replace(":613)", ":614)") + " 2", ""])
     assert profile.samples == 3
     assert len(profile.stacks) == 1
-    assert next(iter(profile.stacks))[-1] == "RequestDispatcher.handle_frame (broker/server/dispatcher.py)"
+    assert (
+        next(iter(profile.stacks))[-1]
+        == "RequestDispatcher.handle_frame (broker/server/dispatcher.py)"
+    )
 
 
 def test_each_stack_goes_to_its_innermost_named_part_of_a_request() -> None:
@@ -67,14 +70,14 @@ def test_waits_are_left_out_of_the_busy_shares_and_counted_apart() -> None:
 def test_own_and_total_time() -> None:
     profile = parse_folded(FOLDED)
     assert profile.own()["Log.append (broker/log/log.py)"] == 6
-    assert profile.total()["Broker.handle_frame (broker/server/broker.py)"] == 12
+    assert profile.total()["RequestDispatcher.handle_frame (broker/server/dispatcher.py)"] == 12
     text = summary("produce batch 1", profile, "what ran", "1 msg/s")
     assert text.splitlines()[0] == "produce batch 1: what ran; 1 msg/s"
     assert "30.0%  Log.append (broker/log/log.py)" in text
     # The scaffolding every loop sample has is not ranked by total time.
     total = text.split("total time")[1]
     assert "run_forever" not in total
-    assert "60.0%  Broker.handle_frame (broker/server/broker.py)" in total
+    assert "60.0%  RequestDispatcher.handle_frame (broker/server/dispatcher.py)" in total
 
 
 def test_the_response_writers_own_frames_count_as_write() -> None:
