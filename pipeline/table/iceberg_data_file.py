@@ -1,0 +1,175 @@
+"""Iceberg-ready Parquet data files: written by executors, described by the driver.
+
+``IcebergFileWriter`` (picklable: it holds the table's schema and spec as JSON) turns a load's
+Arrow rows into Parquet data files a catalog commit can add as they are:
+
+* the columns are the table's, in its order, each carrying its Iceberg field id
+  (``PARQUET:field_id``, pyiceberg's ``schema_to_pyarrow``), so readers resolve columns by id
+  and a renamed or added column never mis-reads an old file; a column the rows lack is
+  written null (an optional column added by an earlier version);
+* **one file per partition value**: the rows are grouped by the table's partition spec
+  (``day(timestamp)`` → one file per UTC day), computed here with Arrow compute for
+  ``identity``, ``year``, ``month``, ``day``, ``hour`` and value by value for ``bucket`` and
+  ``truncate``; the path is ``<location>/data/<spec path>/<prefix>-<n>.parquet``
+  (``event_time_day=2024-01-02``), Iceberg's default layout;
+* Parquet statistics on every column, from which the driver's ``describe_data_files`` takes
+  the Iceberg column metrics (value, null counts, bounds) and checks the partition: a file
+  whose rows span two partition values is refused (pyiceberg's ``parquet_file_to_data_file``).
+
+A file is written to its final name directly: the name holds the writer's ``prefix`` (the run
+id, the split and a random part), no reader sees a file until a snapshot references it, and a
+file of a crashed run stays unreferenced until ``remove-orphans`` deletes it. A writer call is
+for one thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
+from pyiceberg.manifest import DataFile
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import (
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    YearTransform,
+)
+from pyiceberg.typedef import Record
+
+__all__ = ["IcebergFileWriter", "WrittenFile", "describe_data_files"]
+
+_MICROS_PER_DAY = 86_400_000_000
+_MICROS_PER_HOUR = 3_600_000_000
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file an executor wrote: its full URI, bytes and rows."""
+
+    path: str
+    size: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class IcebergFileWriter:
+    """Writes rows as the table's data files (module doc). ``schema_json`` / ``spec_json`` are
+    the table's current schema and spec as pyiceberg JSON; ``location`` its root URI."""
+
+    schema_json: str
+    spec_json: str
+    location: str
+    filesystem_properties: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def for_table(
+        cls, schema: Schema, spec: PartitionSpec, location: str, properties: dict[str, str]
+    ) -> IcebergFileWriter:
+        return cls(
+            schema.model_dump_json(),
+            spec.model_dump_json(),
+            location.rstrip("/"),
+            tuple(sorted((k, v) for k, v in properties.items() if k.startswith("s3."))),
+        )
+
+    def write(self, rows: pa.Table, prefix: str) -> list[WrittenFile]:
+        """Write ``rows`` (the load's columns) as one file per partition value, named
+        ``<prefix>-<n>-<random>.parquet``; returns the files. No rows, no file."""
+        if rows.num_rows == 0:
+            return []
+        schema = Schema.model_validate_json(self.schema_json)
+        spec = PartitionSpec.model_validate_json(self.spec_json)
+        table = _conform(rows, schema_to_pyarrow(schema, include_field_ids=True))
+        io = _file_io(self.location, dict(self.filesystem_properties))
+        written = []
+        random = uuid.uuid4().hex[:8]
+        for n, (record, part) in enumerate(_partitions(table, schema, spec)):
+            relative = spec.partition_to_path(record, schema) if spec.fields else ""
+            directory = f"{self.location}/data" + (f"/{relative}" if relative else "")
+            path = f"{directory}/{prefix}-{n:05d}-{random}.parquet"
+            output = io.new_output(path)
+            with output.create(overwrite=True) as stream:
+                pq.write_table(part, stream, write_statistics=True, compression="zstd")
+            written.append(WrittenFile(path, len(io.new_input(path)), part.num_rows))
+        return written
+
+
+def describe_data_files(
+    io: FileIO, metadata: TableMetadata, paths: Sequence[str]
+) -> list[DataFile]:
+    """The Iceberg ``DataFile`` entries of ``paths``, from their Parquet footers (record
+    counts, column metrics, the partition value — checked to be one per file — and size)."""
+    return [parquet_file_to_data_file(io, metadata, path) for path in paths]
+
+
+def _file_io(location: str, properties: dict[str, str]) -> FileIO:
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    return PyArrowFileIO(properties)
+
+
+def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """``rows`` in the table's column order and types (ids in the field metadata); a column
+    the rows lack is null. Widened types (int → long) are cast."""
+    columns = []
+    for field in target:
+        if field.name in rows.column_names:
+            columns.append(rows.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _partitions(
+    table: pa.Table, schema: Schema, spec: PartitionSpec
+) -> list[tuple[Record, pa.Table]]:
+    """``table``'s rows grouped by their partition value, in order of first appearance."""
+    if not spec.fields:
+        return [(Record(), table)]
+    keys = {}
+    for i, field in enumerate(spec.fields):
+        source = schema.find_field(field.source_id)
+        keys[f"_p{i}"] = _transformed(table.column(source.name), field.transform, source.field_type)
+    key_table = pa.table(keys)
+    unique = key_table.group_by(list(keys), use_threads=False).aggregate([])
+    groups = []
+    for row in unique.to_pylist():
+        mask = None
+        for name, value in row.items():
+            column = key_table.column(name)
+            test = pc.is_null(column) if value is None else pc.equal(column, value)
+            test = pc.fill_null(test, False)
+            mask = test if mask is None else pc.and_(mask, test)
+        groups.append((Record(*row.values()), table.filter(mask)))
+    return groups
+
+
+def _transformed(column: pa.ChunkedArray, transform: object, source_type: object) -> pa.Array:
+    """The partition values of ``column`` under ``transform`` (Iceberg's integer forms:
+    days, hours, months and years since 1970)."""
+    if isinstance(transform, IdentityTransform):
+        return column
+    if isinstance(transform, (DayTransform, HourTransform)):
+        if pa.types.is_date(column.type):
+            days = pc.cast(column, pa.int32())
+            return days if isinstance(transform, DayTransform) else pc.multiply(days, 24)
+        micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+        unit = _MICROS_PER_DAY if isinstance(transform, DayTransform) else _MICROS_PER_HOUR
+        return pc.cast(pc.floor(pc.divide(pc.cast(micros, pa.float64()), float(unit))), pa.int32())
+    if isinstance(transform, (MonthTransform, YearTransform)):
+        years = pc.subtract(pc.year(column), 1970)
+        if isinstance(transform, YearTransform):
+            return pc.cast(years, pa.int32())
+        return pc.cast(pc.add(pc.multiply(years, 12), pc.subtract(pc.month(column), 1)), pa.int32())
+    function = transform.transform(source_type)  # type: ignore[attr-defined]
+    return pa.array([function(v) for v in column.to_pylist()])
