@@ -24,7 +24,8 @@ the horizon. Control batches get the same stamp once their transaction's data is
 (``contains_marker_for_empty_txn``, Kafka's ``BatchRetentionResult``; the cleaner decides it
 with ``cleaned_transactions``), and the cleaner drops them after it.
 
-:func:`check_keys` is the append-time rule of a compacted log: every record has a key.
+:func:`check_keys` is the append-time rule of a compacted log: every record has a key; it names
+every record that has none (``KeylessRecordsError.record_errors``, Kafka's KIP-467 record errors).
 
 Records are never fully decoded here: a kept record's bytes are copied with only its
 TimestampDelta varint rewritten. All functions are pure and thread-safe.
@@ -114,18 +115,48 @@ def iter_records(data: bytes | memoryview, header: BatchHeader) -> Iterator[RawR
         )
 
 
+class RecordError(NamedTuple):
+    """One refused record of a produced batch, as Kafka's ``RecordError`` (KIP-467): its index
+    in the batch (0 for the first record) and why it was refused."""
+
+    batch_index: int
+    message: str
+
+
+class KeylessRecordsError(NullKeyOnCompactedTopicError):
+    """The records of a batch for a compacted log that have no key, each named
+    (``record_errors``, in batch order), so Produce v8+ can answer them per record as Kafka's
+    ``RecordValidationException`` does; the message says how many and names the first three."""
+
+    def __init__(self, message: str, record_errors: tuple[RecordError, ...]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 def check_keys(buf: bytes | bytearray | memoryview, headers: list[BatchHeader], name: str) -> None:
-    """Raise :class:`NullKeyOnCompactedTopicError` if a record of these batches (validated,
-    positions relative to ``buf``) has no key."""
+    """Raise :class:`KeylessRecordsError` naming every record of these batches (validated,
+    positions relative to ``buf``) that has no key; each batch's records are indexed from 0,
+    as Kafka's ``LogValidator`` indexes them."""
     view = memoryview(buf)
+    errors: list[RecordError] = []
     for header in headers:
         batch = view[header.position : header.position + header.size]
-        for record in iter_records(record_bytes(batch, header), header):
+        for index, record in enumerate(iter_records(record_bytes(batch, header), header)):
             if record.key is None:
-                raise NullKeyOnCompactedTopicError(
-                    f"{name}: a compacted topic expects a key on every record, found none "
-                    f"on the record at offset delta {record.offset - header.base_offset}"
+                errors.append(
+                    RecordError(
+                        index,
+                        f"Compacted topic cannot accept message without key in topic "
+                        f"partition {name}.",
+                    )
                 )
+    if errors:
+        first = ", ".join(str(e.batch_index) for e in errors[:3])
+        raise KeylessRecordsError(
+            f"{name}: a compacted topic expects a key on every record, found {len(errors)} "
+            f"without one (batch index {first}{', ...' if len(errors) > 3 else ''})",
+            tuple(errors),
+        )
 
 
 def filter_batch(

@@ -16,6 +16,14 @@ it, marks its log dir offline and raises ``LogDirFailureError``; the partition a
 KAFKA_STORAGE_ERROR (retriable: the producer retries, and succeeds once the dir is back)
 while the connection and the request's other partitions carry on. The log dir failure channel
 logs the event once; refusals while the dir is offline log at DEBUG only.
+
+Per-record errors (KIP-467): a batch for a compacted topic with records that have no key is
+refused whole (INVALID_RECORD), and from v8 the answer names each such record in
+``record_errors`` (its index in the batch and why) with ``error_message`` saying how many, as
+Kafka's ``RecordValidationException`` answers: librdkafka then fails those messages with
+INVALID_RECORD and the batch's others with ``_INVALID_DIFFERENT_RECORD``, so a producer can
+resend the good ones. Such an answer is rare and is built through kio's ``ProduceResponse``
+(``respond``) rather than the hand-written fast encoder, which writes empty record errors.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from sluice.broker.log.errors import (
 )
 from sluice.broker.log.log import Log
 from sluice.broker.log.record_batch import peek_size
+from sluice.broker.log.record_filter import KeylessRecordsError, RecordError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.produce_codec import PartitionResult, encode_produce_response
@@ -40,6 +49,7 @@ from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
+from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -60,8 +70,10 @@ def _check_one_batch(records: bytes | bytearray | memoryview | None) -> None:
 async def _append(
     ctx: BrokerContext, topic: str, partition: int, records: bytes | memoryview | None,
     acks: int, timeout_ms: int, to_flush: dict[Log, list[int]], slot: int,
+    record_errors: dict[int, tuple[RecordError, ...]],
 ) -> PartitionResult:  # fmt: skip
-    """Append one partition's batch as its leader; wait as ``acks`` asks."""
+    """Append one partition's batch as its leader; wait as ``acks`` asks. A batch refused
+    record by record leaves its record errors in ``record_errors[slot]``."""
     if acks not in VALID_ACKS:
         return PartitionResult(partition, Errors.INVALID_REQUIRED_ACKS)
     try:
@@ -76,6 +88,8 @@ async def _append(
         quiet = isinstance(exc, (LogDirFailureError, LogDirOfflineError))
         log.log(logging.DEBUG if quiet else logging.INFO,
                 "produce to %s-%d refused: %s", topic, partition, exc)  # fmt: skip
+        if isinstance(exc, KeylessRecordsError):
+            record_errors[slot] = exc.record_errors
         return PartitionResult(partition, code_for(exc), error_message=str(exc))
     info = result.info
     if result.error != Errors.NONE or info is None:
@@ -95,6 +109,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
     acks = body.acks
     timeout_ms = body.timeout_ms  # the decoder keeps the wire integer (no timedelta per request)
     to_flush: dict[Log, list[int]] = {}  # log → the slots of ``results`` it answers
+    record_errors: dict[int, tuple[RecordError, ...]] = {}  # slot → its refused records
     partitions = [(t.name, pd) for t in body.topic_data for pd in t.partition_data]
     refused = _refused(ctx, body)
     appends: list[Coroutine[Any, Any, PartitionResult]] = [
@@ -103,7 +118,9 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
         # A v0-2 message set the codec could not up-convert (a bad CRC: CORRUPT_MESSAGE).
         else _answer(PartitionResult(pd.index, code_for(pd.error), error_message=str(pd.error)))
         if pd.error is not None
-        else _append(ctx, topic, pd.index, pd.records, acks, timeout_ms, to_flush, slot)
+        else _append(
+            ctx, topic, pd.index, pd.records, acks, timeout_ms, to_flush, slot, record_errors
+        )
         for slot, (topic, pd) in enumerate(partitions)
     ]
     # Every append starts (and, unless it waits for the ISR, ends) in request order: tasks
@@ -117,7 +134,36 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> bytes | None:
     done = iter(results)
     for topic_data in body.topic_data:
         topics.append((topic_data.name, [next(done) for _ in topic_data.partition_data]))
+    if record_errors and request.api_version >= 8:
+        return _respond_with_record_errors(request, topics, record_errors)
     return encode_produce_response(request.correlation_id, request.api_version, topics)
+
+
+def _respond_with_record_errors(
+    request: Request,
+    topics: list[tuple[str, list[PartitionResult]]],
+    record_errors: dict[int, tuple[RecordError, ...]],
+) -> bytes:
+    """The v8+ answer of a request with per-record errors (``record_errors``: slot in request
+    order → that partition's refused records), through kio's ``ProduceResponse``."""
+    slot = 0
+    responses = []
+    for name, partitions in topics:
+        answers = []
+        for result in partitions:
+            answers.append({
+                "index": result.index, "error_code": result.error_code,
+                "base_offset": result.base_offset, "log_append_time": result.log_append_time,
+                "log_start_offset": result.log_start_offset,
+                "record_errors": [
+                    {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                    for e in record_errors.get(slot, ())
+                ],
+                "error_message": result.error_message,
+            })  # fmt: skip
+            slot += 1
+        responses.append({"name": name, "partition_responses": answers})
+    return respond(request, {"responses": responses, "throttle_time": 0})
 
 
 def _refused(ctx: BrokerContext, body: Any) -> dict[str, Errors]:

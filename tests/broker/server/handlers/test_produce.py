@@ -8,14 +8,18 @@ so each resend is byte-for-byte the same request.
 
 from __future__ import annotations
 
+import struct
+from typing import Any
+
 import pytest
 
 from sluice.broker.log.record_batch import iter_batches
 from sluice.broker.log.records import decode_batch, encode_batch
+from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.clients import unique
-from tests.broker.server.wire import WireClient
+from tests.broker.server.wire import WireClient, frame_of, request
 
 pytestmark = pytest.mark.broker
 
@@ -118,3 +122,117 @@ def test_invalid_acks_is_answered_per_partition(broker: BrokerProcess, version: 
         assert answer.error_code == Errors.INVALID_REQUIRED_ACKS
         assert answer.base_offset == -1
         assert wire.list_offset(topic, 0, -1) == 0
+
+
+# -- per-record errors (KIP-467) ------------------------------------------------------------------
+
+
+def _keyless_every_tenth(n: int) -> list[tuple[bytes | None, bytes]]:
+    """``n`` records, those at index 3, 13, 23 ... without a key."""
+    return [(None if i % 10 == 3 else f"k{i}".encode(), f"v{i}".encode()) for i in range(n)]
+
+
+def test_keyless_records_to_a_compacted_topic_are_named_in_record_errors(
+    broker: BrokerProcess,
+) -> None:
+    topic = unique("compacted")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    batch = encode_batch(_keyless_every_tenth(100))
+    with WireClient(broker.port) as wire:
+        answer = wire.produce(topic, 0, batch)
+        assert answer.error_code == Errors.INVALID_RECORD
+        assert [e.batch_index for e in answer.record_errors] == list(range(3, 100, 10))
+        assert all(
+            e.batch_index_error_message
+            == f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+            for e in answer.record_errors
+        )
+        assert answer.error_message is not None and "found 10 without one" in answer.error_message
+        # Before v8 there is no field for them: the batch is refused whole, as before.
+        old = wire.produce(topic, 0, batch, version=7)
+        assert old.error_code == Errors.INVALID_RECORD
+        # Nothing of either batch was written; a batch with every key is.
+        assert wire.list_offset(topic, 0, -1) == 0
+        keyed = encode_batch([(b"k", b"v")] * 3)
+        assert wire.produce(topic, 0, keyed).error_code == Errors.NONE
+
+
+def test_record_errors_in_the_raw_response_bytes(broker: BrokerProcess) -> None:
+    """The v8 partition answer as Kafka writes it: Index, ErrorCode, BaseOffset,
+    LogAppendTime, LogStartOffset, RecordErrors [BatchIndex int32, message string],
+    ErrorMessage string — read here from the frame, not through a codec."""
+    topic = unique("compacted")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    records = [(b"a", b"1"), (None, b"2"), (b"c", b"3"), (None, b"4")]
+    body = request(
+        ApiKey.PRODUCE,
+        8,
+        {
+            "acks": -1,
+            "timeout": 10_000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": encode_batch(records)}]}
+            ],
+        },
+    )
+    with WireClient(broker.port) as wire:
+        wire.send_raw(frame_of(body, 77))
+        frame = wire.recv_frame()
+    assert frame is not None
+    # The frame starts after the size prefix: correlation id, topics count, topic name.
+    correlation_id, topics = struct.unpack_from(">ii", frame, 0)
+    assert (correlation_id, topics) == (77, 1)
+    (name_len,) = struct.unpack_from(">h", frame, 8)
+    assert frame[10 : 10 + name_len].decode() == topic
+    pos = 10 + name_len
+    (partitions, index, code, base, append_time, start, errors) = struct.unpack_from(
+        ">iihqqqi", frame, pos
+    )
+    assert (partitions, index, code, base, errors) == (1, 0, Errors.INVALID_RECORD, -1, 2)
+    pos += struct.calcsize(">iihqqqi")
+    seen = []
+    for _ in range(errors):
+        (batch_index, n) = struct.unpack_from(">ih", frame, pos)
+        pos += 6
+        seen.append((batch_index, frame[pos : pos + n].decode()))
+        pos += n
+    assert [i for i, _ in seen] == [1, 3]
+    assert all("without key" in message for _, message in seen)
+    (n,) = struct.unpack_from(">h", frame, pos)
+    assert "found 2 without one" in frame[pos + 2 : pos + 2 + n].decode()
+    # Then only the throttle time.
+    assert len(frame) == pos + 2 + n + 4
+
+
+def test_confluent_kafka_fails_the_keyless_records_and_the_rest_differently(
+    broker: BrokerProcess,
+) -> None:
+    """librdkafka reads record_errors: the named messages fail with INVALID_RECORD, the
+    batch's others with _INVALID_DIFFERENT_RECORD (and can be produced again)."""
+    from confluent_kafka import KafkaError, Producer
+
+    topic = unique("compacted")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "linger.ms": 1000,  # the 100 messages go in one batch
+            "batch.num.messages": 1000,
+            "message.send.max.retries": 0,
+        }
+    )
+    outcome: dict[int, int] = {}
+
+    def report(err: Any, msg: Any) -> None:
+        outcome[int(msg.value().decode()[1:])] = 0 if err is None else err.code()
+
+    for i, (key, value) in enumerate(_keyless_every_tenth(100)):
+        producer.produce(topic, value=value, key=key, partition=0, on_delivery=report)
+        assert i == int(value.decode()[1:])
+    assert producer.flush(30) == 0
+    assert len(outcome) == 100
+    keyless = {i for i in range(100) if i % 10 == 3}
+    assert {i for i, code in outcome.items() if code == KafkaError.INVALID_RECORD} == keyless
+    assert {
+        i for i, code in outcome.items() if code == KafkaError._INVALID_DIFFERENT_RECORD
+    } == set(range(100)) - keyless
