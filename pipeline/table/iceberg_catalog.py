@@ -55,6 +55,7 @@ __all__ = [
     "CatalogUnavailableError",
     "IcebergConfig",
     "IcebergConfigError",
+    "is_unavailable",
 ]
 
 CATALOG_FILE = "_iceberg_catalog.db"
@@ -232,7 +233,7 @@ class IcebergConfig:
         try:
             return load_catalog(self.catalog_name, **properties)
         except Exception as exc:  # SQLAlchemy's OperationalError, requests' ConnectionError...
-            if _is_unavailable(exc):
+            if is_unavailable(exc):
                 raise CatalogUnavailableError(
                     f"catalog {self.catalog_name} ({_redacted(properties['uri'])}) did not "
                     f"answer: {type(exc).__name__}: {exc}"
@@ -264,7 +265,7 @@ def _per_table(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Part
     return names, partitioning
 
 
-def _is_unavailable(exc: BaseException) -> bool:
+def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` means "no answer" (connection refused, timeout, database down)."""
     names = {type(e).__name__ for e in _chain(exc)}
     return bool(
