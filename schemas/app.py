@@ -14,7 +14,7 @@ sends Python's ``str(True)``).
 route                                                       body → response
 ==========================================================  ===================================
 ``GET /``                                                   ``{}``
-``GET /schemas/types``                                      ``["AVRO"]``
+``GET /schemas/types``                                      ``["JSON", "PROTOBUF", "AVRO"]``
 ``GET /schemas/ids/{id}``                                   ``{"schema"}``
 ``GET /schemas/ids/{id}/schema``                            the schema itself
 ``GET /schemas/ids/{id}/versions``                          ``[{"subject", "version"}]``

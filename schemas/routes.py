@@ -27,6 +27,8 @@ from sluice.schemas.limits import MAX_REQUEST_DEPTH_KEY, RegistryLimits
 from sluice.schemas.registry import Registry, VersionInfo
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+# What Confluent's registry answers to GET /schemas/types, in its order.
+SCHEMA_TYPES = ["JSON", "PROTOBUF", "AVRO"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -73,6 +75,11 @@ async def _schema_body(request: Request, limits: RegistryLimits) -> tuple[str, s
         )
     limits.check_schema(schema)
     return schema, body.get("schemaType") or AVRO, body.get("references")
+
+
+def _format(request: Request) -> str | None:
+    """The request's ``format`` (``serialized``: a Protobuf schema as its base64 descriptor)."""
+    return request.query_params.get("format")
 
 
 def _version_body(info: VersionInfo) -> dict[str, Any]:
@@ -149,7 +156,7 @@ class RegistryRoutes:
         return json_response({})
 
     async def schema_types(self, request: Request) -> Response:
-        return json_response([AVRO])
+        return json_response(SCHEMA_TYPES)
 
     async def mode(self, request: Request) -> Response:
         return json_response({"mode": "READWRITE"})
@@ -157,14 +164,18 @@ class RegistryRoutes:
     # --- schemas by id -------------------------------------------------------------------
 
     async def schema_by_id(self, request: Request) -> Response:
-        stored = await run_in_threadpool(self.registry.schema_by_id, _schema_id(request))
+        stored = await run_in_threadpool(
+            lambda: self.registry.schema_by_id(_schema_id(request), fmt=_format(request))
+        )
         body: dict[str, Any] = {"schema": stored.text}
         if stored.schema_type != AVRO:
             body["schemaType"] = stored.schema_type
         return json_response(body)
 
     async def raw_schema_by_id(self, request: Request) -> Response:
-        stored = await run_in_threadpool(self.registry.schema_by_id, _schema_id(request))
+        stored = await run_in_threadpool(
+            lambda: self.registry.schema_by_id(_schema_id(request), fmt=_format(request))
+        )
         return _raw_json(stored.text)
 
     async def versions_of_schema(self, request: Request) -> Response:
@@ -243,6 +254,7 @@ class RegistryRoutes:
                 request.path_params["subject"],
                 request.path_params["version"],
                 include_deleted=_flag(request, "deleted"),
+                fmt=_format(request),
             )
         )
         return json_response(_version_body(info))

@@ -80,7 +80,7 @@ def test_response_shapes(registry_url: str, subject: str) -> None:
     assert set(body) == {"subject", "version", "id", "schema"}
     status, _, body = http(registry_url, "GET", f"/subjects/{subject}/versions/-1/schema")
     assert body == json.loads(AUDIT)
-    assert http(registry_url, "GET", "/schemas/types")[2] == ["AVRO"]
+    assert http(registry_url, "GET", "/schemas/types")[2] == ["JSON", "PROTOBUF", "AVRO"]
 
 
 def test_same_schema_same_id(client: RegistryClient, subject: str) -> None:
@@ -129,10 +129,10 @@ def test_error_codes(registry_url: str, subject: str) -> None:
         status, _, body = http(url, "POST", f"/subjects/{subject}/versions", {"schema": bad})
         assert (status, body["error_code"]) == (422, 42201), bad
     status, _, body = http(
-        url, "POST", f"/subjects/{subject}/versions", {"schema": "{}", "schemaType": "JSON"}
+        url, "POST", f"/subjects/{subject}/versions", {"schema": "{}", "schemaType": "XML"}
     )
     assert (status, body["error_code"]) == (422, 42201)
-    assert "AVRO only" in body["message"]
+    assert "unsupported schema type 'XML'" in body["message"]
     status, _, body = http(url, "POST", f"/subjects/{subject}/versions", raw=b"not json")
     assert (status, body["error_code"]) == (400, 400)
     status, _, body = http(url, "GET", "/no/such/route")
