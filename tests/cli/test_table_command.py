@@ -34,7 +34,7 @@ def loaded(tmp_path: Path, runs: int) -> Catalog:
     config = IcebergConfig.from_properties(
         {"iceberg.tables.default-namespace": "web"}, (tmp_path / "warehouse").as_uri()
     )
-    catalog = config.open_catalog()
+    catalog: Catalog = config.open_catalog()
     for run in range(runs):
         rows = typed_rows("clicks", 1, run * 20, 20)
         planned = IcebergTable(catalog, "web.clicks").plan(rows.schema, DAY)
