@@ -52,12 +52,19 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
-from sluice.pipeline.table.iceberg_data_file import IcebergFileWriter, describe_data_files
+from sluice.pipeline.table.iceberg_data_file import (
+    IcebergFileWriter,
+    WrittenFile,
+    describe_data_files,
+)
 from sluice.pipeline.table.iceberg_schema import (
     IncompatibleTableSchemaError,
     SchemaChange,
@@ -68,6 +75,7 @@ from sluice.pipeline.table.partition_spec import PartitionBy
 __all__ = [
     "OFFSETS_PROPERTY",
     "RUN_ID_PROPERTY",
+    "DataFileMismatchError",
     "IcebergCommitConflictError",
     "IcebergTable",
     "OffsetsRegressionError",
@@ -97,6 +105,12 @@ class IcebergCommitConflictError(RuntimeError):
         self.table = table
         self.expected = expected
         self.found = found
+
+
+class DataFileMismatchError(RuntimeError):
+    """A data file to commit is missing where the driver reads it, or differs from what its
+    writer reported (size, rows): an executor wrote where the driver cannot see, or a file was
+    replaced. Nothing is published."""
 
 
 class OffsetsRegressionError(ValueError):
@@ -152,19 +166,21 @@ class PlannedCommit:
 
     def commit(
         self,
-        paths: Sequence[str],
+        files: Sequence[WrittenFile],
         offsets: Offsets,
         run_id: str,
         *,
         skip_if_committed: bool = False,
     ) -> int | None:
-        """Add exactly ``paths`` in one snapshot carrying ``offsets`` and ``run_id``,
-        conditional on ``snapshot_id``; returns the new snapshot id.
+        """Add exactly ``files`` in one snapshot carrying ``offsets`` and ``run_id``,
+        conditional on ``snapshot_id``; returns the new snapshot id. Each file must be where
+        the driver reads it, with the size and rows its writer reported
+        (``DataFileMismatchError`` otherwise, before anything is staged).
 
         With ``skip_if_committed`` a table whose newest offsets already equal ``offsets``
         (the error table after a crash between the two commits) gets no second snapshot:
         returns ``None``. Raises ``IcebergCommitConflictError`` (nothing published),
-        ``OffsetsRegressionError`` before staging."""
+        ``OffsetsRegressionError``, ``DataFileMismatchError`` before staging."""
         if skip_if_committed and self.offsets == _plain(offsets):
             return None
         _check_forward(self.identifier, self.offsets, offsets)
@@ -178,7 +194,7 @@ class PlannedCommit:
             with txn.update_schema() as update:
                 update.union_by_name(self.arrow_schema)
         summary = {OFFSETS_PROPERTY: offsets_to_json(offsets), RUN_ID_PROPERTY: run_id}
-        data_files = describe_data_files(self.table.io, txn.table_metadata, paths)
+        data_files = _verified(self.table.io, txn.table_metadata, files)
         with txn.update_snapshot(snapshot_properties=summary).fast_append() as append:
             for data_file in data_files:
                 append.append_data_file(data_file)
@@ -304,6 +320,32 @@ class IcebergTable:
     def arrow_schema(self) -> pa.Schema | None:
         table = self.load()
         return None if table is None else schema_to_pyarrow(table.schema())
+
+
+def _verified(io: FileIO, metadata: TableMetadata, files: Sequence[WrittenFile]) -> list[DataFile]:
+    """The ``DataFile`` entries of ``files``, each checked against what its writer reported."""
+    paths = [f.path for f in files]
+    if len(set(paths)) != len(paths):
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        raise DataFileMismatchError(f"expected each file once, found {twice[0]} twice")
+    entries = []
+    for written in files:
+        try:
+            (entry,) = describe_data_files(io, metadata, [written.path])
+        except FileNotFoundError:
+            raise DataFileMismatchError(
+                f"expected data file {written.path} ({written.size} bytes, {written.rows} rows) "
+                "where the driver commits, found none: did the executors write to a disk "
+                "the driver cannot see?"
+            ) from None
+        if (entry.file_size_in_bytes, entry.record_count) != (written.size, written.rows):
+            raise DataFileMismatchError(
+                f"data file {written.path}: expected {written.size} bytes and {written.rows} "
+                f"rows (its writer's report), found {entry.file_size_in_bytes} bytes and "
+                f"{entry.record_count} rows"
+            )
+        entries.append(entry)
+    return entries
 
 
 def _plain(offsets: Offsets) -> dict[str, dict[int, int]]:

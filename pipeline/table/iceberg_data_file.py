@@ -24,15 +24,17 @@ for one thread.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
+from pyiceberg.io.pyarrow import PyArrowFileIO, parquet_file_to_data_file, schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
@@ -46,7 +48,7 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.typedef import Record
 
-__all__ = ["IcebergFileWriter", "WrittenFile", "describe_data_files"]
+__all__ = ["IcebergFileAppender", "IcebergFileWriter", "WrittenFile", "describe_data_files"]
 
 _MICROS_PER_DAY = 86_400_000_000
 _MICROS_PER_HOUR = 3_600_000_000
@@ -85,23 +87,83 @@ class IcebergFileWriter:
     def write(self, rows: pa.Table, prefix: str) -> list[WrittenFile]:
         """Write ``rows`` (the load's columns) as one file per partition value, named
         ``<prefix>-<n>-<random>.parquet``; returns the files. No rows, no file."""
+        appender = self.open(prefix)
+        try:
+            appender.add(rows)
+        except BaseException:
+            appender.discard()
+            raise
+        return appender.close()
+
+    def open(self, prefix: str, *, row_group_rows: int = 131_072) -> IcebergFileAppender:
+        """Files to append batches to, one per partition value met (``add``), finished by
+        ``close``: what an executor's task uses to stream a split without holding it."""
+        return IcebergFileAppender(self, prefix, row_group_rows)
+
+
+class IcebergFileAppender:
+    """The open data files of one writer call: one ``ParquetWriter`` per partition value, each
+    flushed a row group at a time. For one thread (one task)."""
+
+    def __init__(self, writer: IcebergFileWriter, prefix: str, row_group_rows: int) -> None:
+        self._schema = Schema.model_validate_json(writer.schema_json)
+        self._spec = PartitionSpec.model_validate_json(writer.spec_json)
+        self._arrow = schema_to_pyarrow(self._schema, include_field_ids=True)
+        self._io = _file_io(dict(writer.filesystem_properties))
+        self._location = writer.location
+        self._prefix = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self._row_group_rows = row_group_rows
+        self._open: dict[tuple[object, ...], _OpenFile] = {}
+
+    def add(self, rows: pa.Table | pa.RecordBatch) -> None:
+        """Append ``rows`` (the load's columns; missing optional columns are null)."""
         if rows.num_rows == 0:
-            return []
-        schema = Schema.model_validate_json(self.schema_json)
-        spec = PartitionSpec.model_validate_json(self.spec_json)
-        table = _conform(rows, schema_to_pyarrow(schema, include_field_ids=True))
-        io = _file_io(self.location, dict(self.filesystem_properties))
+            return
+        table = _conform(pa.table(rows) if isinstance(rows, pa.RecordBatch) else rows, self._arrow)
+        for key, record, part in _partitions(table, self._schema, self._spec):
+            target = self._open.get(key)
+            if target is None:
+                target = self._open[key] = self._new_file(record)
+            target.rows += part.num_rows
+            target.writer.write_table(part, row_group_size=self._row_group_rows)
+
+    def _new_file(self, record: Record) -> _OpenFile:
+        relative = self._spec.partition_to_path(record, self._schema) if self._spec.fields else ""
+        directory = f"{self._location}/data" + (f"/{relative}" if relative else "")
+        path = f"{directory}/{self._prefix}-{len(self._open):05d}.parquet"
+        stream = self._io.new_output(path).create(overwrite=True)
+        writer = pq.ParquetWriter(stream, self._arrow, compression="zstd", write_statistics=True)
+        return _OpenFile(path, stream, writer)
+
+    def close(self) -> list[WrittenFile]:
+        """Finish every file; returns them with their sizes and rows."""
         written = []
-        random = uuid.uuid4().hex[:8]
-        for n, (record, part) in enumerate(_partitions(table, schema, spec)):
-            relative = spec.partition_to_path(record, schema) if spec.fields else ""
-            directory = f"{self.location}/data" + (f"/{relative}" if relative else "")
-            path = f"{directory}/{prefix}-{n:05d}-{random}.parquet"
-            output = io.new_output(path)
-            with output.create(overwrite=True) as stream:
-                pq.write_table(part, stream, write_statistics=True, compression="zstd")
-            written.append(WrittenFile(path, len(io.new_input(path)), part.num_rows))
+        for target in self._open.values():
+            target.writer.close()
+            target.stream.close()
+            written.append(
+                WrittenFile(target.path, len(self._io.new_input(target.path)), target.rows)
+            )
+        self._open.clear()
         return written
+
+    def discard(self) -> None:
+        """Close and delete every file (a failed task's)."""
+        for target in self._open.values():
+            with contextlib.suppress(Exception):
+                target.writer.close()
+                target.stream.close()
+            with contextlib.suppress(OSError):
+                self._io.delete(target.path)
+        self._open.clear()
+
+
+@dataclass
+class _OpenFile:
+    path: str
+    stream: Any
+    writer: pq.ParquetWriter
+    rows: int = 0
 
 
 def describe_data_files(
@@ -112,9 +174,7 @@ def describe_data_files(
     return [parquet_file_to_data_file(io, metadata, path) for path in paths]
 
 
-def _file_io(location: str, properties: dict[str, str]) -> FileIO:
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
+def _file_io(properties: dict[str, str]) -> FileIO:
     return PyArrowFileIO(properties)
 
 
@@ -132,10 +192,10 @@ def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
 
 def _partitions(
     table: pa.Table, schema: Schema, spec: PartitionSpec
-) -> list[tuple[Record, pa.Table]]:
-    """``table``'s rows grouped by their partition value, in order of first appearance."""
+) -> list[tuple[tuple[object, ...], Record, pa.Table]]:
+    """``table``'s rows grouped by their partition value (as a tuple, and as a ``Record``)."""
     if not spec.fields:
-        return [(Record(), table)]
+        return [((), Record(), table)]
     keys = {}
     for i, field in enumerate(spec.fields):
         source = schema.find_field(field.source_id)
@@ -150,7 +210,8 @@ def _partitions(
             test = pc.is_null(column) if value is None else pc.equal(column, value)
             test = pc.fill_null(test, False)
             mask = test if mask is None else pc.and_(mask, test)
-        groups.append((Record(*row.values()), table.filter(mask)))
+        values = tuple(row.values())
+        groups.append((values, Record(*values), table.filter(mask)))
     return groups
 
 

@@ -48,7 +48,11 @@ from sluice.pipeline.table.iceberg_commit import (
     PlannedCommit,
     snapshot_offsets,
 )
-from sluice.pipeline.table.iceberg_data_file import IcebergFileWriter, describe_data_files
+from sluice.pipeline.table.iceberg_data_file import (
+    IcebergFileWriter,
+    WrittenFile,
+    describe_data_files,
+)
 from sluice.pipeline.table.iceberg_schema import SchemaChange
 
 __all__ = [
@@ -159,7 +163,7 @@ def _compact_once(
         table.schema(), table.spec(), table.location(), dict(table.io.properties)
     )
     fs, _ = pafs.FileSystem.from_uri(table.location())
-    new_paths: list[str] = []
+    new_files: list[WrittenFile] = []
     rows = 0
     for n, (_partition, files) in enumerate(sorted(small.items())):
         for group_number, group in enumerate(_groups(files, target_bytes)):
@@ -167,7 +171,7 @@ def _compact_once(
             merged = pa.concat_tables(parts)
             rows += merged.num_rows
             prefix = f"compact-{snapshot.snapshot_id}-{n:04d}-{group_number:03d}"
-            new_paths += [w.path for w in writer.write(merged, prefix)]
+            new_files += writer.write(merged, prefix)
     planned = PlannedCommit(
         identifier,
         table,
@@ -181,7 +185,7 @@ def _compact_once(
     summary = {RUN_ID_PROPERTY: run_id, COMPACTION_PROPERTY: "true"}
     if offsets:
         summary[OFFSETS_PROPERTY] = _newest_offsets_text(table)
-    added = describe_data_files(table.io, table.metadata, new_paths)
+    added = describe_data_files(table.io, table.metadata, [f.path for f in new_files])
     # Iceberg's Java RewriteFiles writes operation "replace"; pyiceberg 0.12 refuses to
     # summarise one (update_snapshot_summaries: "Operation not implemented"), so the snapshot
     # is an "overwrite" that deletes and adds the same rows, marked sluice.compaction=true.

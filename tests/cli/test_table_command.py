@@ -39,7 +39,7 @@ def loaded(tmp_path: Path, runs: int) -> Catalog:
         rows = typed_rows("clicks", 1, run * 20, 20)
         planned = IcebergTable(catalog, "web.clicks").plan(rows.schema, DAY)
         files = planned.writer.write(rows, f"run{run}")
-        planned.commit([f.path for f in files], {"clicks": {0: run * 20 + 20}}, f"run{run}")
+        planned.commit(files, {"clicks": {0: run * 20 + 20}}, f"run{run}")
     return catalog
 
 

@@ -18,11 +18,13 @@ from sluice.pipeline.table.iceberg_catalog import IcebergConfig
 from sluice.pipeline.table.iceberg_commit import (
     OFFSETS_PROPERTY,
     RUN_ID_PROPERTY,
+    DataFileMismatchError,
     IcebergCommitConflictError,
     IcebergTable,
     OffsetsRegressionError,
     snapshot_offsets,
 )
+from sluice.pipeline.table.iceberg_data_file import WrittenFile
 from sluice.pipeline.table.iceberg_maintenance import compact, describe, remove_orphans
 from sluice.pipeline.table.iceberg_schema import IncompatibleTableSchemaError
 from sluice.pipeline.table.partition_spec import PartitionBy
@@ -41,11 +43,11 @@ def load(catalog: Catalog, rows: pa.Table, offsets: dict[str, dict[int, int]], r
          *, split_rows: int = 5000) -> int | None:  # fmt: skip
     """One run as the load makes it: plan, executors write split by split, one commit."""
     planned = IcebergTable(catalog, TABLE).plan(rows.schema, EVENT_DAY)
-    paths = []
+    written: list[WrittenFile] = []
     for n, start in enumerate(range(0, rows.num_rows, split_rows)):
         files = planned.writer.write(rows.slice(start, split_rows), f"{run_id}-split{n}")
-        paths += [f.path for f in files]
-    snapshot_id: int | None = planned.commit(paths, offsets, run_id)
+        written += files
+    snapshot_id: int | None = planned.commit(written, offsets, run_id)
     return snapshot_id
 
 
@@ -121,7 +123,7 @@ def test_two_racing_commits_from_one_planned_snapshot(
     plans = [
         IcebergTable(config.open_catalog(), TABLE).plan(rows.schema, EVENT_DAY) for _ in range(2)
     ]
-    staged = [[f.path for f in p.writer.write(rows, f"racer{i}")] for i, p in enumerate(plans)]
+    staged = [p.writer.write(rows, f"racer{i}") for i, p in enumerate(plans)]
     barrier = threading.Barrier(2)
     outcomes: list[object] = [None, None]
 
@@ -267,7 +269,7 @@ def test_a_load_committing_during_compaction_loses_nothing(warehouse: str) -> No
         )
     rows = typed_rows("page_views", 1, 30, 10)
     planned = IcebergTable(catalog, TABLE).plan(rows.schema, EVENT_DAY)
-    staged = [f.path for f in planned.writer.write(rows, "late-load")]
+    staged = planned.writer.write(rows, "late-load")
     compact(catalog, TABLE)  # commits first: the load planned before it now conflicts
     with pytest.raises(IcebergCommitConflictError):
         planned.commit(staged, {"page_views": {0: 40}}, "late-load")
@@ -288,3 +290,41 @@ def test_read_back_with_pyiceberg_to_arrow_and_duckdb(warehouse: str) -> None:
         'SELECT count(*), min("offset"), max("offset") FROM page_views'
     ).fetchone()
     assert answer == (600, 0, 299)
+
+
+def test_only_files_as_their_writers_reported_them_are_committed(warehouse: str) -> None:
+    catalog = sqlite_catalog(warehouse)
+    rows = typed_rows("page_views", 1, 0, 300)
+    planned = IcebergTable(catalog, TABLE).plan(rows.schema, EVENT_DAY)
+    files = planned.writer.write(rows, "r1")
+    missing = WrittenFile(files[0].path.replace("r1-", "elsewhere-"), 10, 10)
+    with pytest.raises(DataFileMismatchError, match="found none: did the executors write"):
+        planned.commit([*files, missing], {"page_views": {0: 300}}, "r1")
+    lying = WrittenFile(files[0].path, files[0].size, files[0].rows + 1)
+    with pytest.raises(DataFileMismatchError, match=f"expected {files[0].size} bytes and "):
+        planned.commit([lying, *files[1:]], {"page_views": {0: 300}}, "r1")
+    with pytest.raises(DataFileMismatchError, match="found .* twice"):
+        planned.commit([*files, files[0]], {"page_views": {0: 300}}, "r1")
+    assert catalog.load_table(TABLE).current_snapshot() is None  # nothing was published
+    planned.commit(files, {"page_views": {0: 300}}, "r1")
+    assert catalog.load_table(TABLE).scan().to_arrow().num_rows == 300
+
+
+def test_an_appender_streams_batches_into_one_file_per_partition(warehouse: str) -> None:
+    catalog = sqlite_catalog(warehouse)
+    rows = typed_rows("page_views", 2, 0, 3000)
+    planned = IcebergTable(catalog, TABLE).plan(rows.schema, EVENT_DAY)
+    appender = planned.writer.open("split-0", row_group_rows=500)
+    for batch in rows.to_batches(max_chunksize=700):
+        appender.add(batch)
+    files = appender.close()
+    assert len(files) == 3 and sum(f.rows for f in files) == 6000
+    planned.commit(files, {"page_views": {0: 3000, 1: 3000}}, "r1")
+    table = catalog.load_table(TABLE)
+    assert sorted(table.scan().to_arrow()["offset"].to_pylist()) == sorted(
+        rows["offset"].to_pylist()
+    )
+    discarded = planned.writer.open("split-1")
+    discarded.add(rows.slice(0, 10))
+    discarded.discard()
+    assert remove_orphans(catalog, TABLE, older_than=dt.timedelta(0)) == []

@@ -56,8 +56,8 @@ def run(catalog: Catalog, start: int, end: int, *, crash_between: bool = False) 
     data = data_table.plan(good.schema, DAY)
     errors = error_table.plan(ERROR_SCHEMA, DAY)
     offsets = {"orders": {0: end}}
-    error_files = [f.path for f in errors.writer.write(errors_at(bad), f"errors-{end}")]
-    data_files = [f.path for f in data.writer.write(good, f"data-{end}")]
+    error_files = errors.writer.write(errors_at(bad), f"errors-{end}")
+    data_files = data.writer.write(good, f"data-{end}")
     assert data.offsets == {} or data.offsets == {"orders": {0: start}}
     errors.commit(error_files, offsets, f"run-{end}", skip_if_committed=True)
     if crash_between:

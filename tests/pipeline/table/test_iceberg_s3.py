@@ -26,7 +26,7 @@ def test_s3_round_trip(s3_server: S3Server, tmp_path: Path) -> None:
     )
     files = planned.writer.write(rows, "s3-run")
     assert all(f.path.startswith(bucket + "/tables/") for f in files)
-    planned.commit([f.path for f in files], {"clicks": {0: 500, 1: 500}}, "s3-run")
+    planned.commit(files, {"clicks": {0: 500, 1: 500}}, "s3-run")
     # Written on the S3 server, nothing in the local directory but the catalog.
     listed = s3_server.filesystem().get_file_info(
         pafs.FileSelector("warehouse-round-trip/tables", recursive=True)
