@@ -76,8 +76,9 @@ CONFIG_DEF = (
     )
     .define(
         "topics", Type.LIST, REQUIRED, _CommaList(),
-        doc="Topics to load, comma-separated. A topic that does not exist yet is skipped; new "
-        "topics and partitions are read from their earliest offset.",
+        doc="Topics to load, comma-separated. A topic that does not exist fails the run "
+        "(allowMissingTopics=true skips it); new topics and partitions are read from their "
+        "earliest offset.",
     )
     .define(
         "warehouse.path", Type.STRING, REQUIRED,
@@ -113,6 +114,25 @@ CONFIG_DEF = (
     .define(
         "maxRecordsPerPartition", Type.INT, None, POSITIVE,
         doc="No Spark split larger than this many offsets.",
+    )
+    .define(
+        "stallTimeoutMs", Type.INT, 300_000, POSITIVE,
+        doc="The load's deadline for progress: when no split finishes for this long and a "
+        "broker does not answer, the run is cancelled, names the brokers it could not reach "
+        "and the splits that were waiting, publishes nothing and exits 3. While a broker "
+        "answers, each split is bounded by kafkaConsumer.pollTimeoutMs instead (a long split "
+        "is still reading).",
+    )
+    .define(
+        "kafkaConsumer.pollTimeoutMs", Type.INT, 120_000, POSITIVE,
+        doc="As Spark's option: how long one split may wait for a record before its task "
+        "fails (naming the brokers librdkafka could not connect to, if any).",
+    )
+    .define(
+        "allowMissingTopics", Type.BOOLEAN, False,
+        doc="false: a topic of topics that does not exist fails the run before Spark starts "
+        "(exit 2, naming the nearest existing topics). true: it is skipped, for topics "
+        "created later.",
     )
     .define(
         "spark.master", Type.STRING, None, default_doc="Spark's conventions",
@@ -198,10 +218,19 @@ class LoadConfig:
     kafka: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
     avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
+    stall_timeout_ms: int = 300_000
+    poll_timeout_ms: int = 120_000
+    allow_missing_topics: bool = False
 
     @property
     def value_format(self) -> str:
         return "binary" if self.avro is None else "avro"
+
+    @property
+    def split_timeout_s(self) -> float:
+        """How long one split waits for a record before its task fails
+        (``kafkaConsumer.pollTimeoutMs``, in seconds)."""
+        return self.poll_timeout_ms / 1000
 
     @property
     def table_uri(self) -> str:
@@ -238,6 +267,9 @@ class LoadConfig:
             min_partitions=get("minPartitions"),
             max_records_per_partition=get("maxRecordsPerPartition"),
             spark_master=get("spark.master"),
+            stall_timeout_ms=get("stallTimeoutMs"),
+            poll_timeout_ms=get("kafkaConsumer.pollTimeoutMs"),
+            allow_missing_topics=get("allowMissingTopics"),
             run_id=get("run.id"),
             reports=to_uri(reports) if reports else None,
             kafka=_kafka_settings(props),

@@ -1,9 +1,13 @@
 """The nightly load's failures: one exception type per failure mode.
 
-``LoadConfigError`` (a key is missing or malformed: exit 2) stands apart; every failure of a run
-is a ``LoadError`` (nothing published, no offset moved: exit 1), and the subclasses name the
-failure modes a caller may want to tell apart:
+``LoadConfigError`` (a key is missing or malformed: exit 2) stands apart, with
+``MissingTopicsError`` (a topic of ``topics`` does not exist: exit 2, naming the nearest
+existing topics); every failure of a run is a ``LoadError`` (nothing published, no offset
+moved: exit 1), and the subclasses name the failure modes a caller may want to tell apart:
 
+* ``UnreachableError`` — a service did not answer (exit 3): the brokers at the start or while
+  the splits waited (``stallTimeoutMs``), or the schema registry. The message names the
+  addresses and, for a stall, the splits that were waiting.
 * ``StrandedFilesError`` — the verify phase found planned ranges that Spark's tasks read and
   wrote but whose files (named in their task results) are not where the driver publishes: the
   executors write to a path the driver cannot see.
@@ -16,7 +20,14 @@ Plain data; thread-safe.
 
 from __future__ import annotations
 
-__all__ = ["FilesystemUnavailableError", "LoadConfigError", "LoadError", "StrandedFilesError"]
+__all__ = [
+    "FilesystemUnavailableError",
+    "LoadConfigError",
+    "LoadError",
+    "MissingTopicsError",
+    "StrandedFilesError",
+    "UnreachableError",
+]
 
 
 class LoadConfigError(ValueError):
@@ -34,3 +45,12 @@ class StrandedFilesError(LoadError):
 
 class FilesystemUnavailableError(LoadError):
     """The driver or an executor cannot open the table's filesystem; checked before reading."""
+
+
+class MissingTopicsError(LoadConfigError):
+    """Topics the configuration names do not exist (and ``allowMissingTopics`` is false); the
+    message names the nearest existing topics."""
+
+
+class UnreachableError(LoadError):
+    """A service the load needs did not answer; the message names its addresses."""

@@ -8,6 +8,13 @@ near-equal offset counts by ``sluice.pipeline.source.ranges.split_ranges``), as
 ``offsets planned × splits done / splits total`` — the exact count is known only when the
 tasks' results arrive with the job's.
 
+The deadline for progress (``stallTimeoutMs``): when no split has finished for ``stall_s``
+seconds the thread calls ``on_stall(waiting)`` with the indices of the splits whose tasks are
+running (from the JVM's status store; empty if it cannot be read). A reason returned (the
+brokers did not answer) is kept as ``stalled`` and the job group is cancelled, so ``collect()``
+fails at once and the caller raises it; ``None`` (the brokers answer: a long split is still
+reading, and each split's own ``kafkaConsumer.pollTimeoutMs`` bounds it) restarts the clock.
+
 Output: on a TTY (``live=True``) one line rewritten in place on stderr every second; otherwise
 a progress line through ``say`` every ``interval`` seconds (so logs and CI show it too). The
 final figures (``ProgressFigures``) go into the run report.
@@ -88,6 +95,8 @@ class LoadProgress:
         live: bool = False,
         interval: float = 10.0,
         stream: TextIO | None = None,
+        stall_s: float | None = None,
+        on_stall: Callable[[list[int]], str | None] | None = None,
     ) -> None:
         self._context = spark.sparkContext
         self.group = group
@@ -101,6 +110,11 @@ class LoadProgress:
         self._thread: threading.Thread | None = None
         self._began = time.monotonic()
         self._done = 0
+        self._stall_s = stall_s
+        self._on_stall = on_stall
+        self._last_change = time.monotonic()
+        self.stalled: str | None = None
+        """Why the job group was cancelled for want of progress (see the module doc)."""
 
     def figures(self) -> ProgressFigures:
         done = min(self._done, self.splits)
@@ -118,15 +132,58 @@ class LoadProgress:
                 stage = tracker.getStageInfo(stage_id)
                 if stage is not None:
                     done += stage.numCompletedTasks
+        if done > self._done:
+            self._last_change = time.monotonic()
         self._done = max(self._done, done)
 
+    def _running(self) -> list[int]:
+        """Indices of the running tasks of the group's stages (= split indices)."""
+        tracker = self._context.statusTracker()
+        store = self._context._jsc.sc().statusStore()
+        running: list[int] = []
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                attempt = stage.currentAttemptId if stage is not None else 0
+                tasks = store.taskList(stage_id, attempt, 1_000_000).iterator()
+                while tasks.hasNext():
+                    task = tasks.next()
+                    if task.status() == "RUNNING":
+                        running.append(int(task.index()))
+        return sorted(set(running))
+
+    def _check_stall(self) -> bool:
+        """Apply the deadline; True when the job group was cancelled."""
+        if self._stall_s is None or self._on_stall is None:
+            return False
+        if time.monotonic() - self._last_change < self._stall_s:
+            return False
+        try:
+            waiting = self._running()
+        except Exception:  # noqa: BLE001 - the JVM's store is an internal API
+            waiting = []
+        reason = self._on_stall(waiting)
+        self._last_change = time.monotonic()
+        if reason is None:
+            return False
+        self.stalled = reason
+        self._context.cancelJobGroup(self.group)
+        return True
+
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        shown = time.monotonic()
+        tick = min(self._interval, 1.0)
+        while not self._stop.wait(tick):
             try:
                 self._poll()
+                if self._check_stall():
+                    return
             except Exception:  # noqa: BLE001 - progress must never fail the load
                 continue
-            self._show(self.figures())
+            if time.monotonic() - shown >= self._interval - 1e-3:
+                shown = time.monotonic()
+                self._show(self.figures())
 
     def _show(self, figures: ProgressFigures) -> None:
         if self._live:
@@ -135,8 +192,14 @@ class LoadProgress:
         else:
             self._say(figures.line())
 
+    def configure_stall(
+        self, stall_s: float | None, on_stall: Callable[[list[int]], str | None] | None
+    ) -> None:
+        """Set the deadline for progress (the module doc); before ``start``."""
+        self._stall_s, self._on_stall = stall_s, on_stall
+
     def start(self) -> LoadProgress:
-        self._began = time.monotonic()
+        self._began = self._last_change = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="sluice-load-progress", daemon=True)
         self._thread.start()
         return self

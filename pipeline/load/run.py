@@ -79,6 +79,7 @@ import datetime as dt
 import logging
 import os
 import posixpath
+import re
 import signal
 import threading
 import time
@@ -89,7 +90,8 @@ from typing import Any
 
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.load.config import LoadConfig, LoadConfigError
-from sluice.pipeline.load.errors import LoadError
+from sluice.pipeline.load.errors import LoadError, UnreachableError
+from sluice.pipeline.load.preflight import preflight
 from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
@@ -102,10 +104,10 @@ from sluice.pipeline.source.avro_columns import (
     output_schema,
     resolve_reader_schema,
 )
-from sluice.pipeline.source.metadata import KafkaMetadata
+from sluice.pipeline.source.metadata import KafkaMetadata, MetadataError
 from sluice.pipeline.source.options import OffsetOptionError, Subscribe
 from sluice.pipeline.source.ranges import OffsetRange, Resolution, resume_ranges, split_ranges
-from sluice.pipeline.source.split_reader import SplitResult
+from sluice.pipeline.source.split_reader import BrokersUnreachableError, SplitResult
 from sluice.pipeline.table.commit import TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
 from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord
@@ -178,14 +180,21 @@ def _default_run_id(table: str) -> str:
 
 
 @contextmanager
-def _phase(report: LoadReport, name: str, progress: Callable[[str], None]) -> Iterator[None]:
-    progress(f"{name} ...")
+def _phase(
+    report: LoadReport, name: str, progress: Callable[[str], None], *, announce: bool = True
+) -> Iterator[None]:
+    """Time phase ``name`` into the report; say when it starts (``announce``: the long ones)
+    and how it ended."""
+    if announce:
+        progress(f"{name} ...")
     began = time.monotonic()
+    ended = "failed after"
     try:
         yield
+        ended = "done in"
     finally:
         report.phases[name] = time.monotonic() - began
-        progress(f"{name} done in {report.phases[name]:.1f}s")
+        progress(f"{name} {ended} {report.phases[name]:.1f}s")
 
 
 def _plan(
@@ -283,22 +292,76 @@ def _read_and_write(
         avro=typed,
         timestamp=timestamp,
         hold_after_first_batch_s=60.0 if os.environ.get("SLUICE_CRASH_AT") == "read" else 0.0,
+        poll_timeout_s=config.split_timeout_s,
     )
     group = f"sluice-load-{report.run_id}"
     context = spark.sparkContext
     context.setJobGroup(group, f"sluice load {report.run_id}: read+write")
-    progress = watch(group, len(splits)).start()
+    progress = watch(group, len(splits))
+    progress.configure_stall(
+        config.stall_timeout_ms / 1000, lambda waiting: _stalled(config, consumer, splits, waiting)
+    )
+    progress.start()
     finished = False
     try:
         outcomes: list[SplitResult] = (
             context.parallelize(splits, len(splits)).mapPartitions(task).collect()
         )
         finished = True
+    except Exception as exc:
+        if progress.stalled is not None:
+            raise UnreachableError(progress.stalled) from None
+        raise _from_worker(exc) from exc
     finally:
         figures = progress.stop(finished=finished)
         context.setLocalProperty("spark.jobGroup.id", None)
     report.progress = figures.to_json()
     return outcomes
+
+
+def _stalled(
+    config: LoadConfig,
+    consumer: Mapping[str, Any],
+    splits: Sequence[OffsetRange],
+    waiting: Sequence[int],
+) -> str | None:
+    """Why a read+write with no split finished for ``stallTimeoutMs`` must stop, or ``None``
+    while a broker answers (a long split is reading; ``kafkaConsumer.pollTimeoutMs`` bounds
+    each split). The reason names the brokers and the splits that were waiting."""
+    try:
+        with KafkaMetadata(consumer, timeout_s=5.0) as metadata:
+            metadata.partitions_per_topic()
+        return None
+    except MetadataError as exc:
+        failed = str(exc).partition("brokers not answering: ")[2]
+    names = [splits[i].name() for i in waiting if i < len(splits)]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"read+write: expected a split to finish within stallTimeoutMs="
+        f"{config.stall_timeout_ms}, found none, and no broker of {config.bootstrap_servers} "
+        f"answering ({failed or 'no answer'}); waiting splits: {shown or 'unknown'}"
+    )
+
+
+_CAUSE = re.compile(r"^(?:[\w.]+\.)?(?P<type>\w+(?:Error|Exception)): (?P<message>.+)$", re.M)
+
+
+def _from_worker(exc: Exception) -> Exception:
+    """A failed Spark job reduced to its cause: the last ``SomeError: message`` line of the
+    Python worker's traceback inside Spark's exception (``PythonException`` /
+    ``Py4JJavaError``), as a ``LoadError`` (``UnreachableError`` when a split timed out on
+    brokers that did not answer); any other exception is returned as it is."""
+    text = str(exc)
+    if "Traceback (most recent call last)" not in text:
+        return exc
+    causes = [m for m in _CAUSE.finditer(text) if m.group("type") not in ("Py4JJavaError",)]
+    if not causes:
+        return exc
+    cause = causes[-1]
+    line = f"{cause.group('type')}: {cause.group('message').strip()}"
+    if cause.group("type") == BrokersUnreachableError.__name__:
+        return UnreachableError(line)
+    return LoadError(line)
 
 
 def run_load(
@@ -318,7 +381,10 @@ def run_load(
     say = progress or (lambda message: log.info("%s", message))
     run_id = config.run_id or _default_run_id(config.table)
     report = LoadReport(run_id=run_id, table=config.table_uri)
+    consumer = config.consumer(run_id)
     try:
+        # Everything checkable without Spark first: brokers, topics, registry, warehouse.
+        preflight(config, consumer)
         spark = spark if spark is not None else build_spark(config, say)
         report.spark_app_id = spark.sparkContext.applicationId
         check_filesystem(spark, config.table_uri, say)
@@ -330,15 +396,14 @@ def run_load(
             offsets = sum(p.range.count for p in report.partitions)
             return LoadProgress(spark, group, splits=splits, offsets=offsets, say=say, live=live)
 
-        return _run(config, config.consumer(run_id), spark, writer, report, say, watch)
+        return _run(config, consumer, spark, writer, report, say, watch)
     except Exception as exc:
         report.finish("failed", "nothing was published", f"{type(exc).__name__}: {exc}")
-        say(f"FAILED: {exc}")
         try:
             say(f"report: {report.write(config.reports_uri)}")
         except OSError as write_error:  # the failure matters more than its report
             say(f"could not write the report: {write_error}")
-        if isinstance(exc, LoadError):
+        if isinstance(exc, LoadError | LoadConfigError):
             raise
         raise LoadError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -368,10 +433,6 @@ def _plan_phase(
         say(f"removed dead staging directory {uri}")
     latest = writer.latest_manifest()
     committed = latest.offsets if latest else {}
-    say(
-        f"table {writer.uri}: "
-        + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
-    )
     try:
         resolution = _plan(config, consumer, committed, say)
     except OffsetOptionError as exc:
@@ -385,7 +446,11 @@ def _plan_phase(
         if r.count > 0 or r.start != committed.get(r.topic, {}).get(r.partition, r.start)
     ]
     report.partitions = [PartitionReport(r) for r in changed]
-    say(f"{sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
+    say(
+        f"table {writer.uri}: "
+        + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
+        + f"; {sum(r.count for r in reads)} offsets to read from {len(reads)} partitions"
+    )
     avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
     if avro is not None:
         reader = avro[0]
@@ -415,7 +480,7 @@ def _run(
     say: Callable[[str], None],
     watch: Callable[[str, int], LoadProgress],
 ) -> LoadReport:
-    with _phase(report, "plan", say):
+    with _phase(report, "plan", say, announce=False):
         plan = _plan_phase(config, consumer, writer, report, say)
     if not plan.changed:
         report.finish("no-new-data", "no new data since the last run: nothing published")
@@ -433,7 +498,7 @@ def _run(
                 outcomes = _read_and_write(
                     spark, config, consumer, reads, staged.uri, plan.avro, watch, report
                 )
-        with _phase(report, "verify", say):
+        with _phase(report, "verify", say, announce=False):
             scan = scan_staged(staged, {path for o in outcomes for path, _, _ in o.files})
             for relative in scan.removed:
                 say(f"removed {relative}: no task result names it (a failed attempt's)")
@@ -443,7 +508,7 @@ def _run(
             done = report.total_rows + report.total_errors
             report.progress["rows_per_second"] = round(done / seconds, 1) if seconds else 0.0
         _crash_point("staged", spark)
-        with _phase(report, "commit", say):
+        with _phase(report, "commit", say, announce=False):
             manifest = staged.manifest(
                 [RangeRecord(p.range, p.rows, p.bytes) for p in report.partitions],
                 scan.files,  # the data files and the error table's

@@ -61,6 +61,7 @@ from sluice.pipeline.load.errors import FilesystemUnavailableError
 __all__ = [
     "LOOPBACK_HOSTS",
     "build_spark",
+    "check_driver_filesystem",
     "check_filesystem",
     "executor_python",
     "probe_filesystem",
@@ -159,11 +160,9 @@ def _probe_task(uri: str) -> Callable[[Iterable[int]], Iterable[tuple[str, str |
     return task
 
 
-def check_filesystem(spark: Any, uri: str, say: Callable[[str], None]) -> None:
-    """Raise ``FilesystemUnavailableError`` unless the driver and the executors can open the
-    filesystem of ``uri`` with ``pyarrow.fs`` (module doc). Local paths and ``file://`` are
-    not probed (nothing to install); others are, on the driver and in one Spark job of
-    ``defaultParallelism`` tasks."""
+def check_driver_filesystem(uri: str) -> None:
+    """Raise ``FilesystemUnavailableError`` unless the driver can open the filesystem of a
+    non-local ``uri`` with ``pyarrow.fs`` (needs no Spark: the load's preflight runs it)."""
     if _is_local(uri):
         return
     reason = probe_filesystem(uri)
@@ -171,6 +170,16 @@ def check_filesystem(spark: Any, uri: str, say: Callable[[str], None]) -> None:
         raise FilesystemUnavailableError(
             f"the driver cannot open {uri} with pyarrow ({reason}); {_LIBHDFS_HINT}"
         )
+
+
+def check_filesystem(spark: Any, uri: str, say: Callable[[str], None]) -> None:
+    """Raise ``FilesystemUnavailableError`` unless the driver and the executors can open the
+    filesystem of ``uri`` with ``pyarrow.fs`` (module doc). Local paths and ``file://`` are
+    not probed (nothing to install); others are, on the driver and in one Spark job of
+    ``defaultParallelism`` tasks."""
+    if _is_local(uri):
+        return
+    check_driver_filesystem(uri)
     context = spark.sparkContext
     tasks = max(int(context.defaultParallelism), 1)
     answers = context.parallelize(range(tasks), tasks).mapPartitions(_probe_task(uri)).collect()

@@ -44,6 +44,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.broker_failures import BrokerFailures
 from sluice.pipeline.source.isolation import ISOLATION_LEVEL_KEY, isolation_level
 from sluice.pipeline.source.options import ConsumerStrategy
 from sluice.pipeline.source.ranges import LogBounds
@@ -85,11 +86,20 @@ class KafkaMetadata:
         self.retry_interval_s = retry_interval_s
         self.isolation_level = isolation_level(config)
         self._auth_error: KafkaError | None = None
+        # librdkafka's connection failures counted per broker, not streamed to stderr; a
+        # failed lookup names them (``failures.summary()``).
+        self.failures = BrokerFailures()
+        self.brokers: list[str] = []  # host:port of the brokers the last metadata named
         self._consumer = Consumer(
-            {**config, ISOLATION_LEVEL_KEY: self.isolation_level, "error_cb": self._on_error}
+            {
+                **self.failures.settings(config),
+                ISOLATION_LEVEL_KEY: self.isolation_level,
+                "error_cb": self._on_error,
+            }
         )
 
     def _on_error(self, error: KafkaError) -> None:
+        self.failures.on_error(error)
         if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
             self._auth_error = error
 
@@ -132,7 +142,14 @@ class KafkaMetadata:
         try:
             metadata = self._consumer.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
+            self._consumer.poll(0)  # serves the logs and errors queued meanwhile
+            failed = self.failures.summary()
+            if failed:
+                raise MetadataError(
+                    f"metadata request: expected an answer, found brokers not answering: {failed}"
+                ) from None
             raise MetadataError(f"metadata request: expected an answer, found {exc}") from None
+        self.brokers = [f"{b.host}:{b.port}" for b in metadata.brokers.values()]
         return {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()

@@ -40,7 +40,10 @@ driver planned the split. With ``failOnDataLoss`` the task raises ``DataLossErro
 naming topic, partition and offsets; without it the reader skips to what the log still has
 (``SplitResult.lost`` counts the skipped offsets). No progress for ``poll_timeout_s`` raises
 ``SplitTimeoutError`` (naming the LSO when an open transaction is what it waited on): a split
-never hangs a job.
+never hangs a job. Progress is a record or a partition event (EOF, out of range), never a
+connection error; librdkafka's connection failures are counted per broker
+(``sluice.pipeline.source.broker_failures``) instead of streamed to stderr, and a timeout
+while they occur is ``BrokersUnreachableError`` naming the brokers and their counts.
 
 Cost per record
 ===============
@@ -70,6 +73,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from sluice.pipeline.source.broker_failures import BrokerFailures
 from sluice.pipeline.source.isolation import (
     DEFAULT_ISOLATION_LEVEL,
     ISOLATION_LEVEL_KEY,
@@ -81,6 +85,7 @@ from sluice.pipeline.source.ranges import OffsetRange
 __all__ = [
     "ARROW_SCHEMA",
     "ARROW_SCHEMA_NO_HEADERS",
+    "BrokersUnreachableError",
     "SPARK_SCHEMA_DDL",
     "SPARK_SCHEMA_DDL_NO_HEADERS",
     "DataLossError",
@@ -128,6 +133,11 @@ class DataLossError(RuntimeError):
 
 class SplitTimeoutError(TimeoutError):
     """A split made no progress for ``poll_timeout_s`` seconds."""
+
+
+class BrokersUnreachableError(SplitTimeoutError):
+    """A split made no progress for ``poll_timeout_s`` seconds while librdkafka could not
+    connect to the brokers the message names (with their failure counts)."""
 
 
 @dataclass(slots=True)
@@ -344,7 +354,13 @@ class _Cursor:
         elif not (error.retriable() or code == KafkaError._TRANSPORT):
             raise KafkaException(error)
 
-    def timeout(self, seconds: float) -> SplitTimeoutError:
+    def timeout(self, seconds: float, failures: BrokerFailures) -> SplitTimeoutError:
+        if failures.total:
+            return BrokersUnreachableError(
+                f"{self.where}: no record for {seconds:.0f}s at offset {self.position}, "
+                f"expected offsets up to {self.split.end}; brokers not answering: "
+                f"{failures.summary()}"
+            )
         waiting = (
             ""
             if self.stable_end is None
@@ -377,7 +393,10 @@ def read_split(
         return
     began = time.monotonic()
     builder = _BatchBuilder(split.topic, split.partition, include_headers)
-    consumer = Consumer(dict(config))
+    # librdkafka's connection failures are counted, not streamed to the worker's stderr
+    # (thousands of lines while a broker is down); the timeout names the brokers.
+    failures = BrokerFailures()
+    consumer = Consumer(failures.settings(config))
     cursor = _Cursor(
         split, consumer, isolation_level(config) == READ_COMMITTED, fail_on_data_loss, result
     )
@@ -398,11 +417,17 @@ def read_split(
             # for no more than the range still needs: otherwise every split ends on a timeout.
             wanted = max(1, min(split.end - cursor.position, _CONSUME_MAX))
             messages = consumer.consume(num_messages=wanted, timeout=0.5)
-            if not messages:
+            if failures.fatal is not None:
+                raise KafkaException(failures.fatal)
+            # Progress is a record or an answer about the partition (EOF, out of range); an
+            # error event about a connection is not: a dead broker must not reset the clock.
+            if not any(_answered(m) for m in messages):
                 if time.monotonic() - last_progress > poll_timeout_s:
-                    raise cursor.timeout(poll_timeout_s)
-                continue
-            last_progress = time.monotonic()
+                    raise cursor.timeout(poll_timeout_s, failures)
+                if not messages:
+                    continue
+            else:
+                last_progress = time.monotonic()
             cursor.stable_end = None
             # The common case, with no Python frame per record: only records, all in range
             # (librdkafka delivers a partition's records in offset order).
@@ -436,6 +461,12 @@ def read_split(
     finally:
         consumer.close()
         result.seconds = time.monotonic() - began
+
+
+def _answered(message: Any) -> bool:
+    """True for a record or a partition event from a broker; False for a transport error."""
+    error = message.error()
+    return error is None or not (error.code() == KafkaError._TRANSPORT or error.retriable())
 
 
 def _high_watermark(consumer: Consumer, split: OffsetRange) -> int:

@@ -109,7 +109,8 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
         "kafka.bootstrap.servers", "topics", "warehouse.path", "table", "reports.path", "run.id",
         "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "spark.master",
         "valueFormat", "schema.registry.url", "valueSchemaSubject", "valueSchemaVersion",
-        "valueSchemaId", "valueColumns", "onDecodeError",
+        "valueSchemaId", "valueColumns", "onDecodeError", "stallTimeoutMs",
+        "kafkaConsumer.pollTimeoutMs", "allowMissingTopics",
     }  # fmt: skip
     assert CONFIG_DEF.prefixes == ("kafka.", "spark.")
     config = LoadConfig.from_properties(BASE)
@@ -124,6 +125,12 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
         None,
     )
     assert config.reports_uri == "file:///tmp/warehouse/_reports"
+    assert (config.stall_timeout_ms, config.poll_timeout_ms, config.allow_missing_topics) == (
+        300_000,
+        120_000,
+        False,
+    )
+    assert config.split_timeout_s == 120.0
     table = CONFIG_DEF.to_markdown()
     for name in CONFIG_DEF.names():
         assert f"| `{name}` |" in table
