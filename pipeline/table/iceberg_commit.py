@@ -74,6 +74,7 @@ from sluice.pipeline.table.partition_spec import PartitionBy
 
 __all__ = [
     "OFFSETS_PROPERTY",
+    "Offsets",
     "RUN_ID_PROPERTY",
     "DataFileMismatchError",
     "IcebergCommitConflictError",
@@ -119,6 +120,13 @@ class OffsetsRegressionError(ValueError):
 
 class TableMissingError(LookupError):
     """The table does not exist and ``iceberg.tables.auto-create-enabled`` is false."""
+
+
+class _Unset:
+    """The type of ``UNSET``: no expected snapshot given."""
+
+
+UNSET = _Unset()
 
 
 def _name(snapshot_id: int | None) -> str:
@@ -244,10 +252,13 @@ class IcebergTable:
         *,
         auto_create: bool = True,
         evolve_schema: bool = True,
+        expected_snapshot: int | None | _Unset = UNSET,
     ) -> PlannedCommit:
         """Load (or create) the table, read its previous offsets and check the run's schema
         against it; nothing is written to the table. Raises ``IncompatibleTableSchemaError``
-        naming the field, ``TableMissingError``, ``InvalidPartitionByError``."""
+        naming the field, ``TableMissingError``, ``InvalidPartitionByError``; and
+        ``IcebergCommitConflictError`` when ``expected_snapshot`` (the snapshot whose offsets
+        the caller planned its ranges from) is given and is no longer the current one."""
         table = self.load()
         if table is None:
             if not auto_create:
@@ -257,6 +268,9 @@ class IcebergTable:
                 )
             table = self._create(arrow_schema, partition_by)
         snapshot = table.current_snapshot()
+        found = snapshot.snapshot_id if snapshot else None
+        if not isinstance(expected_snapshot, _Unset) and found != expected_snapshot:
+            raise IcebergCommitConflictError(self.identifier, expected_snapshot, found)
         _, offsets = snapshot_offsets(table)
         has_rows = (
             snapshot is not None
