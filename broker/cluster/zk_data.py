@@ -16,8 +16,11 @@ tools (``zookeeper-shell``, ``kafka-topics --zookeeper`` of the 2.x line) read a
                                          persistent {"version":1,"leader":1,"leader_epoch":0,
                                                      "isr":[1,2,3],"controller_epoch":7}
     /config/topics/<topic>               persistent {"version":1,"config":{"k":"v"}}
+    /config/brokers/<id>                 persistent {"version":1,"config":{"k":"v"}}
+    /config/brokers/<default>            persistent {"version":1,"config":{"k":"v"}}
     /config/changes/config_change_<seq>  persistent sequential
                                                     {"version":2,"entity_path":"topics/<t>"}
+                                                    (or "brokers/<id>", "brokers/<default>")
     /admin/delete_topics/<topic>         persistent (no data): a deletion request
     /cluster/id                          persistent {"version":"1","id":"<base64 uuid>"}
     /latest_producer_id_block            persistent {"version":1,"broker":1,
@@ -509,6 +512,36 @@ class TopicConfigZNode:
         return dict(config)
 
 
+class BrokerConfigZNode:
+    """``/config/brokers/<id>``: one broker's dynamic configs; ``/config/brokers/<default>``:
+    the cluster-wide defaults of every broker (Kafka's ``ConfigEntityZNode`` for the
+    ``brokers`` entity type, written by ``AdminZkClient.changeBrokerConfig``). The payload is a
+    topic config's: ``{"version":1,"config":{"k":"v"}}``."""
+
+    #: The entity name of the cluster-wide defaults (Kafka's ``ZooKeeperInternals.DEFAULT_STRING``).
+    DEFAULT = "<default>"
+
+    @staticmethod
+    def path(entity: str) -> str:
+        return f"/config/brokers/{entity}"
+
+    @staticmethod
+    def encode(config: Mapping[str, str]) -> bytes:
+        return _json_bytes({"version": 1, "config": dict(config)})
+
+    @classmethod
+    def decode(cls, entity: str, data: bytes | None) -> dict[str, str]:
+        path = cls.path(entity)
+        if not data:  # as a topic's: a config znode without data holds no configs
+            return {}
+        doc = _load_object(path, data)
+        _version(path, doc, (1,))
+        config = _require(path, doc, "config")
+        if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
+            raise ZkDataError(path, "a 'config' object of strings", config)
+        return dict(config)
+
+
 class ConfigChangesZNode:
     """``/config/changes``: parent of the config change notifications brokers watch."""
 
@@ -538,6 +571,11 @@ class ConfigChangeNotificationZNode:
     @classmethod
     def encode_topic(cls, topic: str) -> bytes:
         return _json_bytes({"version": cls.VERSION, "entity_path": f"topics/{topic}"})
+
+    @classmethod
+    def encode_broker(cls, entity: str) -> bytes:
+        """A change of ``/config/brokers/<entity>`` (a broker id or ``<default>``)."""
+        return _json_bytes({"version": cls.VERSION, "entity_path": f"brokers/{entity}"})
 
     @classmethod
     def decode(cls, child: str, data: bytes | None) -> tuple[str, str]:

@@ -92,6 +92,7 @@ from sluice.broker.server.controlled_shutdown import (
     start_thread,
 )
 from sluice.broker.server.dispatcher import RequestDispatcher
+from sluice.broker.server.dynamic_broker_config import DynamicBrokerConfig, store_for
 from sluice.broker.server.handlers import HANDLERS
 from sluice.broker.server.handlers.security import handle_sasl_without_sasl
 from sluice.broker.server.lazy_transaction_coordinator import LazyTransactionCoordinator
@@ -131,10 +132,15 @@ class Broker:
         self.port = config.listener.port
         self.zk, self.cluster = _cluster_view(config)
         self.topics = TopicAdmin(config.log, self.cluster)
+        # Dynamic broker configs (AlterConfigs on a BROKER resource): read at startup, then
+        # each change swaps in the config with them applied (_reconfigure).
+        self.dynamic_config = DynamicBrokerConfig(
+            config, store_for(config, self.zk), self._reconfigure
+        )
         self.log_manager = LogManager(
             config.log_dirs,
             config.log,
-            topic_config=self.topics.log_config,
+            topic_config=lambda topic: self.topics.log_config(topic),  # swapped: dynamic
             flush_check_ms=config.flush_scheduler_interval_ms,
             retention_check_ms=config.retention_check_interval_ms,
             checkpoint_ms=config.checkpoint_interval_ms,
@@ -236,6 +242,16 @@ class Broker:
         partition_log.config = config  # a log loaded at startup gets the topic's overrides
         return partition_log
 
+    def _reconfigure(self, config: BrokerConfig) -> None:
+        """Swap in ``config``, the static one with the dynamic broker configs applied: every
+        log takes its new settings now, new topics and partitions get them, and so does the
+        default ``min.insync.replicas`` (reference swaps only: called on any thread)."""
+        self.config = config
+        self.topics = TopicAdmin(config.log, self.cluster)
+        self.replicas.default_min_insync_replicas = config.min_insync_replicas
+        for tp, partition_log in self.log_manager.logs().items():
+            partition_log.config = self.topics.log_config(tp.topic)
+
     def _delete_log(self, topic: str, partition: int) -> None:
         self.log_manager.delete_log(topic, partition)
 
@@ -280,6 +296,9 @@ class Broker:
                 OFFSETS_TOPIC, self.offsets.num_partitions, 1, {"cleanup.policy": "compact"},
                 internal=True,
             )  # fmt: skip
+        self.dynamic_config.load()
+        if self.zk is not None:
+            self.dynamic_config.watch(self.zk)
         self.authorizer, self._acl_watcher = start_authorizer(self.config, self.zk)
         self.log_manager.start_background()
         log.info(
@@ -379,6 +398,7 @@ class Broker:
                 "the replica fetchers did not stop within %.0fs; going on", REPLICAS_STOP_TIMEOUT
             )
         cluster_stopped = await self._leave_cluster()
+        self.dynamic_config.stop()
         if self._acl_watcher is not None:
             self._acl_watcher.stop()
         if self.zk is not None:

@@ -20,6 +20,9 @@ What it offers:
 * ``handlers``: the API keys served (what ApiVersions advertises).
 * ``topics``: topic administration with the broker's own limits
   (:class:`~sluice.broker.server.topic_admin.TopicAdmin`).
+* ``dynamic_config``: the broker configs altered at run time
+  (:class:`~sluice.broker.server.dynamic_broker_config.DynamicBrokerConfig`); ``config`` has
+  them applied. ``alter`` may block: call it through ``off_loop``.
 * ``off_loop``: run a metadata call that may block on ZooKeeper without stalling the loop.
 
 * ``authorizer``: the ACL authorizer, or None when ``authorizer.class.name`` is unset
@@ -55,6 +58,7 @@ from sluice.broker.protocol import EncodedFetchResponse
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.authorizer import AclAuthorizer
 from sluice.broker.security.scram_store import ScramStore
+from sluice.broker.server.dynamic_broker_config import DynamicBrokerConfig
 from sluice.broker.server.lazy_transaction_coordinator import LazyTransactionCoordinator
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
@@ -130,6 +134,9 @@ class BrokerContext(Protocol):
 
     @property
     def transactions(self) -> LazyTransactionCoordinator: ...
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig: ...
 
     @property
     def topics(self) -> TopicAdmin:

@@ -11,24 +11,33 @@ precedence order, as Kafka's ``ConfigHelper`` reports them. A broker resource (i
 for the cluster default) lists the broker's settings as a ZooKeeper-mode Kafka reports them: a
 key the properties file named is ``STATIC_BROKER_CONFIG``, any other ``DEFAULT_CONFIG``
 (``advertised.listeners`` unset included, its value then derived from ``listeners``); the
-synonyms are the static setting, then Kafka's default where it has one; ``read_only`` is false
-for the keys Kafka can change per broker at run time (listeners, the log settings, the
-topic-config synonyms: ``DynamicBrokerConfig``), true for the rest — although Sluice itself
-does not alter broker configs (below). The keys the file named come from the config's
-``named_keys`` where it records them; without it, a key is taken as named unless its value is
-Kafka's default (or, for ``advertised.listeners``, the one derived from ``listeners``).
+synonyms are the static setting, then Kafka's default where it has one; a key altered at run
+time is ``DYNAMIC_BROKER_CONFIG`` (this broker's) or ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (the
+cluster default), those levels first among the synonyms. ``read_only`` is false exactly for the
+keys this broker changes live (``dynamic_broker_config.DYNAMIC_KEYS``). The cluster default
+(resource ``""``) lists only the dynamic defaults, as Kafka does. The keys the file named come
+from the config's ``named_keys`` where it records them; without it, a key is taken as named
+unless its value is Kafka's default (or, for ``advertised.listeners``, the one derived from
+``listeners``).
 
 **AlterConfigs** replaces a topic's overrides with the ones given; **IncrementalAlterConfigs**
 applies SET / DELETE / APPEND / SUBTRACT (the last two on list configs only) to them. Both
 validate the result as CreateTopics does (every Kafka topic config accepted; values parsed and
 checked as Kafka does, then by the log settings), store it through the cluster view (the
 standalone store, or ``/config/topics/<t>`` and a change notification in ZooKeeper), and every
-broker's replicas apply it to their logs live. ``validate_only`` stops before storing. Broker
-resources are refused (INVALID_REQUEST): Sluice has no dynamic broker configs.
+broker's replicas apply it to their logs live. ``validate_only`` stops before storing.
+
+On a **BROKER** resource (this broker's id, or ``""`` for every broker's default) both alter
+that level's dynamic configs (``sluice.broker.server.dynamic_broker_config``: ZooKeeper's
+``/config/brokers/<id>`` / ``<default>`` with a change notification, or a file in the log dir
+standalone), applied live by every broker they concern. A key the broker cannot change live,
+a bad value or another broker's id is INVALID_REQUEST naming it, as Kafka's ZooKeeper mode
+answers (``ZkAdminManager.alterBrokerConfigs``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sluice.broker.cluster import topic_config as tc
@@ -40,6 +49,12 @@ from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
+from sluice.broker.server.dynamic_broker_config import (
+    DEFAULT_ENTITY,
+    DYNAMIC_KEYS,
+    DynamicConfigError,
+    entity_of,
+)
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import respond
 from sluice.broker.server.topic_config_check import check_topic_config
@@ -130,13 +145,6 @@ def _broker_settings(config: BrokerConfig) -> dict[str, tuple[str | None, str | 
     return settings
 
 
-#: Broker keys Kafka reconfigures per broker without a restart (``DynamicBrokerConfig``'s
-#: listener and log configs) among those Sluice reports; the topic-config synonyms are added.
-_DYNAMIC_BROKER_KEYS = frozenset({"listeners", "advertised.listeners"}) | frozenset(
-    d.synonyms[0] for d in tc.TOPIC_CONFIGS.values() if d.synonyms
-)
-
-
 def named_keys(config: BrokerConfig) -> frozenset[str] | None:
     """The keys the broker's properties file named, if the config records them (the accessor
     for ``BrokerConfig.named_keys``; None while it does not exist)."""
@@ -154,27 +162,47 @@ def _static(key: str, value: str | None, default: str | None, config: BrokerConf
     return value != default
 
 
-def _broker_entries(config: BrokerConfig) -> list[tc.ConfigEntry]:
+def _broker_entries(
+    config: BrokerConfig, broker: Mapping[str, str], default: Mapping[str, str]
+) -> list[tc.ConfigEntry]:
+    """This broker's settings: ``config`` is its static config, ``broker`` and ``default`` its
+    dynamic configs and the cluster's dynamic defaults."""
     entries = []
-    for key, (value, default) in sorted(_broker_settings(config).items()):
-        static = _static(key, value, default, config)
-        source = tc.ConfigSource.STATIC_BROKER_CONFIG if static else tc.ConfigSource.DEFAULT_CONFIG
+    for key, (value, kafka_default) in sorted(_broker_settings(config).items()):
+        static = _static(key, value, kafka_default, config)
         synonyms: list[tuple[str, str | None, tc.ConfigSource]] = []
+        if key in broker:
+            synonyms.append((key, broker[key], tc.ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if key in default:
+            synonyms.append((key, default[key], tc.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         if static:
             synonyms.append((key, value, tc.ConfigSource.STATIC_BROKER_CONFIG))
-        if default is not None:
-            synonyms.append((key, default, tc.ConfigSource.DEFAULT_CONFIG))
+        if kafka_default is not None:
+            synonyms.append((key, kafka_default, tc.ConfigSource.DEFAULT_CONFIG))
+        if synonyms:
+            _, value, source = synonyms[0]
+        else:
+            source = tc.ConfigSource.DEFAULT_CONFIG
         entries.append(
             tc.ConfigEntry(
                 key,
                 value,
                 source,
                 _type_of(value),
-                read_only=key not in _DYNAMIC_BROKER_KEYS,
+                read_only=key not in DYNAMIC_KEYS,
                 synonyms=tuple(synonyms),
             )  # fmt: skip
         )
     return entries
+
+
+def _default_entries(default: Mapping[str, str]) -> list[tc.ConfigEntry]:
+    """The cluster's dynamic defaults (resource ``""``), as Kafka lists them."""
+    source = tc.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    return [
+        tc.ConfigEntry(key, value, source, _type_of(value), synonyms=((key, value, source),))
+        for key, value in sorted(default.items())
+    ]
 
 
 def _type_of(value: str | None) -> tc.ConfigType:
@@ -255,7 +283,13 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> bytes
                     f"but received {name}"
                 )
                 continue
-            entries = _broker_entries(ctx.config) if name else []
+            dynamic = ctx.dynamic_config
+            default = dynamic.overrides(DEFAULT_ENTITY)
+            entries = (
+                _broker_entries(dynamic.static, dynamic.overrides(name), default)
+                if name
+                else _default_entries(default)
+            )
         else:
             result["error_code"] = Errors.INVALID_REQUEST
             result["error_message"] = f"Unsupported resource type {resource.resource_type}"
@@ -279,9 +313,7 @@ async def _apply(
         "resource_type": resource.resource_type, "resource_name": resource.resource_name,
     }  # fmt: skip
     if resource.resource_type == BROKER:
-        out["error_code"] = Errors.INVALID_REQUEST
-        out["error_message"] = "Sluice has no dynamic broker configs: set them in the properties"
-        return out
+        return await _apply_broker(ctx, resource, change, validate_only, out)
     if resource.resource_type != TOPIC:
         out["error_code"] = Errors.INVALID_REQUEST
         out["error_message"] = f"Unsupported resource type {resource.resource_type}"
@@ -298,6 +330,36 @@ async def _apply(
         out["error_code"] = code_for(exc)
         out["error_message"] = str(exc)
     return out
+
+
+async def _apply_broker(
+    ctx: BrokerContext, resource: Any, change: Any, validate_only: bool, out: dict[str, Any]
+) -> dict[str, Any]:
+    """Answer one BROKER resource: ``change(current dynamic configs) -> new ones``."""
+    name = resource.resource_name
+    if name and name != str(ctx.config.broker_id):
+        out["error_code"] = Errors.INVALID_REQUEST
+        out["error_message"] = (
+            f"Unexpected broker id, expected {ctx.config.broker_id}, but received {name}"
+        )
+        return out
+    entity = entity_of(name)
+    try:
+        new = {
+            k: v for k, v in change(ctx.dynamic_config.overrides(entity)).items() if v is not None
+        }
+        await ctx.off_loop(ctx.dynamic_config.alter, entity, new, validate_only=validate_only)
+    except (DynamicConfigError, InvalidConfigError) as exc:
+        out["error_code"] = Errors.INVALID_REQUEST
+        out["error_message"] = f"Invalid config value for resource {_describe(resource)}: {exc}"
+    except ADMIN_ERRORS as exc:
+        out["error_code"] = code_for(exc)
+        out["error_message"] = str(exc)
+    return out
+
+
+def _describe(resource: Any) -> str:
+    return f"ConfigResource(type=BROKER, name='{resource.resource_name}')"
 
 
 def _duplicates(names: list[str]) -> list[str]:
@@ -332,13 +394,35 @@ def _invalid(resource: Any, message: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _incremental(ops: list[Any]) -> Any:
+def _topic_list_default(name: str) -> str | None:
+    """A topic key's default if it is a list config (APPEND / SUBTRACT apply), else None;
+    ``InvalidConfigError`` for a key that is no topic config."""
+    definition = tc.TOPIC_CONFIGS.get(name)
+    if definition is None:
+        raise InvalidConfigError(f"Unknown topic config name: {name}")
+    return definition.default if definition.type is tc.ConfigType.LIST else None
+
+
+def _broker_list_default(static: BrokerConfig) -> Callable[[str], str | None]:
+    """As :func:`_topic_list_default` for broker keys: the static value of a list key (the
+    one dynamic list key is ``log.cleanup.policy``); unknown keys are the alter's to refuse."""
+    settings = _broker_settings(static)
+
+    def list_default(name: str) -> str | None:
+        topic_key = next((k for k, d in tc.TOPIC_CONFIGS.items() if name in d.synonyms), None)
+        definition = tc.TOPIC_CONFIGS.get(topic_key) if topic_key else None
+        if definition is None or definition.type is not tc.ConfigType.LIST:
+            return None
+        return settings.get(name, (definition.default, None))[0] or ""
+
+    return list_default
+
+
+def _incremental(ops: list[Any], list_default: Callable[[str], str | None]) -> Any:
     def change(current: dict[str, str]) -> dict[str, str]:
         new = dict(current)
         for op in ops:
-            definition = tc.TOPIC_CONFIGS.get(op.name)
-            if definition is None:
-                raise InvalidConfigError(f"Unknown topic config name: {op.name}")
+            default = list_default(op.name)
             if op.config_operation == SET:
                 if op.value is None:
                     raise InvalidConfigError(f"Null value not supported for : {op.name}")
@@ -346,12 +430,12 @@ def _incremental(ops: list[Any]) -> Any:
             elif op.config_operation == DELETE:
                 new.pop(op.name, None)
             elif op.config_operation in (APPEND, SUBTRACT):
-                if definition.type is not tc.ConfigType.LIST:
+                if default is None:
                     verb = "append" if op.config_operation == APPEND else "subtract"
                     raise InvalidConfigError(
                         f"Config value {verb} is not allowed for config key: {op.name}"
                     )
-                old = new.get(op.name, definition.default)
+                old = new.get(op.name, default)
                 items = [v for v in old.split(",") if v.strip()]
                 values = [v.strip() for v in (op.value or "").split(",") if v.strip()]
                 if op.config_operation == APPEND:
@@ -378,7 +462,12 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
         if dupes:
             responses.append(_invalid(resource, f"Error due to duplicate config keys {dupes}"))
             continue
-        change = _incremental(list(resource.configs))
+        list_default = (
+            _broker_list_default(ctx.dynamic_config.static)
+            if resource.resource_type == BROKER
+            else _topic_list_default
+        )
+        change = _incremental(list(resource.configs), list_default)
         responses.append(await _apply(ctx, resource, change, body.validate_only))
     return respond(request, {"throttle_time": 0, "responses": responses})
 
