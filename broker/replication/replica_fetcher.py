@@ -10,6 +10,12 @@ For each partition it follows from that leader:
    as they are (offsets and epochs kept: ``Log.append(assign=False)``), and take the
    leader's high watermark (capped at its own log end) as its own.
 
+Fetches go in a fetch session (KIP-227, :class:`FetchSessionHandler`): after the first, full
+request, each names only the partitions whose fetch offset (or log start, or epoch) moved —
+those this fetcher just appended to — and the leader answers only partitions with something
+new (records, a moved high watermark or log start, an error). A session the leader refuses
+or a connection error starts over with a full request.
+
 Errors from the leader (not leader, fenced epoch, unknown topic) leave the partition waiting
 for the metadata change that moves it; connection errors reconnect with a backoff.
 Runs on the broker's event loop.
@@ -31,6 +37,11 @@ from sluice.broker.protocol.build import build
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, BrokerConnector
 from sluice.broker.replication.epoch_writer import EpochWriter
+from sluice.broker.replication.fetch_session_handler import (
+    FetchSessionHandler,
+    PartitionRequest,
+    SessionRequest,
+)
 from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.security.errors import SaslError
 from sluice.common.topic_partition import TopicPartition
@@ -65,6 +76,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._own_epochs = epochs is None
+        self.session = FetchSessionHandler()
         self.epochs = epochs or EpochWriter()
 
     def start(self) -> None:
@@ -117,6 +129,7 @@ class ReplicaFetcher:
                     "retrying in %.1fs", self.broker_id, self.leader_id, exc, backoff,
                 )  # fmt: skip
                 await self.client.close()
+                self.session.reset()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
             except Exception as exc:
@@ -132,6 +145,7 @@ class ReplicaFetcher:
                     exc_info=not isinstance(exc, expected),
                 )  # fmt: skip
                 await self.client.close()
+                self.session.reset()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
@@ -212,25 +226,26 @@ class ReplicaFetcher:
         if not ready:
             await asyncio.sleep(0.05)
             return
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, partition in ready.items():
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition": tp.partition,
-                    "current_leader_epoch": partition.leader_epoch,
-                    "fetch_offset": partition.log.log_end_offset,
-                    "log_start_offset": partition.log.log_start_offset,
-                    "partition_max_bytes": PARTITION_MAX_BYTES,
-                }  # fmt: skip
-            )
-        body = build(
-            request_type(ApiKey.FETCH, 11),
-            {"replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
-             "max_bytes": RESPONSE_MAX_BYTES, "isolation_level": 0, "session_id": 0,
-             "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
-        )  # fmt: skip
-        response = await self.client.request(body)
+        request = self.session.build(
+            {
+                tp: PartitionRequest(
+                    p.log.log_end_offset,
+                    p.log.log_start_offset,
+                    p.leader_epoch,
+                    PARTITION_MAX_BYTES,
+                )  # fmt: skip
+                for tp, p in ready.items()
+            }
+        )
+        response = await self.client.request(_fetch_request(self.broker_id, request))
+        if not self.session.handle_response(response.error_code, response.session_id):
+            if response.error_code != Errors.NONE:
+                log.info(
+                    "replica fetcher %d→%d: fetch session %d refused (%s); starting over",
+                    self.broker_id, self.leader_id, request.session_id,
+                    Errors(response.error_code).name,
+                )  # fmt: skip
+            return
         fetched = [
             (TopicPartition(topic.topic, p.partition_index), p)
             for topic in response.responses
@@ -278,6 +293,28 @@ class ReplicaFetcher:
         # too (Kafka writes it in the background; a crash first only leaves entries before the
         # log start, which the log cuts again as it loads).
         await self._flush_epochs(moved)
+
+
+def _fetch_request(broker_id: int, request: SessionRequest) -> Any:
+    """Fetch v11 as a follower: the session's metadata and the partitions it names."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, r in request.partitions.items():
+        topics.setdefault(tp.topic, []).append(
+            {"partition": tp.partition, "current_leader_epoch": r.current_leader_epoch,
+             "fetch_offset": r.fetch_offset, "log_start_offset": r.log_start_offset,
+             "partition_max_bytes": r.max_bytes}
+        )  # fmt: skip
+    forgotten: dict[str, list[int]] = {}
+    for tp in request.forgotten:
+        forgotten.setdefault(tp.topic, []).append(tp.partition)
+    return build(
+        request_type(ApiKey.FETCH, 11),
+        {"replica_id": broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
+         "max_bytes": RESPONSE_MAX_BYTES, "isolation_level": 0,
+         "session_id": request.session_id, "session_epoch": request.epoch,
+         "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+         "rack_id": "", "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
+    )  # fmt: skip
 
 
 def new_epochs(log: Log, records: bytes | bytearray | memoryview) -> list[tuple[int, int]]:

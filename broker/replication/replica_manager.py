@@ -18,7 +18,8 @@ with ``acks=-1`` an ISR smaller than ``min.insync.replicas`` refuses it before t
 watermark passes the batch — or failed at the request timeout (REQUEST_TIMED_OUT), or with
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile. The append
 wakes the fetches waiting on the partition at once (``on_high_watermark``, the broker's fetch
-purgatory, is called after every local append as well as when the high watermark moves): the
+purgatory, is called after every local append, when the high watermark moves and when the
+replica's role changes, which also marks it changed in the fetch sessions holding it): the
 followers take the batch without waiting out their fetch's ``max_wait``, and their next
 fetches move the high watermark, as in Kafka.
 
@@ -229,7 +230,7 @@ class ReplicaManager:
                     )
                     self._write_leader_epoch(partition)
                     log.info("%s: leader at epoch %d, isr %s", tp, state.leader_epoch, state.isr)
-                    self._on_role(tp, Role.LEADER, partition.log)
+                    self._role_changed(tp, Role.LEADER, partition.log)
                 else:
                     # A reassignment changes the replicas under the same leader and epoch:
                     # replicas added start fetching (and may join the ISR), removed ones stop.
@@ -243,19 +244,26 @@ class ReplicaManager:
                 if moved:
                     self._follow(tp, partition, state.leader)
                     log.info("%s: following %d at epoch %d", tp, state.leader, state.leader_epoch)
-                    self._on_role(tp, Role.FOLLOWER, partition.log)
+                    self._role_changed(tp, Role.FOLLOWER, partition.log)
             else:
                 partition.role = Role.NONE
                 self._unfollow(tp)
                 self._fail_waiters(tp)
-                self._on_role(tp, Role.NONE, partition.log)
+                self._role_changed(tp, Role.NONE, partition.log)
+
+    def _role_changed(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
+        self._on_role(tp, role, partition_log)
+        # Fetches of ``tp`` now answer an error, or from a new leader epoch: wake them and
+        # mark it changed in the fetch sessions that hold it (``on_high_watermark`` is the
+        # fetch purgatory's notify).
+        self._on_hw(tp)
 
     def _drop(self, tp: TopicPartition, delete: bool) -> None:
         self._configs.pop(tp, None)
         self.offline.discard(tp)
         if self.partitions.pop(tp, None) is None:
             return
-        self._on_role(tp, Role.NONE, None)
+        self._role_changed(tp, Role.NONE, None)
         self._unfollow(tp)
         self._fail_waiters(tp)
         if delete:
@@ -480,7 +488,7 @@ class ReplicaManager:
                 self._unfollow(tp)
                 self._fail_waiters(tp, Errors.KAFKA_STORAGE_ERROR)
                 partition.role = Role.NONE
-                self._on_role(tp, Role.NONE, partition.log)
+                self._role_changed(tp, Role.NONE, partition.log)
             log.warning("log dir %s offline: replicas %s offline", log_dir, _names(in_dir))
         else:
             back = in_dir & self.offline

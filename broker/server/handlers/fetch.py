@@ -14,8 +14,19 @@ Each partition is read from its leader only (``ctx.replicas.leader_or_error``), 
 KIP-320 leader-epoch check; a follower's fetch (``replica_id >= 0``) reads up to the log end
 and records the follower's position, which may move the high watermark.
 
-Sessions (KIP-227): Sluice answers with session id 0, "no session", so clients keep sending
-full fetch requests; librdkafka never opens sessions anyway.
+Sessions (KIP-227, ``sluice.broker.server.fetch_session``): a request with epoch 0 opens a
+session and is answered with its id; later requests in it name only what changed, and are
+answered with only the partitions that have something new (records, an error, a moved high
+watermark, last stable or log start offset). Such a fetch reads the partitions it names and
+those the session has marked changed since they were last at rest — not every partition it
+follows — and waits on its session, which every append, high-watermark move and role change of
+one of its partitions wakes. The replica fetchers use sessions; librdkafka (up to 2.14) never
+opens one (it sends session id 0, epoch -1), kafka-python and the Java client do.
+
+A follower's session also renews, once per ``_TOUCH_MS`` (at most a quarter of
+``replica.lag.time.max.ms``), the caught-up time of the partitions its fetches did not read:
+each was at rest at the leader's log end when last read and nothing was appended since, so
+its follower is still caught up, as Kafka records on every fetch.
 
 Isolation (KIP-98): every answer carries the partition's last stable offset. A
 ``read_committed`` fetch (``isolation_level`` 1) reads only up to it, and gets the aborted
@@ -29,6 +40,9 @@ restart get resolved; on a broker that never saw one it creates nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.broker.log.errors import OffsetOutOfRangeError
@@ -42,88 +56,133 @@ from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
+from sluice.broker.server.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    ContextKind,
+    FetchSession,
+)
 from sluice.common.topic_partition import TopicPartition
 
+log = logging.getLogger(__name__)
 
-def _refused(ctx: BrokerContext, body: Any) -> set[str]:
+#: At most how often (ms) a follower's session renews its unread partitions' caught-up time.
+_TOUCH_MS = 1000.0
+
+
+def _refused(ctx: BrokerContext, replica_id: int, names: Iterable[str]) -> set[str]:
     """The topics the fetch may not read (TOPIC_AUTHORIZATION_FAILED): for a follower all
     of them unless it has CLUSTER_ACTION on the cluster, for a consumer those without READ
-    (KafkaApis.handleFetchRequest)."""
+    (KafkaApis.handleFetchRequest). ``names`` is consumed only with an authorizer."""
     if ctx.authorizer is None:
         return set()
-    names = {t.topic for t in body.topics}
-    if body.replica_id >= 0:
-        return set() if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else names
-    return {n for n in names if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, n)}
+    topics = set(names)
+    if replica_id >= 0:
+        return set() if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else topics
+    return {n for n in topics if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, n)}
+
+
+def _requested(body: Any) -> list[CachedPartition]:
+    return [
+        CachedPartition(
+            TopicPartition(t.topic, p.partition),
+            p.fetch_offset,
+            p.partition_max_bytes,
+            getattr(p, "current_leader_epoch", -1),
+            getattr(p, "log_start_offset", -1),
+        )  # fmt: skip
+        for t in body.topics
+        for p in t.partitions
+    ]
+
+
+def _forgotten(body: Any) -> list[TopicPartition]:
+    return [
+        TopicPartition(t.topic, p)
+        for t in getattr(body, "forgotten_topics_data", ()) or ()
+        for p in t.partitions
+    ]
+
+
+@dataclass
+class _Read:
+    """One pass over some partitions of a fetch: what each answered, and whether it is at
+    rest (no error, fetch offset at the end of what this fetch may read)."""
+
+    answers: dict[TopicPartition, FetchPartition] = field(default_factory=dict)
+    at_rest: dict[TopicPartition, bool] = field(default_factory=dict)
+    total: int = 0
+    has_error: bool = False
 
 
 def _read_all(
-    ctx: BrokerContext, request: Request, refused: set[str], *, first: bool
-) -> tuple[list[FetchTopic], int, bool]:
-    """Read every partition of the request. ``first``: this is the read on the request's
-    arrival, the only one that records a follower's position (a re-read after a long-poll
-    wait must not: the ISR may have changed meanwhile, and a follower that has since died or
-    been dropped would be put back with the position it had half a second ago)."""
-    body = request.body
+    ctx: BrokerContext,
+    body: Any,
+    partitions: Iterable[CachedPartition],
+    refused: set[str],
+    *,
+    first: bool,
+) -> _Read:
+    """Read ``partitions``. ``first``: this is the read on the request's arrival, the only
+    one that records a follower's position (a re-read after a long-poll wait must not: the
+    ISR may have changed meanwhile, and a follower that has since died or been dropped would
+    be put back with the position it had half a second ago)."""
     read_committed = getattr(body, "isolation_level", 0) == 1 and body.replica_id < 0
     upper = "log_end" if body.replica_id >= 0 else "high_watermark"
     if read_committed:
         upper = "last_stable"
     remaining = max(body.max_bytes, 0)
-    total = 0
-    has_error = False
-    topics = []
-    for t in body.topics:
-        partitions = []
-        for p in t.partitions:
-            out = FetchPartition(partition_index=p.partition, records=b"")
-            partitions.append(out)
-            if t.topic in refused:
-                out.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
-                has_error = True
-                continue
-            leading, error = ctx.replicas.leader_or_error(t.topic, p.partition)
-            if leading is not None:
-                error = _check_leader_epoch(leading, p)
-            if error == Errors.NONE and body.replica_id >= 0 and first:
-                # A follower: its fetch offset is its log end; the leader's HW may move.
-                error = ctx.replicas.record_follower_fetch(
-                    body.replica_id, t.topic, p.partition, p.fetch_offset
-                )
-            if leading is None or error != Errors.NONE:
-                out.error_code = error
-                has_error = True
-                continue
-            partition_log = leading.log
-            limit = min(p.partition_max_bytes, remaining)
-            try:
-                info = partition_log.read(
-                    p.fetch_offset,
-                    max(limit, 0),
-                    upper_bound=upper,
-                    min_one_batch=total == 0,
-                )
-            except OffsetOutOfRangeError as exc:
-                out.error_code = code_for(exc)
-                has_error = True
-                info = None
-            out.high_watermark = partition_log.high_watermark
-            lso = partition_log.last_stable_offset
-            out.last_stable_offset = lso
-            out.log_start_offset = partition_log.log_start_offset
-            if read_committed and info is not None and info.slice is not None:
-                out.aborted_transactions = [
-                    (txn.producer_id, txn.first_offset)
-                    for txn in partition_log.collect_aborted_transactions(p.fetch_offset, lso)
-                ]
-            elif read_committed:
-                out.aborted_transactions = []
-            if info is not None and info.slice is not None:
-                out.records = info.slice
-                total += info.size
-                remaining -= info.size
-        topics.append(FetchTopic(topic=t.topic, partitions=partitions))
-    return topics, total, has_error
+    result = _Read()
+    for p in partitions:
+        tp = p.tp
+        out = FetchPartition(partition_index=tp.partition, records=b"")
+        result.answers[tp] = out
+        result.at_rest[tp] = False
+        if tp.topic in refused:
+            out.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+            result.has_error = True
+            continue
+        leading, error = ctx.replicas.leader_or_error(tp.topic, tp.partition)
+        if leading is not None:
+            error = _check_leader_epoch(leading, p)
+        if error == Errors.NONE and body.replica_id >= 0 and first:
+            # A follower: its fetch offset is its log end; the leader's HW may move.
+            error = ctx.replicas.record_follower_fetch(
+                body.replica_id, tp.topic, tp.partition, p.fetch_offset
+            )
+        if leading is None or error != Errors.NONE:
+            out.error_code = error
+            result.has_error = True
+            continue
+        partition_log = leading.log
+        limit = min(p.max_bytes, remaining)
+        try:
+            info = partition_log.read(
+                p.fetch_offset, max(limit, 0), upper_bound=upper, min_one_batch=result.total == 0
+            )
+        except OffsetOutOfRangeError as exc:
+            out.error_code = code_for(exc)
+            result.has_error = True
+            info = None
+        hw = out.high_watermark = partition_log.high_watermark
+        lso = out.last_stable_offset = partition_log.last_stable_offset
+        out.log_start_offset = partition_log.log_start_offset
+        if read_committed and info is not None and info.slice is not None:
+            out.aborted_transactions = [
+                (txn.producer_id, txn.first_offset)
+                for txn in partition_log.collect_aborted_transactions(p.fetch_offset, lso)
+            ]
+        elif read_committed:
+            out.aborted_transactions = []
+        if info is not None and info.slice is not None:
+            out.records = info.slice
+            result.total += info.size
+            remaining -= info.size
+        elif info is not None:
+            end = {"log_end": partition_log.log_end_offset, "high_watermark": hw}.get(upper, lso)
+            result.at_rest[tp] = p.fetch_offset >= end
+    return result
 
 
 def _check_leader_epoch(leading: Partition, p: Any) -> Errors:
@@ -144,24 +203,149 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResp
     body = request.body
     if getattr(body, "isolation_level", 0) == 1:
         await ctx.transactions.get_if_used()
+    requested = _requested(body)
+    context = ctx.purgatory.sessions.context(
+        getattr(body, "session_id", INVALID_SESSION_ID),
+        getattr(body, "session_epoch", FINAL_EPOCH),
+        requested,
+        _forgotten(body),
+        privileged=body.replica_id >= 0,
+    )
+    if context.kind is ContextKind.ERROR:
+        return encode_fetch_response(request.header, [], error_code=context.error)
+    session_id = INVALID_SESSION_ID
+    if context.kind is ContextKind.INCREMENTAL:
+        assert context.session is not None
+        answers = await _fetch_incremental(ctx, body, context.session, context.named)
+        session_id = context.session.id
+    else:
+        read = await _fetch_full(ctx, body, requested)
+        answers = [(cp.tp, read.answers[cp.tp]) for cp in requested]
+        if context.kind is ContextKind.FULL:
+            session_id = _open_session(ctx, body, requested, read)
+    topics: dict[str, list[FetchPartition]] = {}
+    for tp, out in answers:
+        topics.setdefault(tp.topic, []).append(out)
+    for topic, partitions in topics.items():
+        sent = sum(p.records.size for p in partitions if isinstance(p.records, FileSlice))
+        if sent:
+            ctx.metrics.record_bytes_out(topic, sent)
+    return encode_fetch_response(
+        request.header,
+        [FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        session_id=session_id,
+    )
+
+
+def _enough(body: Any, read: _Read) -> bool:
+    return read.total >= body.min_bytes or read.has_error or read.total >= body.max_bytes
+
+
+async def _fetch_full(ctx: BrokerContext, body: Any, requested: list[CachedPartition]) -> _Read:
+    """A full fetch: every requested partition, waiting in the purgatory on each of them."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
-    watched = [TopicPartition(t.topic, p.partition) for t in body.topics for p in t.partitions]
-    first = True
-    refused = _refused(ctx, body)
-    while True:
-        topics, total, has_error = _read_all(ctx, request, refused, first=first)
-        first = False
-        if total >= body.min_bytes or has_error or total >= body.max_bytes:
-            break
+    refused = _refused(ctx, body.replica_id, (t.topic for t in body.topics))
+    read = _read_all(ctx, body, requested, refused, first=True)
+    while not _enough(body, read):
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
-        if not await ctx.purgatory.wait(watched, remaining):
-            topics, total, has_error = _read_all(ctx, request, refused, first=False)
+        woken = await ctx.purgatory.wait([cp.tp for cp in requested], remaining)
+        read = _read_all(ctx, body, requested, refused, first=False)
+        if not woken:
             break
-    for topic in topics:
-        sent = sum(p.records.size for p in topic.partitions if isinstance(p.records, FileSlice))
-        if sent:
-            ctx.metrics.record_bytes_out(topic.topic, sent)
-    return encode_fetch_response(request.header, topics, session_id=0)
+    return read
+
+
+def _open_session(
+    ctx: BrokerContext, body: Any, requested: list[CachedPartition], read: _Read
+) -> int:
+    """Open a session over a full fetch's partitions, recording what it answered (so the next
+    incremental fetch answers only what changes); its id, or 0 if the cache has no slot."""
+    for cp in requested:
+        out = read.answers[cp.tp]
+        cp.must_respond(
+            has_records=False, error=out.error_code, hw=out.high_watermark,
+            lso=out.last_stable_offset, log_start=out.log_start_offset,
+        )  # fmt: skip
+    session = ctx.purgatory.sessions.create(body.replica_id >= 0, requested)
+    if session is None:
+        return INVALID_SESSION_ID
+    log.log(
+        logging.INFO if body.replica_id >= 0 else logging.DEBUG,
+        "fetch session %d opened for %s over %d partitions",
+        session.id, f"follower {body.replica_id}" if body.replica_id >= 0 else "a consumer",
+        len(requested),
+    )  # fmt: skip
+    session.dirty = {tp for tp, rest in read.at_rest.items() if not rest}
+    session.touched_ms = loop_ms()
+    return session.id
+
+
+def loop_ms() -> float:
+    return asyncio.get_running_loop().time() * 1000
+
+
+async def _fetch_incremental(
+    ctx: BrokerContext, body: Any, session: FetchSession, named: list[TopicPartition]
+) -> list[tuple[TopicPartition, FetchPartition]]:
+    """An incremental fetch: the partitions the request names and those changed since they
+    were last at rest (module docstring); answers only those that must be."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ms(body.max_wait) / 1000
+    answers: dict[TopicPartition, FetchPartition] = {}
+    to_read = dict.fromkeys(named)
+    first = True
+    while True:
+        session.wake.clear()
+        to_read.update(dict.fromkeys(sorted(session.dirty)))
+        partitions = [cp for tp in to_read if (cp := session.partitions.get(tp)) is not None]
+        refused = _refused(ctx, body.replica_id, (cp.tp.topic for cp in partitions))
+        read = _read_all(ctx, body, partitions, refused, first=first)
+        if first and body.replica_id >= 0:
+            _touch_idle(ctx, body.replica_id, session, read)
+        first = False
+        answers.update(read.answers)
+        for tp, rest in read.at_rest.items():
+            if rest:
+                session.dirty.discard(tp)
+            else:
+                session.dirty.add(tp)
+        remaining = deadline - loop.time()
+        if (
+            _enough(body, read)
+            or remaining <= 0
+            or session.id not in ctx.purgatory.sessions.sessions
+        ):
+            break
+        # Wait for a change to one of the session's partitions; then read what changed.
+        to_read = {}
+        try:
+            await asyncio.wait_for(session.wake.wait(), remaining)
+        except TimeoutError:
+            break
+    out = []
+    for tp, answer in answers.items():
+        cp = session.partitions.get(tp)
+        if cp is None:
+            continue
+        has_records = isinstance(answer.records, FileSlice)
+        if cp.must_respond(
+            has_records=has_records, error=answer.error_code, hw=answer.high_watermark,
+            lso=answer.last_stable_offset, log_start=answer.log_start_offset,
+        ):  # fmt: skip
+            out.append((tp, answer))
+    return out
+
+
+def _touch_idle(ctx: BrokerContext, replica_id: int, session: FetchSession, read: _Read) -> None:
+    """Renew the caught-up time of the follower's partitions this fetch did not read (module
+    docstring), once per ``_TOUCH_MS`` or a quarter of ``replica.lag.time.max.ms``."""
+    now = loop_ms()
+    if now - session.touched_ms < min(_TOUCH_MS, ctx.replicas.max_lag_ms / 4):
+        return
+    session.touched_ms = now
+    for tp, cp in session.partitions.items():
+        if tp not in read.answers:
+            ctx.replicas.record_follower_fetch(replica_id, tp.topic, tp.partition, cp.fetch_offset)

@@ -3,12 +3,16 @@
 * ``acks=all`` completes as soon as the followers have the batch: the append wakes their
   waiting fetches (Kafka's delayed-fetch completion), instead of their picking it up when the
   fetch's ``max_wait`` runs out (every acknowledgement took ~500 ms before).
+* Followers fetch in fetch sessions (KIP-227): one session per follower and leader, kept
+  through a round of ``acks=all`` writes to every partition (each write completed by the
+  followers' incremental fetches, none starting over).
 * A follower killed with ``kill -9`` leaves the ISR once, and no other follower's fetch puts
   it back while its ZooKeeper registration outlives it (700–900 re-adds in 7 s before).
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 import urllib.request
@@ -56,6 +60,49 @@ def test_acks_all_does_not_wait_out_the_followers_fetch(tmp_path: Path, zk_conne
         # round trips. The bound is far from both, for a loaded 2-core machine.
         assert statistics.median(took) < FETCH_MAX_WAIT_MS / 2 / 1000, sorted(took)
         assert read_partition(cluster.bootstrap, topic, 0) == [b"m%d" % i for i in range(25)]
+
+
+def sessions_opened(cluster: BrokerCluster) -> dict[int, list[int]]:
+    """Per broker, the followers that opened a fetch session with it, once per opening."""
+    found: dict[int, list[int]] = {}
+    for i, b in cluster.brokers.items():
+        found[i] = [
+            int(m.group(1))
+            for m in re.finditer(r"fetch session \d+ opened for follower (\d+)", b.output())
+        ]
+    return found
+
+
+def test_followers_fetch_incrementally_in_sessions(tmp_path: Path, zk_connect: str) -> None:
+    with BrokerCluster(tmp_path, zk_connect) as cluster:
+        topic = unique("sessions")
+        partitions = 60
+        cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
+        deadline = time.monotonic() + 30
+        while True:  # each follower's first fetch opens its session with each leader
+            before = sessions_opened(cluster)
+            if all(set(f) == BROKERS - {leader} for leader, f in before.items()):
+                break
+            assert time.monotonic() < deadline, (before, cluster.output_tails())
+            time.sleep(0.2)
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0, **QUIET}
+        )
+        errors: list[KafkaError] = []
+        for round_ in range(3):
+            for p in range(partitions):
+                producer.produce(
+                    topic, b"r%d" % round_, partition=p,
+                    on_delivery=lambda e, _m: e and errors.append(e),
+                )  # fmt: skip
+            assert producer.flush(60) == 0, "a delivery report never came"
+        assert not errors, errors[:3]
+        # Every write was replicated by incremental fetches in the same sessions.
+        assert sessions_opened(cluster) == before, cluster.output_tails()
+        for p in (0, partitions // 2, partitions - 1):
+            assert read_partition(cluster.bootstrap, topic, p) == [b"r0", b"r1", b"r2"]
+            state = cluster.partition(topic, p)
+            assert set(state.isrs) == BROKERS
 
 
 def isr_expansions(port: int) -> float:
