@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import avro.errors
+import avro.name
 import avro.schema
 from avro.compatibility import (
     ReaderWriterCompatibilityChecker,
@@ -43,7 +45,7 @@ from avro.compatibility import (
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.json_text import JsonSyntaxError, JsonTooDeepError, loads
 from sluice.schemas.limits import MAX_SAFE_DEPTH
-from sluice.schemas.schema_type import ParsedSchema, SchemaType
+from sluice.schemas.schema_type import ParsedSchema, ResolvedReference, SchemaType
 
 AVRO = SchemaType.AVRO.value
 
@@ -85,11 +87,17 @@ class AvroSchema(ParsedSchema):
         ]
 
 
-def parse_schema(text: str, schema_type: str | None = AVRO) -> AvroSchema:
+def parse_schema(
+    text: str, schema_type: str | None = AVRO, references: Sequence[ResolvedReference] = ()
+) -> AvroSchema:
     """Parse schema text as sent in a request body; raise :class:`InvalidSchemaError`.
 
     ``schema_type`` must be ``AVRO`` (the default): the registry picks the parser of each
-    type with :func:`sluice.schemas.schema_parser.parse_schema`.
+    type with :func:`sluice.schemas.schema_parser.parse_schema`. ``references`` are Avro
+    schemas, dependencies first, whose named types ``text`` may use by name: they are parsed
+    into one name table before ``text`` (a reference's own text names its dependencies' types
+    the same way). The normalized form writes a referenced type out in full where it is first
+    used, so it changes when a referenced type does.
     """
     if schema_type not in (None, AVRO):
         raise InvalidSchemaError(
@@ -108,7 +116,11 @@ def parse_schema(text: str, schema_type: str | None = AVRO) -> AvroSchema:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            parsed = avro.schema.make_avsc_object(document)
+            names = avro.name.Names()
+            for ref in references:
+                assert isinstance(ref.schema, AvroSchema)
+                avro.schema.make_avsc_object(loads(ref.schema.text, MAX_SAFE_DEPTH), names)
+            parsed = avro.schema.make_avsc_object(document, names)
             normalized = json.dumps(parsed.to_json(), sort_keys=True, separators=(",", ":"))
         except (avro.errors.AvroException, TypeError, ValueError, KeyError) as e:
             raise InvalidSchemaError(f"Invalid schema: {e}") from e

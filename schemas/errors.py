@@ -15,10 +15,14 @@ error code status  class
 40406      404     :class:`VersionSoftDeletedError`
 40407      404     :class:`VersionNotSoftDeletedError`
 40408      404     :class:`SubjectConfigNotFoundError`
+40409      404     :class:`SubjectModeNotFoundError`
 409        409     :class:`IncompatibleSchemaError`
 42201      422     :class:`InvalidSchemaError`
 42202      422     :class:`InvalidVersionError`
 42203      422     :class:`InvalidCompatibilityLevelError`
+42204      422     :class:`InvalidModeError`
+42205      422     :class:`OperationNotPermittedError`
+42206      422     :class:`ReferenceExistsError`
 42208      422     :class:`InvalidSubjectError`
 42209      422     :class:`SchemaTooLargeError`
 400        400     :class:`BadRequestError`
@@ -106,6 +110,12 @@ class SubjectConfigNotFoundError(RegistryError):
     http_status, error_code = 404, 40408
 
 
+class SubjectModeNotFoundError(RegistryError):
+    """``GET|DELETE /mode/{s}`` for a subject without its own mode (and no ``defaultToGlobal``)."""
+
+    http_status, error_code = 404, 40409
+
+
 class IncompatibleSchemaError(RegistryError):
     http_status, error_code = 409, 409
 
@@ -120,6 +130,25 @@ class InvalidVersionError(RegistryError):
 
 class InvalidCompatibilityLevelError(RegistryError):
     http_status, error_code = 422, 42203
+
+
+class InvalidModeError(RegistryError):
+    """A mode other than READWRITE, READONLY, READONLY_OVERRIDE and IMPORT."""
+
+    http_status, error_code = 422, 42204
+
+
+class OperationNotPermittedError(RegistryError):
+    """A write the mode forbids (READONLY; an explicit id outside IMPORT), an import over
+    another schema's id, or IMPORT set over existing subjects without ``force``."""
+
+    http_status, error_code = 422, 42205
+
+
+class ReferenceExistsError(RegistryError):
+    """A delete of a subject version that another schema references."""
+
+    http_status, error_code = 422, 42206
 
 
 class InvalidSubjectError(RegistryError):
@@ -187,10 +216,14 @@ _BY_CODE: dict[int, type[RegistryError]] = {
         VersionSoftDeletedError,
         VersionNotSoftDeletedError,
         SubjectConfigNotFoundError,
+        SubjectModeNotFoundError,
         IncompatibleSchemaError,
         InvalidSchemaError,
         InvalidVersionError,
         InvalidCompatibilityLevelError,
+        InvalidModeError,
+        OperationNotPermittedError,
+        ReferenceExistsError,
         InvalidSubjectError,
         SchemaTooLargeError,
         StoreError,

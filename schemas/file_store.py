@@ -14,8 +14,14 @@ Layout of ``<schema.registry.data.dir>/``::
       "schemas": {"1": {"schema": "<compact JSON text>", "schemaType": "AVRO",
                         "fingerprint": "<sha256 hex>"}},
       "subjects": {"orders-value": [{"version": 1, "id": 1, "deleted": false}]},
-      "config": {"global": "BACKWARD" | null, "subjects": {"orders-value": "FULL"}}
+      "config": {"global": "BACKWARD" | null, "subjects": {"orders-value": "FULL"}},
+      "mode": {"global": "READWRITE" | null, "subjects": {"orders-value": "IMPORT"}},
+      "imported_ids": [7]                   # ids an import chose (also below next_id)
     }
+
+A schema entry carries ``"references"`` (``[{"name", "subject", "version"}]``),
+``"metadata"`` and ``"ruleSet"`` (compact JSON text) only when it has them; ``mode`` and
+``imported_ids`` are absent from files written before modes existed and read as empty.
 
 Commit = write the new document to ``registry.json.tmp``, ``fsync`` it, ``os.replace`` it over
 ``registry.json``, ``fsync`` the directory. A crash at any point leaves either the old or the new
@@ -39,7 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from sluice.schemas.errors import StoreError
-from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
+from sluice.schemas.store import (
+    SchemaStore,
+    StoredSchema,
+    SubjectVersion,
+    schema_from_payload,
+    schema_payload,
+)
 
 FORMAT = 1
 STATE_FILE = "registry.json"
@@ -89,6 +101,8 @@ class FileSchemaStore(SchemaStore):
                 "schemas": {},
                 "subjects": {},
                 "config": {"global": None, "subjects": {}},
+                "mode": {"global": None, "subjects": {}},
+                "imported_ids": [],
             }
         except OSError as e:
             raise StoreError(f"cannot read {self.path}: {e}") from e
@@ -105,6 +119,8 @@ class FileSchemaStore(SchemaStore):
                 f"{self.path}: next_id must exceed every stored id: expected > {highest}, "
                 f"found {state['next_id']}"
             )
+        state.setdefault("mode", {"global": None, "subjects": {}})
+        state.setdefault("imported_ids", [])
         return state  # type: ignore[no-any-return]
 
     def _persist(self) -> None:
@@ -168,30 +184,34 @@ class FileSchemaStore(SchemaStore):
             self._state["next_id"] = schema_id + 1
         return schema_id
 
+    def reserve_id(self, schema_id: int) -> None:
+        # An imported id at or past the counter moves the counter past it (Confluent's
+        # registry does the same: after an import, new ids start above the highest).
+        with self._mutation():
+            if schema_id not in self._state["imported_ids"]:
+                self._state["imported_ids"].append(schema_id)
+            self._state["next_id"] = max(int(self._state["next_id"]), schema_id + 1)
+
     def put_schema(self, schema: StoredSchema) -> None:
         if schema.id >= self._state["next_id"]:
             raise StoreError(
                 f"schema id {schema.id} was not allocated: expected < {self._state['next_id']}"
             )
         with self._mutation():
-            self._state["schemas"][str(schema.id)] = {
-                "schema": schema.text,
-                "schemaType": schema.schema_type,
-                "fingerprint": schema.fingerprint,
-            }
+            self._state["schemas"][str(schema.id)] = schema_payload(schema)
 
     def get_schema(self, schema_id: int) -> StoredSchema | None:
         entry = self._state["schemas"].get(str(schema_id))
         if entry is None:
             return None
-        return StoredSchema(schema_id, entry["schema"], entry["fingerprint"], entry["schemaType"])
+        return schema_from_payload(schema_id, entry)
 
     def find_schema(self, fingerprint: str) -> StoredSchema | None:
         # A linear scan: registries hold thousands of schemas, not millions, and the lookup
         # happens only on register/lookup, which clients cache.
         for key, entry in self._state["schemas"].items():
             if entry["fingerprint"] == fingerprint:
-                return StoredSchema(int(key), entry["schema"], fingerprint, entry["schemaType"])
+                return schema_from_payload(int(key), entry)
         return None
 
     def delete_schema(self, schema_id: int) -> None:
@@ -246,6 +266,28 @@ class FileSchemaStore(SchemaStore):
                 self._state["config"]["global"] = None
             else:
                 self._state["config"]["subjects"].pop(subject, None)
+
+    # -- modes -------------------------------------------------------------------------------
+
+    def get_mode(self, subject: str | None) -> str | None:
+        mode = self._state["mode"]
+        if subject is None:
+            return mode["global"]  # type: ignore[no-any-return]
+        return mode["subjects"].get(subject)  # type: ignore[no-any-return]
+
+    def put_mode(self, subject: str | None, mode: str) -> None:
+        with self._mutation():
+            if subject is None:
+                self._state["mode"]["global"] = mode
+            else:
+                self._state["mode"]["subjects"][subject] = mode
+
+    def delete_mode(self, subject: str | None) -> None:
+        with self._mutation():
+            if subject is None:
+                self._state["mode"]["global"] = None
+            else:
+                self._state["mode"]["subjects"].pop(subject, None)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

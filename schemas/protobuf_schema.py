@@ -21,8 +21,10 @@ A client registers a Protobuf schema in one of two forms, both accepted as Confl
 
 Imports: the well-known types (``google/protobuf/timestamp.proto`` and the others protobuf
 ships) resolve as they do for confluent-kafka, whose serializer leaves them out of the
-references by default (``skip.known.types``). Any other import would need a schema reference,
-which this registry does not support yet: it is refused with 42201.
+references by default (``skip.known.types``). Any other import must be a schema reference's
+name: the referenced schemas' descriptors, each renamed to the name it is imported by, are
+given to protoc as a descriptor set (``--descriptor_set_in``) and added to the pool the file
+is built in. An import that is neither is refused with 42201.
 
 Identity: the normalized form is the base64 of the ``FileDescriptorProto`` serialized
 deterministically without its file name, source locations and derived ``json_name`` values, so
@@ -45,6 +47,7 @@ import re
 import tempfile
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -69,7 +72,7 @@ from grpc_tools import _protoc_compiler
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.protobuf_schema_diff import diff
-from sluice.schemas.schema_type import ParsedSchema, SchemaType
+from sluice.schemas.schema_type import ParsedSchema, ResolvedReference, SchemaType
 
 SERIALIZED = "serialized"
 _FILE_NAME = "schema.proto"
@@ -129,16 +132,35 @@ class ProtobufSchema(ParsedSchema):
         ]
 
 
-def parse_protobuf_schema(text: str) -> ProtobufSchema:
-    """Parse ``.proto`` text or a base64 ``FileDescriptorProto``; raise 42201 if invalid."""
+def parse_protobuf_schema(
+    text: str, references: Sequence[ResolvedReference] = ()
+) -> ProtobufSchema:
+    """Parse ``.proto`` text or a base64 ``FileDescriptorProto``; raise 42201 if invalid.
+
+    ``references`` are Protobuf schemas, dependencies first, imported by their names."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchemaError("Invalid schema: expected Protobuf schema text, found empty")
+    imported = _imported_files(references)
     stripped = text.strip()
     file = _from_base64(stripped) if _BASE64.fullmatch(stripped) else None
     if file is None:
-        file = _compile(text)
-    _check_builds(file)
+        file = _compile(text, imported)
+    _check_builds(file, imported)
     return ProtobufSchema(text=text, normalized=_normalized(file), file=file)
+
+
+def _imported_files(
+    references: Sequence[ResolvedReference],
+) -> list[descriptor_pb2.FileDescriptorProto]:
+    """Each referenced schema's descriptor under the name it is imported by, in order."""
+    files = []
+    for ref in references:
+        assert isinstance(ref.schema, ProtobufSchema)
+        file = descriptor_pb2.FileDescriptorProto()
+        file.CopyFrom(ref.schema.file)
+        file.name = ref.name
+        files.append(file)
+    return files
 
 
 def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
@@ -154,12 +176,22 @@ def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
     return file
 
 
-def _compile(text: str) -> descriptor_pb2.FileDescriptorProto:
+def _compile(
+    text: str, imported: Sequence[descriptor_pb2.FileDescriptorProto] = ()
+) -> descriptor_pb2.FileDescriptorProto:
     with _compile_lock, tempfile.TemporaryDirectory(prefix="sluice-proto-") as work:
         Path(work, _FILE_NAME).write_text(text, encoding="utf-8", errors="surrogatepass")
         out = Path(work, "schema.desc")
         include = [work.encode(), _PROTOC_INCLUDE.encode()]
         args = [b"protoc", *(b"-I" + path for path in include)]
+        if imported:
+            deps = Path(work, "references.desc")
+            deps.write_bytes(
+                descriptor_pb2.FileDescriptorSet(
+                    file=[*_well_known_files(imported), *imported]
+                ).SerializeToString()
+            )
+            args.append(b"--descriptor_set_in=" + bytes(deps))
         args += [b"--descriptor_set_out=" + bytes(out), _FILE_NAME.encode()]
         try:
             if _protoc_compiler.run_main(args) == 0:
@@ -182,28 +214,45 @@ def _compile(text: str) -> descriptor_pb2.FileDescriptorProto:
     raise InvalidSchemaError("Invalid schema: protoc refused it (its log has the reason)")
 
 
-def _check_builds(file: descriptor_pb2.FileDescriptorProto) -> None:
-    """Build ``file`` in a fresh pool with the well-known types; 42201 if it does not build."""
-    pool = descriptor_pool.DescriptorPool()
+def _well_known_files(
+    files: Sequence[descriptor_pb2.FileDescriptorProto],
+) -> list[descriptor_pb2.FileDescriptorProto]:
+    """The well-known files ``files`` import, with theirs, dependencies first."""
+    result: list[descriptor_pb2.FileDescriptorProto] = []
     added: set[str] = set()
 
-    def add_well_known(name: str) -> None:
-        if name in added:
+    def add(name: str) -> None:
+        if name in added or name not in _WELL_KNOWN:
             return
         known = descriptor_pb2.FileDescriptorProto.FromString(_WELL_KNOWN[name])
         for dependency in known.dependency:
-            add_well_known(dependency)
-        pool.Add(known)
+            add(dependency)
+        result.append(known)
         added.add(name)
 
+    for file in files:
+        for dependency in file.dependency:
+            add(dependency)
+    return result
+
+
+def _check_builds(
+    file: descriptor_pb2.FileDescriptorProto,
+    imported: Sequence[descriptor_pb2.FileDescriptorProto] = (),
+) -> None:
+    """Build ``file`` in a fresh pool with the well-known types and the referenced files;
+    42201 if it does not build."""
+    known = {f.name for f in imported}
     for dependency in file.dependency:
-        if dependency not in _WELL_KNOWN:
+        if dependency not in _WELL_KNOWN and dependency not in known:
             raise InvalidSchemaError(
-                f"Invalid schema: import '{dependency}' is not a well-known type, and schema "
-                "references are not supported"
+                f"Invalid schema: import '{dependency}' is neither a well-known type nor the "
+                "name of one of the schema's references"
             )
-        add_well_known(dependency)
+    pool = descriptor_pool.DescriptorPool()
     try:
+        for imported_file in [*_well_known_files([*imported, file]), *imported]:
+            pool.Add(imported_file)
         pool.Add(file)
         pool.FindFileByName(file.name)
     except (TypeError, ValueError, KeyError) as e:

@@ -11,7 +11,17 @@ Rules kept from Confluent's registry:
   check; under another subject it gets a new version that shares the id.
 * Three schema types: AVRO, JSON and PROTOBUF (:mod:`sluice.schemas.schema_parser`), each
   with its own compatibility rules; a schema checked against a version of another type is
-  incompatible with it. Schema references are not supported yet (42201).
+  incompatible with it.
+* References: a schema may name ``[{name, subject, version}]``; each must be a live version
+  (42201 otherwise) and is parsed with the schema (its own references first). A schema is the
+  same as another when its canonical form, its references and — where the request gives them
+  — its metadata and rule set are. A version that any version record references cannot be
+  deleted, softly or for good (42206), until the referring versions are deleted for good.
+* Metadata and rule sets are stored with the schema and served; Sluice does not execute rules.
+* Modes (:mod:`sluice.schemas.mode`): READONLY refuses registrations and deletes (42205);
+  IMPORT takes registrations with an explicit ``id`` (and ``version``), unchecked for
+  compatibility, refusing an id that holds another schema; ids an import chose are never
+  allocated again.
 * Versions count up from 1 per subject and are not reused while any record of the subject is
   left; after a permanent delete of every version the next one is 1 again.
 * A soft delete hides a version from listings and from compatibility checks, but its schema
@@ -23,8 +33,10 @@ Rules kept from Confluent's registry:
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from sluice.schemas.avro_schema import AVRO
 from sluice.schemas.compatibility import (
@@ -37,8 +49,12 @@ from sluice.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSchemaError,
     InvalidVersionError,
+    OperationNotPermittedError,
+    ReferenceExistsError,
+    RegistryError,
     SchemaNotFoundError,
     SubjectConfigNotFoundError,
+    SubjectModeNotFoundError,
     SubjectNotFoundError,
     SubjectNotSoftDeletedError,
     SubjectSoftDeletedError,
@@ -46,12 +62,23 @@ from sluice.schemas.errors import (
     VersionNotSoftDeletedError,
     VersionSoftDeletedError,
 )
+from sluice.schemas.mode import DEFAULT_MODE, Mode
 from sluice.schemas.schema_parser import parse_schema
-from sluice.schemas.schema_type import ParsedSchema
-from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
+from sluice.schemas.schema_request import (
+    Candidate,
+    SchemaRequest,
+    json_object_text,
+    optional_int,
+    references_of,
+)
+from sluice.schemas.schema_type import ParsedSchema, ResolvedReference
+from sluice.schemas.store import Reference, SchemaStore, StoredSchema, SubjectVersion
 
 LATEST = "latest"
 MAX_VERSION = 2**31 - 1
+# How deep references may chain (a references b references c ...): far past any real use,
+# and short of Python's recursion limit.
+MAX_REFERENCE_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -63,6 +90,9 @@ class VersionInfo:
     id: int
     schema: str
     schema_type: str = AVRO
+    references: tuple[Reference, ...] = ()
+    metadata: str | None = None
+    rule_set: str | None = None
 
 
 def parse_version(spec: str | int) -> int | None:
@@ -96,14 +126,86 @@ class Registry:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _parsed_by_id(self, schema_id: int) -> ParsedSchema:
+    def _parsed_by_id(self, schema_id: int, depth: int = 0) -> ParsedSchema:
         parsed = self._parsed.get(schema_id)
         if parsed is None:
             stored = self.store.get_schema(schema_id)
             if stored is None:
                 raise SchemaNotFoundError(f"Schema {schema_id} not found")
-            parsed = self._parsed[schema_id] = parse_schema(stored.text, stored.schema_type)
+            resolved = self._resolve(stored.references, depth + 1)
+            parsed = parse_schema(stored.text, stored.schema_type, resolved)
+            self._parsed[schema_id] = parsed
         return parsed
+
+    def _resolve(
+        self, references: tuple[Reference, ...], depth: int = 0
+    ) -> list[ResolvedReference]:
+        """The schemas ``references`` name, each after its own references (deduplicated by
+        name, first one kept); 42201 if one is missing or they chain too deep."""
+        if references and depth > MAX_REFERENCE_DEPTH:
+            raise InvalidSchemaError(
+                f"Invalid schema: references nest deeper than {MAX_REFERENCE_DEPTH}"
+            )
+        result: list[ResolvedReference] = []
+        for ref in references:
+            try:
+                record = self._find(ref.subject, ref.version, include_deleted=False)
+            except RegistryError as e:
+                raise InvalidSchemaError(
+                    f"Invalid schema: reference '{ref.name}' names subject '{ref.subject}' "
+                    f"version {ref.version}, which does not exist ({e.message})"
+                ) from e
+            stored = self.store.get_schema(record.schema_id)
+            if stored is None:
+                raise SchemaNotFoundError(f"Schema {record.schema_id} not found")
+            result += self._resolve(stored.references, depth + 1)
+            result.append(ResolvedReference(ref.name, self._parsed_by_id(record.schema_id, depth)))
+        seen: set[str] = set()
+        unique = []
+        for resolved in result:
+            if resolved.name not in seen:
+                seen.add(resolved.name)
+                unique.append(resolved)
+        return unique
+
+    def _candidate(self, request: SchemaRequest) -> Candidate:
+        """Parse a request's schema with its references; 42201 if anything is invalid.
+        References given as ``latest`` (-1) are pinned to the version they name now."""
+        references = tuple(
+            ref
+            if ref.version > 0
+            else Reference(
+                ref.name,
+                ref.subject,
+                self._find(ref.subject, LATEST, include_deleted=False).version,
+            )
+            for ref in references_of(request.references)
+        )
+        parsed = parse_schema(request.text, request.schema_type, self._resolve(references))
+        return Candidate(
+            parsed,
+            references,
+            json_object_text(request.metadata, "metadata"),
+            json_object_text(request.rule_set, "ruleSet"),
+        )
+
+    def _parse_early(self, request: SchemaRequest) -> Candidate | None:
+        """The candidate of a request without references, parsed before the registry's lock
+        is taken (a large Protobuf schema takes seconds, which other requests need not wait
+        for); ``None`` for one with references, which are resolved under the lock."""
+        return None if request.references else self._candidate(request)
+
+    def _matches(self, record: SubjectVersion, candidate: Candidate) -> bool:
+        """Whether ``record`` holds the candidate's schema: same canonical form and references,
+        and the same metadata and rule set where the candidate gives them."""
+        stored = self.store.get_schema(record.schema_id)
+        return (
+            stored is not None
+            and stored.references == candidate.references
+            and candidate.metadata in (None, stored.metadata)
+            and candidate.rule_set in (None, stored.rule_set)
+            and self._parsed_by_id(record.schema_id).fingerprint == candidate.parsed.fingerprint
+        )
 
     def _records(self, subject: str, *, include_deleted: bool) -> list[SubjectVersion]:
         """The subject's versions; 40401 if it has none (none live, unless include_deleted)."""
@@ -130,12 +232,37 @@ class Registry:
             raise SchemaNotFoundError(f"Schema {record.schema_id} not found")
         text = stored.text if fmt is None else self._parsed_by_id(record.schema_id).formatted(fmt)
         return VersionInfo(
-            record.subject, record.version, record.schema_id, text, stored.schema_type
+            record.subject,
+            record.version,
+            record.schema_id,
+            text,
+            stored.schema_type,
+            stored.references,
+            stored.metadata,
+            stored.rule_set,
         )
 
     def _level(self, subject: str) -> CompatibilityLevel:
         level = self.store.get_config(subject) or self.store.get_config(None)
         return CompatibilityLevel.parse(level) if level else self.default_level
+
+    def _mode(self, subject: str) -> Mode:
+        mode = self.store.get_mode(subject) or self.store.get_mode(None)
+        return Mode(mode) if mode else DEFAULT_MODE
+
+    def _check_deletable(self, subject: str, records: list[SubjectVersion]) -> None:
+        """42205 if the subject is read-only; 42206 if any of ``records`` is referenced."""
+        if self._mode(subject).read_only:
+            raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
+        targets = {(r.subject, r.version) for r in records}
+        for referrer in self.store.all_versions():
+            stored = self.store.get_schema(referrer.schema_id)
+            for ref in stored.references if stored is not None else ():
+                if (ref.subject, ref.version) in targets:
+                    raise ReferenceExistsError(
+                        "One or more references exist to the schema "
+                        f"{{magic=1,keytype=SCHEMA,subject={ref.subject},version={ref.version}}}."
+                    )
 
     def _existing(self, records: list[SubjectVersion]) -> list[ExistingSchema]:
         return [ExistingSchema(r.version, self._parsed_by_id(r.schema_id)) for r in records]
@@ -145,62 +272,126 @@ class Registry:
             self.store.delete_schema(schema_id)
             self._parsed.pop(schema_id, None)
 
-    @staticmethod
-    def _parse_request(text: str, schema_type: object, references: object) -> ParsedSchema:
-        if references:
-            raise InvalidSchemaError("Invalid schema: schema references are not supported")
-        return parse_schema(text, schema_type)
-
     # -- schemas -----------------------------------------------------------------------------
 
     def register(
         self,
         subject: str,
-        text: str,
+        text: str | SchemaRequest,
         schema_type: str | None = AVRO,
         references: object = None,
     ) -> int:
-        """Register ``text`` under ``subject``; return its id. 42201, 409 on failure."""
-        parsed = self._parse_request(text, schema_type, references)
+        """Register a schema under ``subject``; return its id. 42201, 42205, 409 on failure.
+
+        ``text`` is the schema text (with ``schema_type`` and ``references``) or a whole
+        :class:`SchemaRequest` (metadata, rule set, an import's id and version)."""
+        request = (
+            text
+            if isinstance(text, SchemaRequest)
+            else SchemaRequest(text, schema_type, references)
+        )
+        schema_id = optional_int(request.id, "id")
+        version = optional_int(request.version, "version")
+        parsed_early = self._parse_early(request)
         with self._lock, self.store.transaction():
+            mode = self._mode(subject)
+            if schema_id is not None and mode is not Mode.IMPORT:
+                raise OperationNotPermittedError(f"Subject {subject} is not in import mode")
+            if schema_id is None and mode is not Mode.READWRITE:
+                raise OperationNotPermittedError(f"Subject {subject} is not in read-write mode")
+            candidate = parsed_early or self._candidate(request)
+            if schema_id is not None:
+                return self._import(subject, candidate, schema_id, version)
             records = self.store.versions(subject)
             live = [r for r in records if not r.deleted]
             for record in reversed(live):
-                if self._parsed_by_id(record.schema_id).fingerprint == parsed.fingerprint:
+                if self._matches(record, candidate):
                     return record.schema_id
+            next_version = max((r.version for r in records), default=0) + 1
+            if version is not None and version != next_version:
+                raise InvalidSchemaError(
+                    f"Invalid schema: version {version} is not one more than the latest "
+                    f"version {next_version - 1}"
+                )
             level = self._level(subject)
-            reasons = check_compatibility(parsed, self._existing(live), level)
+            reasons = check_compatibility(candidate.parsed, self._existing(live), level)
             if reasons:
                 raise IncompatibleSchemaError(
                     "Schema being registered is incompatible with an earlier schema for subject "
                     f'"{subject}", details: [{", ".join(reasons)}]'
                 )
-            stored = self.store.find_schema(parsed.fingerprint)
+            stored = self.store.find_schema(candidate.key)
             if stored is None:
-                stored = StoredSchema(
-                    self.store.allocate_id(), parsed.text, parsed.fingerprint, parsed.schema_type
-                )
-                self.store.put_schema(stored)
-                self._parsed[stored.id] = parsed
-            version = max((r.version for r in records), default=0) + 1
-            self.store.put_version(SubjectVersion(subject, version, stored.id))
+                stored = self._put(self.store.allocate_id(), candidate)
+            self.store.put_version(SubjectVersion(subject, next_version, stored.id))
             return stored.id
+
+    def _put(self, schema_id: int, candidate: Candidate) -> StoredSchema:
+        parsed = candidate.parsed
+        stored = StoredSchema(
+            schema_id,
+            parsed.text,
+            candidate.key,
+            parsed.schema_type,
+            candidate.references,
+            candidate.metadata,
+            candidate.rule_set,
+        )
+        self.store.put_schema(stored)
+        self._parsed[stored.id] = parsed
+        return stored
+
+    def _import(
+        self, subject: str, candidate: Candidate, schema_id: int, version: int | None
+    ) -> int:
+        """An IMPORT registration: ``schema_id`` (and ``version``) as given, no compatibility
+        check; 42205 if the id holds another schema or the version another id."""
+        existing = self.store.get_schema(schema_id)
+        if existing is not None and existing.fingerprint != candidate.key:
+            raise OperationNotPermittedError(
+                f"Overwrite new schema with id {schema_id} is not permitted."
+            )
+        records = self.store.versions(subject)
+        if version is None:
+            for record in records:
+                if record.schema_id == schema_id and not record.deleted:
+                    return schema_id
+            version = max((r.version for r in records), default=0) + 1
+        for record in records:
+            if record.version == version:
+                if record.schema_id == schema_id:
+                    return schema_id
+                raise OperationNotPermittedError(
+                    f"Overwrite new schema with version {version} of subject {subject} "
+                    f"(id {record.schema_id}) is not permitted."
+                )
+        if existing is None:
+            self.store.reserve_id(schema_id)
+            self._put(schema_id, candidate)
+        self.store.put_version(SubjectVersion(subject, version, schema_id))
+        return schema_id
 
     def lookup(
         self,
         subject: str,
-        text: str,
+        text: str | SchemaRequest,
         schema_type: str | None = AVRO,
         references: object = None,
         *,
         include_deleted: bool = False,
     ) -> VersionInfo:
         """The version of ``subject`` holding this schema. 40401, 40403, 42201."""
+        request = (
+            text
+            if isinstance(text, SchemaRequest)
+            else SchemaRequest(text, schema_type, references)
+        )
+        parsed_early = self._parse_early(request)
         with self._lock:
             records = self._records(subject, include_deleted=include_deleted)
-            parsed = self._parse_request(text, schema_type, references)
+            candidate = parsed_early or self._candidate(request)
             for record in reversed(records):
-                if self._parsed_by_id(record.schema_id).fingerprint == parsed.fingerprint:
+                if self._matches(record, candidate):
                     return self._info(record)
             raise SchemaNotFoundError("Schema not found")
 
@@ -217,7 +408,15 @@ class Registry:
             if fmt is None:
                 return stored
             text = self._parsed_by_id(schema_id).formatted(fmt)
-            return StoredSchema(stored.id, text, stored.fingerprint, stored.schema_type)
+            return StoredSchema(
+                stored.id,
+                text,
+                stored.fingerprint,
+                stored.schema_type,
+                stored.references,
+                stored.metadata,
+                stored.rule_set,
+            )
 
     def versions_of_schema(
         self, schema_id: int, *, include_deleted: bool = False
@@ -230,6 +429,70 @@ class Registry:
                 for r in self.store.all_versions()
                 if r.schema_id == schema_id and (include_deleted or not r.deleted)
             ]
+
+    def referenced_by(
+        self, subject: str, spec: str | int, *, include_deleted: bool = False
+    ) -> list[int]:
+        """Ids of the schemas whose versions reference this version, ascending. 40401, 40402."""
+        with self._lock:
+            record = self._find(subject, spec, include_deleted=True)
+            ids = set()
+            for referrer in self.store.all_versions():
+                if referrer.deleted and not include_deleted:
+                    continue
+                stored = self.store.get_schema(referrer.schema_id)
+                if stored is not None and any(
+                    (r.subject, r.version) == (subject, record.version) for r in stored.references
+                ):
+                    ids.add(stored.id)
+            return sorted(ids)
+
+    def list_schemas(
+        self,
+        *,
+        prefix: str = "",
+        latest_only: bool = False,
+        include_deleted: bool = False,
+        offset: int = 0,
+        limit: int = -1,
+    ) -> list[VersionInfo]:
+        """``GET /schemas``: every version of every subject starting with ``prefix`` (the
+        latest of each only, soft-deleted ones too), by subject then version, paged."""
+        with self._lock:
+            result = []
+            for subject in self.store.subjects():
+                if not subject.startswith(prefix):
+                    continue
+                records = [
+                    r for r in self.store.versions(subject) if include_deleted or not r.deleted
+                ]
+                for record in records[-1:] if latest_only else records:
+                    result.append(self._info(record))
+            result = result[max(offset, 0) :]
+            return result if limit < 0 else result[:limit]
+
+    def latest_with_metadata(
+        self,
+        subject: str,
+        properties: dict[str, str],
+        *,
+        include_deleted: bool = False,
+        fmt: str | None = None,
+    ) -> VersionInfo:
+        """The newest version of ``subject`` whose metadata ``properties`` hold every pair
+        given. 40401; 40403 if none does."""
+        with self._lock:
+            for record in reversed(self._records(subject, include_deleted=include_deleted)):
+                stored = self.store.get_schema(record.schema_id)
+                metadata: dict[str, Any] = (
+                    json.loads(stored.metadata) if stored and stored.metadata else {}
+                )
+                held = metadata.get("properties") or {}
+                if isinstance(held, dict) and all(held.get(k) == v for k, v in properties.items()):
+                    return self._info(record, fmt)
+            raise SchemaNotFoundError(
+                f"No version of subject '{subject}' has the metadata {properties}"
+            )
 
     # -- subjects and versions ---------------------------------------------------------------
 
@@ -279,6 +542,7 @@ class Registry:
             if not records:
                 raise SubjectNotFoundError(f"Subject '{subject}' not found.")
             live = [r for r in records if not r.deleted]
+            self._check_deletable(subject, records)
             if not permanent:
                 if not live:
                     raise SubjectSoftDeletedError(
@@ -307,6 +571,7 @@ class Registry:
                 record = self._find(subject, LATEST, include_deleted=permanent)
             else:
                 record = self._find(subject, version, include_deleted=True)
+            self._check_deletable(subject, [record])
             if not permanent:
                 if record.deleted:
                     raise VersionSoftDeletedError(
@@ -332,7 +597,7 @@ class Registry:
         self,
         subject: str,
         spec: str | int | None,
-        text: str,
+        text: str | SchemaRequest,
         schema_type: str | None = AVRO,
         references: object = None,
     ) -> list[str]:
@@ -342,8 +607,14 @@ class Registry:
         what registration would (the latest or, for transitive levels, all live versions).
         A subject without live versions is compatible with anything (Confluent ≥ 6.1).
         """
-        parsed = self._parse_request(text, schema_type, references)
+        request = (
+            text
+            if isinstance(text, SchemaRequest)
+            else SchemaRequest(text, schema_type, references)
+        )
+        parsed_early = self._parse_early(request)
         with self._lock:
+            parsed = (parsed_early or self._candidate(request)).parsed
             live = [r for r in self.store.versions(subject) if not r.deleted]
             level = self._level(subject)
             if spec is None:
@@ -382,4 +653,40 @@ class Registry:
         with self._lock, self.store.transaction():
             previous = self.get_config(subject)
             self.store.delete_config(subject)
+            return previous
+
+    # -- modes -------------------------------------------------------------------------------
+
+    def get_mode(self, subject: str | None, *, default_to_global: bool = False) -> str:
+        """The mode of ``subject`` (``None``: global). 40409 if the subject has none set."""
+        with self._lock:
+            if subject is None:
+                return self.store.get_mode(None) or DEFAULT_MODE.value
+            mode = self.store.get_mode(subject)
+            if mode is not None:
+                return mode
+            if default_to_global:
+                return self.store.get_mode(None) or DEFAULT_MODE.value
+            raise SubjectModeNotFoundError(
+                f"Subject '{subject}' does not have subject-level mode configured"
+            )
+
+    def set_mode(self, subject: str | None, mode: object, *, force: bool = False) -> str:
+        """Set the mode of ``subject`` (``None``: global); return it. 42204 if invalid; 42205
+        for IMPORT over existing subjects without ``force``."""
+        parsed = Mode.parse(mode)
+        with self._lock, self.store.transaction():
+            current = self._mode(subject) if subject is not None else self.get_mode(None)
+            if parsed is Mode.IMPORT and current != Mode.IMPORT and not force:
+                occupied = self.store.versions(subject) if subject else self.store.subjects()
+                if occupied:
+                    raise OperationNotPermittedError("Cannot import since found existing subjects")
+            self.store.put_mode(subject, parsed.value)
+            return parsed.value
+
+    def delete_mode(self, subject: str | None) -> str:
+        """Unset the mode of ``subject`` (``None``: global); return the mode it had."""
+        with self._lock, self.store.transaction():
+            previous = self.get_mode(subject)
+            self.store.delete_mode(subject)
             return previous

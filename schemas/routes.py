@@ -12,6 +12,7 @@ handlers, not here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,11 +21,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from sluice import __version__ as SLUICE_VERSION
 from sluice.schemas.avro_schema import AVRO
 from sluice.schemas.errors import BadRequestError, InvalidSchemaError, SchemaNotFoundError
 from sluice.schemas.json_text import JsonSyntaxError, JsonTooDeepError, loads
 from sluice.schemas.limits import MAX_REQUEST_DEPTH_KEY, RegistryLimits
 from sluice.schemas.registry import Registry, VersionInfo
+from sluice.schemas.schema_request import SchemaRequest
+from sluice.schemas.store import Reference, StoredSchema
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 # What Confluent's registry answers to GET /schemas/types, in its order.
@@ -65,7 +69,7 @@ async def _body(request: Request, limits: RegistryLimits) -> dict[str, Any]:
     return body
 
 
-async def _schema_body(request: Request, limits: RegistryLimits) -> tuple[str, str | None, object]:
+async def _schema_body(request: Request, limits: RegistryLimits) -> SchemaRequest:
     body = await _body(request, limits)
     schema = body.get("schema")
     if not isinstance(schema, str):
@@ -74,7 +78,35 @@ async def _schema_body(request: Request, limits: RegistryLimits) -> tuple[str, s
             f'Invalid schema: expected "schema" to be a string, found {type(schema).__name__}'
         )
     limits.check_schema(schema)
-    return schema, body.get("schemaType") or AVRO, body.get("references")
+    return SchemaRequest(
+        schema,
+        body.get("schemaType") or AVRO,
+        body.get("references"),
+        body.get("metadata"),
+        body.get("ruleSet"),
+        body.get("id"),
+        body.get("version"),
+    )
+
+
+def _extras(
+    body: dict[str, Any],
+    schema_type: str,
+    references: tuple[Reference, ...],
+    metadata: str | None,
+    rule_set: str | None,
+) -> dict[str, Any]:
+    """Add what Confluent writes beside a schema only when set: ``schemaType`` (not for
+    AVRO), ``references``, ``metadata``, ``ruleSet``."""
+    if schema_type != AVRO:
+        body["schemaType"] = schema_type
+    if references:
+        body["references"] = [r.to_json() for r in references]
+    if metadata is not None:
+        body["metadata"] = json.loads(metadata)
+    if rule_set is not None:
+        body["ruleSet"] = json.loads(rule_set)
+    return body
 
 
 def _format(request: Request) -> str | None:
@@ -89,9 +121,22 @@ def _version_body(info: VersionInfo) -> dict[str, Any]:
         "id": info.id,
         "schema": info.schema,
     }
-    if info.schema_type != AVRO:  # Confluent omits the default type
-        body["schemaType"] = info.schema_type
-    return body
+    return _extras(body, info.schema_type, info.references, info.metadata, info.rule_set)
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise BadRequestError(f"query parameter {name}: expected an integer, found {raw!r}") from e
+
+
+def _stored_body(stored: StoredSchema) -> dict[str, Any]:
+    body: dict[str, Any] = {"schema": stored.text}
+    return _extras(body, stored.schema_type, stored.references, stored.metadata, stored.rule_set)
 
 
 def _schema_id(request: Request) -> int:
@@ -146,8 +191,14 @@ class RegistryRoutes:
             Route(compatibility + "/{version}", self.compatibility, methods=["POST"]),
             Route("/config", self.config_endpoint(_no_subject), methods=config_methods),
             Route("/config/{subject}", self.config_endpoint(_path_subject), methods=config_methods),
-            Route("/mode", self.mode, methods=["GET"]),
-            Route("/mode/{subject}", self.mode, methods=["GET"]),
+            Route("/mode", self.mode_endpoint(_no_subject), methods=["GET", "PUT", "DELETE"]),
+            Route("/mode/{subject}", self.mode_endpoint(_path_subject), methods=config_methods),
+            Route("/schemas", self.list_schemas, methods=["GET"]),
+            Route(s + "/versions/{version}/referencedby", self.referenced_by, methods=["GET"]),
+            Route(s + "/metadata", self.latest_with_metadata, methods=["GET"]),
+            Route("/contexts", self.contexts, methods=["GET"]),
+            Route("/v1/metadata/id", self.metadata_id, methods=["GET"]),
+            Route("/v1/metadata/version", self.metadata_version, methods=["GET"]),
         ]
 
     # --- the service ---------------------------------------------------------------------
@@ -158,8 +209,19 @@ class RegistryRoutes:
     async def schema_types(self, request: Request) -> Response:
         return json_response(SCHEMA_TYPES)
 
-    async def mode(self, request: Request) -> Response:
-        return json_response({"mode": "READWRITE"})
+    async def contexts(self, request: Request) -> Response:
+        # Only the default context is served: every subject lives in ".".
+        return json_response(["."])
+
+    async def metadata_id(self, request: Request) -> Response:
+        # Confluent's ServerMetadataResource: the cluster this registry belongs to. Sluice's
+        # registry has no Kafka cluster of its own (its stores are a file or ZooKeeper).
+        return json_response(
+            {"scope": {"path": [], "clusters": {"schema-registry-cluster": "sluice"}}, "id": ""}
+        )
+
+    async def metadata_version(self, request: Request) -> Response:
+        return json_response({"version": SLUICE_VERSION, "commitId": ""})
 
     # --- schemas by id -------------------------------------------------------------------
 
@@ -167,10 +229,7 @@ class RegistryRoutes:
         stored = await run_in_threadpool(
             lambda: self.registry.schema_by_id(_schema_id(request), fmt=_format(request))
         )
-        body: dict[str, Any] = {"schema": stored.text}
-        if stored.schema_type != AVRO:
-            body["schemaType"] = stored.schema_type
-        return json_response(body)
+        return json_response(_stored_body(stored))
 
     async def raw_schema_by_id(self, request: Request) -> Response:
         stored = await run_in_threadpool(
@@ -207,14 +266,10 @@ class RegistryRoutes:
         return json_response(subjects)
 
     async def lookup(self, request: Request) -> Response:
-        schema, schema_type, refs = await _schema_body(request, self.limits)
+        schema = await _schema_body(request, self.limits)
         info = await run_in_threadpool(
             lambda: self.registry.lookup(
-                request.path_params["subject"],
-                schema,
-                schema_type,
-                refs,
-                include_deleted=_flag(request, "deleted"),
+                request.path_params["subject"], schema, include_deleted=_flag(request, "deleted")
             )
         )
         return json_response(_version_body(info))
@@ -240,12 +295,10 @@ class RegistryRoutes:
         return json_response(versions)
 
     async def register(self, request: Request) -> Response:
-        schema, schema_type, refs = await _schema_body(request, self.limits)
+        schema = await _schema_body(request, self.limits)
         subject = request.path_params["subject"]
         self.limits.check_subject(subject)
-        schema_id = await run_in_threadpool(
-            self.registry.register, subject, schema, schema_type, refs
-        )
+        schema_id = await run_in_threadpool(self.registry.register, subject, schema)
         return json_response({"id": schema_id})
 
     async def get_version(self, request: Request) -> Response:
@@ -279,17 +332,54 @@ class RegistryRoutes:
         )
         return json_response(version)
 
+    async def referenced_by(self, request: Request) -> Response:
+        ids = await run_in_threadpool(
+            lambda: self.registry.referenced_by(
+                request.path_params["subject"],
+                request.path_params["version"],
+                include_deleted=_flag(request, "deleted"),
+            )
+        )
+        return json_response(ids)
+
+    async def latest_with_metadata(self, request: Request) -> Response:
+        keys = request.query_params.getlist("key")
+        values = request.query_params.getlist("value")
+        if len(keys) != len(values):
+            raise BadRequestError(
+                f"expected as many values as keys, found {len(keys)} keys and {len(values)} values"
+            )
+        info = await run_in_threadpool(
+            lambda: self.registry.latest_with_metadata(
+                request.path_params["subject"],
+                dict(zip(keys, values, strict=True)),
+                include_deleted=_flag(request, "deleted"),
+                fmt=_format(request),
+            )
+        )
+        return json_response(_version_body(info))
+
+    async def list_schemas(self, request: Request) -> Response:
+        infos = await run_in_threadpool(
+            lambda: self.registry.list_schemas(
+                prefix=request.query_params.get("subjectPrefix", ""),
+                latest_only=_flag(request, "latestOnly"),
+                include_deleted=_flag(request, "deleted"),
+                offset=_int_param(request, "offset", 0),
+                limit=_int_param(request, "limit", -1),
+            )
+        )
+        return json_response([_version_body(info) for info in infos])
+
     # --- compatibility -------------------------------------------------------------------
 
     async def compatibility(self, request: Request) -> Response:
-        schema, schema_type, refs = await _schema_body(request, self.limits)
+        schema = await _schema_body(request, self.limits)
         messages = await run_in_threadpool(
             self.registry.test_compatibility,
             request.path_params["subject"],
             request.path_params.get("version"),
             schema,
-            schema_type,
-            refs,
         )
         body: dict[str, Any] = {"is_compatible": not messages}
         if _flag(request, "verbose"):
@@ -334,3 +424,32 @@ class RegistryRoutes:
     async def delete_config(self, subject: str | None) -> Response:
         level = await run_in_threadpool(self.registry.delete_config, subject)
         return json_response({"compatibilityLevel": level})
+
+    # --- modes: global (subject None) and per subject ------------------------------------
+
+    def mode_endpoint(self, subject_of: Callable[[Request], str | None]) -> Handler:
+        """One endpoint for GET, PUT and DELETE of the mode ``subject_of`` names."""
+
+        async def endpoint(request: Request) -> Response:
+            method = "GET" if request.method == "HEAD" else request.method
+            subject = subject_of(request)
+            if method == "GET":
+                mode = await run_in_threadpool(
+                    lambda: self.registry.get_mode(
+                        subject, default_to_global=_flag(request, "defaultToGlobal")
+                    )
+                )
+            elif method == "PUT":
+                if subject is not None:
+                    self.limits.check_subject(subject)
+                body = await _body(request, self.limits)
+                mode = await run_in_threadpool(
+                    lambda: self.registry.set_mode(
+                        subject, body.get("mode"), force=_flag(request, "force")
+                    )
+                )
+            else:
+                mode = await run_in_threadpool(self.registry.delete_mode, subject)
+            return json_response({"mode": mode})
+
+        return endpoint

@@ -21,6 +21,7 @@ Parsed schemas are immutable and thread-safe.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import functools
 import hashlib
@@ -88,3 +89,12 @@ class ParsedSchema(abc.ABC):
         """Why this schema, as reader, cannot read data written with ``writer``; ``[]`` if it
         can. ``writer`` has the same type. ``reader_role``/``writer_role`` are ``"new"`` or
         ``"old"``; ``old_version`` and ``level`` go into the messages as Confluent puts them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedReference:
+    """A schema reference with the schema it names: ``schema`` is known to the referring
+    schema as ``name`` (an Avro full name, a JSON ``$ref``, a ``.proto`` import path)."""
+
+    name: str
+    schema: ParsedSchema

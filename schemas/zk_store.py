@@ -9,13 +9,17 @@ Layout, below ``<chroot>/sluice/schema_registry`` (one class per znode further d
     lock/                                kazoo Lock recipe: held for each write transaction
     schema_id_counter/id-0000000000      one empty persistent sequential znode per id ever
                                          handed out; id = sequence number + 1
+    imported_ids/<id>                    empty; an id an import chose (kept for good)
     schemas/<id>                         {"version": 1, "schema": "<text>",
-                                          "schemaType": "AVRO", "fingerprint": "<sha256 hex>"}
+                                          "schemaType": "AVRO", "fingerprint": "<sha256 hex>",
+                                          "references"?, "metadata"?, "ruleSet"?}
     fingerprints/<sha256 hex>            {"version": 1, "id": <id>}  (find_schema's index)
     subjects/<subject>                   {"version": 1, "subject": "<subject>"}
     subjects/<subject>/versions/<n>      {"version": 1, "id": <id>, "deleted": false}
     config/global                        {"version": 1, "compatibilityLevel": "FULL"}
     config/subjects/<subject>            {"version": 1, "compatibilityLevel": "NONE"}
+    mode/global                          {"version": 1, "mode": "READWRITE"}
+    mode/subjects/<subject>              {"version": 1, "mode": "IMPORT"}
 
 ``<subject>`` is percent-encoded (``urllib.parse.quote`` with no safe characters; ``.`` and
 ``..`` encoded too), so any subject string is one znode name.
@@ -26,7 +30,11 @@ the znode itself: it only grows and survives restarts, so an id is never handed 
 long as ``schema_id_counter`` itself is never deleted (that would restart the sequence; the
 ``create`` of ``schemas/<id>`` would then fail rather than overwrite). The children are kept
 (a few bytes each): they record every allocation, and :meth:`put_schema` is conditional on its
-id's one. An id allocated in a transaction that rolls back is never used (a gap, not a reuse).
+id's one. An id allocated in a transaction that rolls back is never used (a gap, not a
+reuse). An id an import chose (:meth:`~ZooKeeperSchemaStore.reserve_id`) gets an
+``imported_ids/<id>`` node in the import's transaction;
+:meth:`~ZooKeeperSchemaStore.allocate_id` skips a sequence number that has one (under the lock,
+so no import can be half-committed meanwhile).
 
 **Why a lock and conditional writes.** A registry decides on what it read (is this schema
 known? which version number is next?), so two processes must not interleave their decisions.
@@ -71,7 +79,13 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
 from sluice.schemas.errors import StoreError
-from sluice.schemas.store import SchemaStore, StoredSchema, SubjectVersion
+from sluice.schemas.store import (
+    SchemaStore,
+    StoredSchema,
+    SubjectVersion,
+    schema_from_payload,
+    schema_payload,
+)
 
 BASE_PATH = "/sluice/schema_registry"
 PAYLOAD_VERSION = 1
@@ -136,18 +150,21 @@ class SchemaZNode:
 
     @staticmethod
     def encode(schema: StoredSchema) -> bytes:
-        return _encode(
-            {
-                "schema": schema.text,
-                "schemaType": schema.schema_type,
-                "fingerprint": schema.fingerprint,
-            }
-        )
+        return _encode(schema_payload(schema))
 
     @staticmethod
     def decode(schema_id: int, data: bytes) -> StoredSchema:
-        p = _decode(SchemaZNode.path(schema_id), data)
-        return StoredSchema(schema_id, p["schema"], p["fingerprint"], p["schemaType"])
+        return schema_from_payload(schema_id, _decode(SchemaZNode.path(schema_id), data))
+
+
+class ImportedIdZNode:
+    """An id chosen by an import; its existence is all it says."""
+
+    parent = "/imported_ids"
+
+    @staticmethod
+    def path(schema_id: int) -> str:
+        return f"{ImportedIdZNode.parent}/{schema_id}"
 
 
 class FingerprintsZNode:
@@ -228,6 +245,25 @@ class ConfigZNode:
         return str(_decode(ConfigZNode.path_of(subject), data)["compatibilityLevel"])
 
 
+class ModeZNode:
+    path = "/mode"
+    subjects_path = "/mode/subjects"
+
+    @staticmethod
+    def path_of(subject: str | None) -> str:
+        if subject is None:
+            return f"{ModeZNode.path}/global"
+        return f"{ModeZNode.subjects_path}/{node_name(subject)}"
+
+    @staticmethod
+    def encode(mode: str) -> bytes:
+        return _encode({"mode": mode})
+
+    @staticmethod
+    def decode(subject: str | None, data: bytes) -> str:
+        return str(_decode(ModeZNode.path_of(subject), data)["mode"])
+
+
 PERSISTENT_PATHS = (
     LockZNode.path,
     SchemaIdCounterZNode.path,
@@ -235,6 +271,8 @@ PERSISTENT_PATHS = (
     FingerprintsZNode.path,
     SubjectsZNode.path,
     ConfigZNode.subjects_path,
+    ModeZNode.subjects_path,
+    ImportedIdZNode.parent,
 )
 
 
@@ -477,14 +515,25 @@ class ZooKeeperSchemaStore(SchemaStore):
 
     def allocate_id(self) -> int:
         path = self.root + SchemaIdCounterZNode.prefix
-        with self._errors("allocate an id"):
-            created = self._zk.create(path, b"", sequence=True)
-        return SchemaIdCounterZNode.id_of(created)
+        while True:
+            with self._errors("allocate an id"):
+                created = self._zk.create(path, b"", sequence=True)
+            schema_id = SchemaIdCounterZNode.id_of(created)
+            if self._read(ImportedIdZNode.path(schema_id)) is None:
+                return schema_id
+
+    def reserve_id(self, schema_id: int) -> None:
+        with self._mutation():
+            if self._read(ImportedIdZNode.path(schema_id)) is None:
+                self._write(ImportedIdZNode.path(schema_id), b"")
 
     def put_schema(self, schema: StoredSchema) -> None:
         with self._mutation():
+            imported = self._read(ImportedIdZNode.path(schema.id)) is not None
             self._require(
-                SchemaIdCounterZNode.child_path(schema.id),
+                ImportedIdZNode.path(schema.id)
+                if imported
+                else SchemaIdCounterZNode.child_path(schema.id),
                 f"schema id {schema.id} was not allocated: its counter node",
             )
             self._write(SchemaZNode.path(schema.id), SchemaZNode.encode(schema))
@@ -564,6 +613,20 @@ class ZooKeeperSchemaStore(SchemaStore):
     def delete_config(self, subject: str | None) -> None:
         with self._mutation():
             self._write(ConfigZNode.path_of(subject), None)
+
+    # -- modes ---------------------------------------------------------------------------------
+
+    def get_mode(self, subject: str | None) -> str | None:
+        data = self._read(ModeZNode.path_of(subject))
+        return None if data is None else ModeZNode.decode(subject, data)
+
+    def put_mode(self, subject: str | None, mode: str) -> None:
+        with self._mutation():
+            self._write(ModeZNode.path_of(subject), ModeZNode.encode(mode))
+
+    def delete_mode(self, subject: str | None) -> None:
+        with self._mutation():
+            self._write(ModeZNode.path_of(subject), None)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -173,7 +173,7 @@ def test_role_outside_authentication_roles_is_403(app_client: TestClient) -> Non
 def test_skip_paths(app_client: TestClient) -> None:
     assert app_client.get("/").status_code == 200
     assert app_client.get("/mode").status_code == 200
-    assert app_client.get("/mode/s-value").status_code == 200
+    assert app_client.get("/mode/s-value?defaultToGlobal=true").status_code == 200
     assert app_client.get("/modes").status_code == 401
     assert app_client.get("/config").status_code == 401
 

@@ -1,0 +1,170 @@
+"""Schema references for the three types, through the REST API and confluent-kafka.
+
+An Avro record registered under one subject is used by name from a schema under another,
+which confluent-kafka's ``AvroSerializer`` registers with its references and its
+``AvroDeserializer`` reads back; the referenced version cannot be deleted (42206) while a
+version refers to it. JSON ``$ref`` and Protobuf imports name their references the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.schemas.test_registry_api import http
+
+ADDRESS = json.dumps(
+    {
+        "type": "record",
+        "name": "Address",
+        "namespace": "com.acme",
+        "fields": [{"name": "street", "type": "string"}, {"name": "zip", "type": "int"}],
+    }
+)
+CUSTOMER = json.dumps(
+    {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "com.acme",
+        "fields": [
+            {"name": "name", "type": "string"},
+            {"name": "home", "type": "com.acme.Address"},
+            {"name": "work", "type": ["null", "com.acme.Address"], "default": None},
+        ],
+    }
+)
+
+
+@pytest.fixture
+def sr(registry_url: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry_url}) as c:
+        yield c
+
+
+def test_avro_reference_serializes_and_guards_its_subject(
+    registry_url: str, sr: SchemaRegistryClient, subject: str
+) -> None:
+    address_subject = f"{subject}-address"
+    address_id = sr.register_schema(address_subject, Schema(ADDRESS, "AVRO"))
+    refs = [SchemaReference("com.acme.Address", address_subject, 1)]
+    customer = Schema(CUSTOMER, "AVRO", refs)
+
+    serializer = AvroSerializer(sr, customer, conf={"auto.register.schemas": True})
+    ctx = SerializationContext(subject.removesuffix("-value"), MessageField.VALUE)
+    record = {"name": "Ada", "home": {"street": "Main", "zip": 1}, "work": None}
+    payload = serializer(record, ctx)
+    assert payload is not None
+    customer_id = int.from_bytes(payload[1:5], "big")
+    assert customer_id != address_id
+
+    deserializer = AvroDeserializer(sr)
+    assert deserializer(payload, ctx) == record
+
+    # Served with its references, by version and by id; the referenced version knows its user.
+    status, _, body = http(registry_url, "GET", f"/subjects/{subject}/versions/latest")
+    assert status == 200
+    assert body["references"] == [
+        {"name": "com.acme.Address", "subject": address_subject, "version": 1}
+    ]
+    assert (
+        http(registry_url, "GET", f"/schemas/ids/{customer_id}")[2]["references"]
+        == (body["references"])
+    )
+    assert sr.get_referenced_by(address_subject, 1) == [customer_id]
+
+    # Lookup by schema counts the references: without them it is another schema.
+    found = sr.lookup_schema(subject, customer)
+    assert (found.schema_id, found.version) == (customer_id, 1)
+    status, _, body = http(registry_url, "POST", f"/subjects/{subject}", {"schema": CUSTOMER})
+    assert status == 422  # com.acme.Address is unknown without the reference
+    assert body["error_code"] == 42201
+
+    # The referenced subject and version cannot be deleted while referenced.
+    for path in (f"/subjects/{address_subject}", f"/subjects/{address_subject}/versions/1"):
+        status, _, body = http(registry_url, "DELETE", path)
+        assert (status, body["error_code"]) == (422, 42206), path
+        assert body["message"].startswith("One or more references exist to the schema")
+    # Once the referring subject is gone for good, it can.
+    sr.delete_subject(subject)
+    assert http(registry_url, "DELETE", f"/subjects/{address_subject}")[0] == 422
+    sr.delete_subject(subject, permanent=True)
+    assert sr.get_referenced_by(address_subject, 1) == []
+    assert sr.delete_subject(address_subject) == [1]
+
+
+def test_missing_reference_is_invalid(registry_url: str, subject: str) -> None:
+    body = {
+        "schema": CUSTOMER,
+        "references": [{"name": "com.acme.Address", "subject": "no-such-subject", "version": 1}],
+    }
+    status, _, answer = http(registry_url, "POST", f"/subjects/{subject}/versions", body)
+    assert (status, answer["error_code"]) == (422, 42201)
+    assert "no-such-subject" in answer["message"]
+    for bad in ([{"name": "x"}], "x", [{"name": "x", "subject": "s", "version": "1"}]):
+        body = {"schema": '"string"', "references": bad}
+        status, _, answer = http(registry_url, "POST", f"/subjects/{subject}/versions", body)
+        assert (status, answer["error_code"]) == (422, 42201), bad
+
+
+def test_json_ref_to_a_reference(registry_url: str, subject: str) -> None:
+    address = {"type": "object", "properties": {"street": {"type": "string"}}}
+    http(
+        registry_url,
+        "POST",
+        f"/subjects/{subject}-address/versions",
+        {"schema": json.dumps(address), "schemaType": "JSON"},
+    )
+    order = {"type": "object", "properties": {"ship_to": {"$ref": "address.json"}}}
+    refs = [{"name": "address.json", "subject": f"{subject}-address", "version": 1}]
+    status, _, body = http(
+        registry_url,
+        "POST",
+        f"/subjects/{subject}/versions",
+        {"schema": json.dumps(order), "schemaType": "JSON", "references": refs},
+    )
+    assert status == 200, body
+    version = http(registry_url, "GET", f"/subjects/{subject}/versions/1")[2]
+    assert (version["schemaType"], version["references"]) == ("JSON", refs)
+    assert http(registry_url, "GET", f"/subjects/{subject}-address/versions/1/referencedby")[2] == [
+        body["id"]
+    ]
+
+
+def test_protobuf_import_by_reference_name(registry_url: str, subject: str) -> None:
+    money = 'syntax = "proto3";\npackage acme;\nmessage Money { int64 cents = 1; }\n'
+    status, _, _ = http(
+        registry_url,
+        "POST",
+        f"/subjects/{subject}-money/versions",
+        {"schema": money, "schemaType": "PROTOBUF"},
+    )
+    assert status == 200
+    order = (
+        'syntax = "proto3";\npackage acme;\nimport "acme/money.proto";\n'
+        "message Order { acme.Money total = 1; }\n"
+    )
+    refs = [{"name": "acme/money.proto", "subject": f"{subject}-money", "version": 1}]
+    status, _, body = http(
+        registry_url,
+        "POST",
+        f"/subjects/{subject}/versions",
+        {"schema": order, "schemaType": "PROTOBUF", "references": refs},
+    )
+    assert status == 200, body
+    served = http(registry_url, "GET", f"/schemas/ids/{body['id']}")[2]
+    assert (served["schemaType"], served["references"]) == ("PROTOBUF", refs)
+    # The descriptor a deserializer asks for builds against the referenced file.
+    assert http(registry_url, "GET", f"/schemas/ids/{body['id']}?format=serialized")[0] == 200
+    # Without the reference the import is unknown.
+    status, _, answer = http(
+        registry_url,
+        "POST",
+        f"/subjects/{subject}/versions",
+        {"schema": order, "schemaType": "PROTOBUF"},
+    )
+    assert (status, answer["error_code"]) == (422, 42201)
