@@ -15,23 +15,36 @@ route                                                       body → response
 ==========================================================  ===================================
 ``GET /``                                                   ``{}``
 ``GET /schemas/types``                                      ``["JSON", "PROTOBUF", "AVRO"]``
-``GET /schemas/ids/{id}``                                   ``{"schema"}``
+``GET /schemas/ids/{id}[?format=serialized]``               ``{"schema", "schemaType"?,
+                                                            "references"?, "metadata"?,
+                                                            "ruleSet"?}``
 ``GET /schemas/ids/{id}/schema``                            the schema itself
 ``GET /schemas/ids/{id}/versions``                          ``[{"subject", "version"}]``
 ``GET /schemas/ids/{id}/subjects``                          ``[subject]``
+``GET /schemas[?subjectPrefix&latestOnly&deleted&offset&    ``[{"subject","version","id",
+limit]``                                                    "schema", ...}]``
 ``GET /subjects``                                           ``[subject]``
-``POST /subjects/{s}``  (lookup)                            ``{"schema", "schemaType"?}`` →
-                                                            ``{"subject","id","version","schema"}``
+``POST /subjects/{s}``  (lookup)                            ``{"schema", "schemaType"?,
+                                                            "references"?}`` → a version
 ``DELETE /subjects/{s}[?permanent=true]``                   ``[version]``
 ``GET /subjects/{s}/versions``                              ``[version]``
-``POST /subjects/{s}/versions``  (register)                 ``{"schema", ...}`` → ``{"id"}``
-``GET /subjects/{s}/versions/{v|latest}``                   ``{"subject","version","id","schema"}``
+``POST /subjects/{s}/versions``  (register)                 ``{"schema", "schemaType"?,
+                                                            "references"?, "metadata"?,
+                                                            "ruleSet"?, "id"?, "version"?}``
+                                                            → ``{"id"}``
+``GET /subjects/{s}/versions/{v|latest}``                   ``{"subject","version","id","schema",
+                                                            "schemaType"?, "references"?,
+                                                            "metadata"?, "ruleSet"?}``
 ``GET /subjects/{s}/versions/{v|latest}/schema``            the schema itself
+``GET /subjects/{s}/versions/{v}/referencedby``             ``[id]``
 ``DELETE /subjects/{s}/versions/{v}[?permanent=true]``      ``version``
+``GET /subjects/{s}/metadata?key=k&value=v...``             the latest version with them
 ``POST /compatibility/subjects/{s}/versions[/{v}]``         → ``{"is_compatible", "messages"?}``
 ``GET|PUT /config``, ``GET|PUT|DELETE /config/{s}``         ``{"compatibility"}`` →
                                                             ``{"compatibilityLevel"}``
-``GET /mode``, ``GET /mode/{s}``                            ``{"mode": "READWRITE"}``
+``GET|PUT|DELETE /mode``, ``GET|PUT|DELETE /mode/{s}``      ``{"mode"}`` → ``{"mode"}``
+``GET /contexts``                                           ``["."]``
+``GET /v1/metadata/id``, ``GET /v1/metadata/version``       the server's id and version
 ==========================================================  ===================================
 
 Authentication (:mod:`sluice.schemas.basic_auth`): with ``authentication.method=BASIC`` every
