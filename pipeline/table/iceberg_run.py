@@ -7,7 +7,7 @@ of a run at once, in three calls::
     run.committed / run.pinned                      #   where each partition resumes / must end
     writers = run.writers(arrow_schema, error_schema)   # tables created or their schema checked;
                                                     #   picklable, shipped to the executors
-    run.commit(files, error_files, offsets, run_id) # publish: one commit per table
+    run.commit(files, offsets, run_id)              # publish: one commit per table
 
 * **begin** loads each topic's table (``IcebergConfig.identifier``) and its error table once:
   the snapshot each commit will be conditional on and the offsets of that snapshot's
@@ -22,9 +22,9 @@ of a run at once, in three calls::
   Arrow schema against each existing one (an incompatible change fails here, naming the field,
   before anything is written) and returns ``{topic: TopicWriters}``.
 * **commit** commits, per table, the error table first, then the data table, each with the
-  files the executors reported (checked against their footers) and the table's topics' resume
-  offsets (the previous ones, updated by ``offsets``). A table whose offsets did not move and
-  that got no file gets no snapshot. A conflict (``IcebergCommitConflictError``) publishes
+  files the executors reported under its location (checked against their footers) and the
+  table's topics' resume offsets (the previous ones, updated by ``offsets``). A table whose
+  offsets did not move and that got no file gets no snapshot. A conflict (``IcebergCommitConflictError``) publishes
   nothing of that table; tables committed before it stay committed — each carries only its own
   topics' offsets, so the rerun resumes each from its own.
 
@@ -34,7 +34,7 @@ their offsets and files. Not thread-safe: one driver thread runs a run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from pyiceberg.catalog import Catalog
 
 from sluice.pipeline.table.iceberg_catalog import IcebergConfig
 from sluice.pipeline.table.iceberg_commit import (
+    DataFileMismatchError,
     IcebergTable,
     Offsets,
     PlannedCommit,
@@ -137,40 +138,51 @@ class IcebergRun:
         return writers
 
     def commit(
-        self,
-        files: Mapping[str, Sequence[WrittenFile]],
-        error_files: Mapping[str, Sequence[WrittenFile]],
-        offsets: Offsets,
-        run_id: str,
+        self, files: Sequence[WrittenFile], offsets: Offsets, run_id: str
     ) -> dict[str, int | None]:
-        """Commit every table (module doc): ``files`` and ``error_files`` per topic as the
-        executors reported them, ``offsets`` the run's resume position per topic. Returns
-        ``{identifier: new snapshot id, or None when the table got no snapshot}``."""
+        """Commit every table (module doc): ``files`` are every data and error file the
+        executors reported, each committed to the table whose location holds it; ``offsets``
+        the run's resume position per topic. Returns ``{identifier: new snapshot id, or None
+        when the table got no snapshot}``. A file under no table of the run raises
+        ``DataFileMismatchError`` before any commit."""
+        tables = [t for t in (*self.errors.values(), *self.data.values()) if t.planned]
+        assert len(tables) >= len(self.data), "writers() first"
+        routed: dict[str, list[WrittenFile]] = {t.identifier: [] for t in tables}
+        for written in files:
+            owner = next((t for t in tables if _holds(t, written.path)), None)
+            if owner is None:
+                raise DataFileMismatchError(
+                    f"data file {written.path}: expected it under a table of this run "
+                    f"({', '.join(sorted(routed))}), found it under none"
+                )
+            routed[owner.identifier].append(written)
         done: dict[str, int | None] = {}
-        for identifier, table in self.errors.items():
-            if table.planned is not None:
-                done[identifier] = self._commit(table, error_files, offsets, run_id, errors=True)
-        for identifier, table in self.data.items():
-            assert table.planned is not None, "writers() first"
-            done[identifier] = self._commit(table, files, offsets, run_id, errors=False)
+        for table in tables:  # the error tables first (module doc)
+            errors = table.identifier in self.errors
+            done[table.identifier] = self._commit(table, routed[table.identifier], offsets,
+                                                  run_id, errors=errors)  # fmt: skip
         return done
 
     def _commit(
         self,
         table: _Table,
-        files: Mapping[str, Sequence[WrittenFile]],
+        mine: Sequence[WrittenFile],
         offsets: Offsets,
         run_id: str,
         *,
         errors: bool,
     ) -> int | None:
         assert table.planned is not None
-        mine = [f for topic in table.topics for f in files.get(topic, ())]
         resume = {t: {**table.offsets.get(t, {}), **offsets.get(t, {})} for t in table.topics}
         if not mine and resume == {t: table.offsets.get(t, {}) for t in table.topics}:
             return None  # nothing read, nothing moved
         new: int | None = table.planned.commit(mine, resume, run_id, skip_if_committed=errors)
         return new
+
+
+def _holds(table: _Table, path: str) -> bool:
+    assert table.planned is not None
+    return path.startswith(table.planned.writer.location + "/")
 
 
 def _group(

@@ -21,11 +21,12 @@ SCHEMA = typed_rows("x", 1, 0, 1).schema
 
 def read_and_write(
     run: IcebergRun, ends: dict[str, int], run_id: str
-) -> tuple[dict[str, list[WrittenFile]], dict[str, list[WrittenFile]], dict[str, dict[int, int]]]:
+) -> tuple[list[WrittenFile], dict[str, dict[int, int]]]:
     """What the load's executors do for partition 0 of each topic: rows ``[committed, end)``
-    (``pinned`` wins), every tenth offset undecodable; returns files, error files, offsets."""
+    (``pinned`` wins), every tenth offset undecodable; returns the files and the offsets."""
     writers = run.writers(SCHEMA, ERROR_SCHEMA)
-    files, error_files, offsets = {}, {}, {}
+    files: list[WrittenFile] = []
+    offsets = {}
     for topic, end in ends.items():
         start = run.committed.get(topic, {}).get(0, 0)
         if topic in run.pinned:
@@ -33,14 +34,13 @@ def read_and_write(
         bad = [o for o in range(start, end) if o % 10 == 0]
         rows = typed_rows(topic, 1, start, end - start)
         good = rows.filter(pc.invert(pc.is_in(rows["offset"], pa.array(bad, pa.int64()))))
-        files[topic] = writers[topic].data.write(good, f"{run_id}-{topic}")
+        files += writers[topic].data.write(good, f"{run_id}-{topic}")
         errors = writers[topic].errors
         assert errors is not None
-        error_files[topic] = errors.write(
-            errors_at(bad).set_column(0, "topic", pa.array([topic] * len(bad))), f"{run_id}-{topic}"
-        )
+        bad_rows = errors_at(bad).set_column(0, "topic", pa.array([topic] * len(bad)))
+        files += errors.write(bad_rows, f"{run_id}-{topic}")
         offsets[topic] = {0: end}
-    return files, error_files, offsets
+    return files, offsets
 
 
 def offsets_in(config: IcebergConfig, identifier: str) -> list[int]:
@@ -58,12 +58,13 @@ def test_runs_resume_and_a_failure_between_the_commits_is_repaired(tmp_path: obj
 
     run = IcebergRun.begin(config, ["a", "b"])
     assert run.committed == {"a": {0: 100}, "b": {0: 50}}
-    files, error_files, offsets = read_and_write(run, {"a": 200, "b": 80}, "r2")
+    files, offsets = read_and_write(run, {"a": 200, "b": 80}, "r2")
     # The data files of "a" vanish before the driver commits: the error tables are committed,
     # then the data commit fails — as a driver killed between the two commits would leave it.
-    lost = [WrittenFile(f.path + ".gone", f.size, f.rows) for f in files["a"]]
+    a_data = f"{tmp_path}/wh/sluice/a/"
+    lost = [WrittenFile(f.path + ".gone", f.size, f.rows) if a_data in f.path else f for f in files]
     with pytest.raises(DataFileMismatchError, match="found none"):
-        run.commit({**files, "a": lost}, error_files, offsets, "r2")
+        run.commit(lost, offsets, "r2")
 
     run = IcebergRun.begin(config, ["a", "b"])
     assert run.committed == {"a": {0: 100}, "b": {0: 50}}
@@ -120,3 +121,13 @@ def test_topics_sharing_a_table_commit_together(tmp_path: object) -> None:
     assert run.committed == {"a": {0: 30}, "b": {0: 20}}
     table = config.open_catalog().load_table("web.events")
     assert Counter(table.scan().to_arrow()["topic"].to_pylist()) == {"a": 27, "b": 18}
+
+
+def test_a_file_under_no_table_of_the_run_is_refused(tmp_path: object) -> None:
+    config = IcebergConfig.from_properties({}, f"{tmp_path}/wh")
+    run = IcebergRun.begin(config, ["a"])
+    files, offsets = read_and_write(run, {"a": 10}, "r1")
+    stray = WrittenFile(f"{tmp_path}/elsewhere/x.parquet", 1, 1)
+    with pytest.raises(DataFileMismatchError, match="found it under none"):
+        run.commit([*files, stray], offsets, "r1")
+    assert config.open_catalog().load_table("sluice.a").current_snapshot() is None

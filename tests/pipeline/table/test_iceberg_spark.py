@@ -52,7 +52,7 @@ def test_spark_tasks_write_and_the_driver_commits(spark: Any, tmp_path: Path) ->
         spark.sparkContext.parallelize(splits, len(splits)).mapPartitions(task).collect()
     )
     assert sum(f.rows for f in reported) == 20_000
-    run.commit({"views": reported}, {}, {"views": {0: 10_000, 1: 10_000}}, "spark-run")
+    run.commit(reported, {"views": {0: 10_000, 1: 10_000}}, "spark-run")
     table = config.open_catalog().load_table("sluice.views")
     read = table.scan().to_arrow()
     pairs = Counter(zip(read["partition"].to_pylist(), read["offset"].to_pylist(), strict=True))
