@@ -24,9 +24,10 @@ of a run at once, in three calls::
 * **commit** commits, per table, the error table first, then the data table, each with the
   files the executors reported under its location (checked against their footers) and the
   table's topics' resume offsets (the previous ones, updated by ``offsets``). A table whose
-  offsets did not move and that got no file gets no snapshot. A conflict (``IcebergCommitConflictError``) publishes
-  nothing of that table; tables committed before it stay committed — each carries only its own
-  topics' offsets, so the rerun resumes each from its own.
+  offsets did not move and that got no file gets no snapshot. A conflict
+  (``IcebergCommitConflictError``) publishes nothing of that table; tables committed before it
+  stay committed — each carries only its own topics' offsets, so the rerun resumes each from
+  its own.
 
 Several topics may share a table (``iceberg.table.<topic>.name``): its commit carries all of
 their offsets and files. Not thread-safe: one driver thread runs a run.
