@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, ancestors_of
@@ -162,12 +163,11 @@ def _compact_once(
     writer = IcebergFileWriter.for_table(
         table.schema(), table.spec(), table.location(), dict(table.io.properties)
     )
-    fs, _ = pafs.FileSystem.from_uri(table.location())
     new_files: list[WrittenFile] = []
     rows = 0
     for n, (_partition, files) in enumerate(sorted(small.items())):
         for group_number, group in enumerate(_groups(files, target_bytes)):
-            parts = [_read(fs, f.file_path) for f in group]
+            parts = [_read(table, f.file_path) for f in group]
             merged = pa.concat_tables(parts)
             rows += merged.num_rows
             prefix = f"compact-{snapshot.snapshot_id}-{n:04d}-{group_number:03d}"
@@ -228,11 +228,11 @@ def _groups(files: list[DataFile], target_bytes: int) -> list[list[DataFile]]:
     return [g for g in groups if g]
 
 
-def _read(fs: pafs.FileSystem, uri: str) -> pa.Table:
-    _, path = pafs.FileSystem.from_uri(uri) if "://" in uri else (None, uri)
-    with fs.open_input_file(path) as stream:
-        table: pa.Table = pq.read_table(stream)
-    return table
+def _read(table: Table, uri: str) -> pa.Table:
+    """A data file's rows, through the table's own FileIO (its S3 endpoint and keys)."""
+    with table.io.new_input(uri).open() as stream:
+        rows: pa.Table = pq.read_table(stream)
+    return rows
 
 
 def expire_snapshots(catalog: Catalog, identifier: str, older_than: dt.datetime) -> list[int]:
@@ -256,15 +256,17 @@ def remove_orphans(
     ``older_than``; returns their URIs (module doc)."""
     table = catalog.load_table(identifier)
     referenced = _referenced(table)
-    fs, root = pafs.FileSystem.from_uri(table.location())
-    prefix = table.location()[: len(table.location()) - len(root)] if root else ""
+    scheme, netloc, root = PyArrowFileIO.parse_location(table.location())
+    # The table's own FileIO's filesystem: an S3 warehouse's endpoint and keys are its.
+    io = table.io if isinstance(table.io, PyArrowFileIO) else PyArrowFileIO(table.io.properties)
+    fs = io.fs_by_scheme(scheme, netloc)
     cutoff = dt.datetime.now(dt.UTC) - older_than
     removed = []
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
         if info.type != pafs.FileType.File:
             continue
-        uri = prefix + info.path
-        if _normal(uri) in referenced:
+        uri = f"{scheme}://{info.path}" if scheme != "file" else f"file://{info.path}"
+        if (scheme, info.path) in referenced:
             continue
         mtime = info.mtime
         if mtime is not None and mtime.replace(tzinfo=mtime.tzinfo or dt.UTC) > cutoff:
@@ -274,7 +276,7 @@ def remove_orphans(
     return sorted(removed)
 
 
-def _referenced(table: Table) -> set[str]:
+def _referenced(table: Table) -> set[tuple[str, str]]:
     metadata = table.metadata
     paths = {table.metadata_location}
     paths |= {entry.metadata_file for entry in metadata.metadata_log}
@@ -286,11 +288,10 @@ def _referenced(table: Table) -> set[str]:
                 paths.add(entry.data_file.file_path)
     for statistics in metadata.statistics:
         paths.add(statistics.statistics_path)
-    return {_normal(p) for p in paths}
+    return {_key(p) for p in paths}
 
 
-def _normal(uri: str) -> str:
-    """``file:///x`` and ``/x`` alike."""
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    return uri
+def _key(uri: str) -> tuple[str, str]:
+    """``(scheme, path)``: ``file:///x`` and ``/x`` alike, ``s3://b/k`` as ``("s3", "b/k")``."""
+    scheme, _, path = PyArrowFileIO.parse_location(uri)
+    return scheme, path
