@@ -14,7 +14,8 @@ a run's Arrow schema *by name*, before anything is written, and says what the co
   ``initial-default`` is that, and pyiceberg cannot yet write v3 tables), so the only value
   every reader (Spark, Trino, DuckDB, pyiceberg) agrees on for old rows is null;
 * a type Iceberg may **widen** to the run's type (``int`` → ``long``, ``float`` → ``double``,
-  a decimal's precision up) is promoted; the field keeps its id;
+  a decimal's precision up) is promoted; the field keeps its id; a run whose type the
+  table's widens (an ``int`` into a column already ``long``) changes nothing: the writer casts;
 * anything else — another type, a required field added to a table with rows, a required
   field the run no longer writes — is **incompatible**: ``IncompatibleTableSchemaError`` names the
   field, the table's type and the run's, and nothing has been written yet.
@@ -138,6 +139,8 @@ def _compare_field(
         return
     if _same_type(old.field_type, new.field_type):
         return
+    if _widens_to(new.field_type, old.field_type):
+        return  # the run's type is narrower (an int into a column widened to long): cast up
     try:
         promote(old.field_type, new.field_type)
     except ResolveError:
@@ -146,6 +149,16 @@ def _compare_field(
             f"{new.field_type}, which Iceberg cannot widen it to"
         ) from None
     promoted.append(f"{name}: {old.field_type} -> {new.field_type}")
+
+
+def _widens_to(narrow: IcebergType, wide: IcebergType) -> bool:
+    if not (narrow.is_primitive and wide.is_primitive):
+        return False
+    try:
+        promote(narrow, wide)
+    except ResolveError:
+        return False
+    return True
 
 
 def _same_type(old: IcebergType, new: IcebergType) -> bool:

@@ -328,3 +328,16 @@ def test_an_appender_streams_batches_into_one_file_per_partition(warehouse: str)
     discarded.add(rows.slice(0, 10))
     discarded.discard()
     assert remove_orphans(catalog, TABLE, older_than=dt.timedelta(0)) == []
+
+
+def test_a_narrower_type_than_the_tables_is_written_cast_up(warehouse: str) -> None:
+    catalog = sqlite_catalog(warehouse)
+    wide = typed_rows("page_views", 1, 0, 10)
+    wide = wide.set_column(1, "user_id", pc.cast(wide["user_id"], pa.int64()))
+    load(catalog, wide, {"page_views": {0: 10}}, "v2")
+    narrow = typed_rows("page_views", 1, 10, 10)  # user_id int, as an older reader schema
+    planned = IcebergTable(catalog, TABLE).plan(narrow.schema, EVENT_DAY)
+    assert planned.change.empty
+    load(catalog, narrow, {"page_views": {0: 20}}, "v1-again")
+    read = catalog.load_table(TABLE).scan().to_arrow()
+    assert read.schema.field("user_id").type == pa.int64() and read.num_rows == 20
