@@ -30,6 +30,13 @@ One run of one table::
   it would publish the same offsets twice (the failure Iceberg's Kafka Connect sink has after
   a coordinator failover, apache/iceberg#16282). So the staged updates and requirements go to
   ``catalog.commit_table`` once, with the explicit requirement, and a failure is final.
+* **Compared with Iceberg's Kafka Connect sink** (``Coordinator.commitToTable``): it too reads
+  the offsets of the newest snapshot in the branch's ancestry carrying them
+  (``lastCommittedOffsetsForTable``), but uses them to *filter* the workers' file reports
+  (control-topic offset >= committed) and then appends unconditionally — ``AppendFiles``
+  retries on top of whatever snapshot is current. Validation there is a filter before the
+  commit; here it is the commit's own requirement, checked by the catalog under its swap, so
+  a second writer cannot slip in between the check and the swap.
 * **Crashes**: before the swap nothing is referenced; a file of a crashed run is an orphan,
   which ``remove-orphans`` deletes (``sluice.pipeline.table.iceberg_maintenance``). After the
   swap the snapshot holds the offsets: the rerun resumes after them.
