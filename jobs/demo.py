@@ -218,18 +218,19 @@ def show_table() -> None:
             'SELECT topic, partition, "offset", error, reason, octet_length(value) '
             f"FROM read_parquet({[str(f) for f in errors]}) ORDER BY ALL"
         ).fetchall()
-        print(f"error table (load=*/_errors): {len(found)} undecodable record(s)")
+        print(f"error table (load=*/_errors, every load): {len(found)} undecodable record(s)")
         print(render_table(
             ["topic", "partition", "offset", "error", "reason", "bytes"],
             [[str(c) for c in r] for r in found],
         ))  # fmt: skip
     else:
-        print("error table (load=*/_errors): empty")
+        print("error table (load=*/_errors, every load): empty")
     manifest = latest_manifest(f"file://{table}")
     if manifest is not None:
         ids = {t: list(i) for t, i in manifest.schema_ids.items()}
         print(f"schema ids in the manifest of load={manifest.sequence}: {ids}; "
-              f"error table rows: {manifest.total_errors}")  # fmt: skip
+              f"undecodable records in load={manifest.sequence}: "
+              f"{manifest.total_errors}")  # fmt: skip
         print(f"committed offsets (load={manifest.sequence} {manifest.run_id}):")
         print(render_table(
             ["topic", "partition", "next offset"],

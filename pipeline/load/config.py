@@ -30,7 +30,15 @@ from sluice.common.config_def import POSITIVE, REQUIRED, Check, ConfigDef, Type,
 from sluice.common.paths import to_uri
 from sluice.pipeline.kafka_settings import translate_java_settings
 from sluice.pipeline.load.errors import LoadConfigError
-from sluice.pipeline.source.options import AvroOptions
+from sluice.pipeline.source.options import (
+    AvroOptions,
+    OffsetOptionError,
+    OffsetSpec,
+    Subscribe,
+    SubscribePattern,
+    parse_starting_offsets,
+    parse_subscribe_pattern,
+)
 from sluice.pipeline.source.split_reader import consumer_settings
 from sluice.pipeline.table.filesystem import UnsupportedTableSchemeError, check_table_scheme
 
@@ -59,6 +67,20 @@ def _value_format(value: str) -> str | None:
     return f"expected binary or avro, found {value.lower()!r}"
 
 
+def _pattern_error(value: str) -> str | None:
+    try:
+        parse_subscribe_pattern(value)
+    except OffsetOptionError as exc:
+        return str(exc).removeprefix("option 'subscribePattern': ")
+    return None
+
+
+def _timestamp_error(value: str) -> str | None:
+    if value.strip().isdigit():
+        return None
+    return f"expected milliseconds since the epoch, found {value.strip()!r}"
+
+
 def _atomic_rename(path: str) -> str | None:
     try:
         check_table_scheme(to_uri(path))
@@ -75,10 +97,30 @@ CONFIG_DEF = (
         "too: on a cluster name the brokers by an address every worker can reach.",
     )
     .define(
-        "topics", Type.LIST, REQUIRED, _CommaList(),
-        doc="Topics to load, comma-separated. A topic that does not exist fails the run "
-        "(allowMissingTopics=true skips it); new topics and partitions are read from their "
-        "earliest offset.",
+        "topics", Type.LIST, None, _CommaList(), default_doc="none: subscribePattern",
+        doc="Topics to load, comma-separated (this or subscribePattern). A topic that does "
+        "not exist fails the run (allowMissingTopics=true skips it); partitions the table has "
+        "never seen start where startingOffsets / startingTimestamp say.",
+    )
+    .define(
+        "subscribePattern", Type.STRING, None,
+        Check("a regular expression", lambda v: _pattern_error(v)),
+        doc="Instead of topics: every topic whose whole name matches this regular expression "
+        "(Python re), evaluated at plan time; the run report lists the topics that matched and "
+        "the manifest has a range for each of their partitions.",
+    )
+    .define(
+        "startingOffsets", Type.STRING, None, default_doc="earliest",
+        doc="Where partitions the table has never seen start: earliest, latest, or Spark's "
+        'JSON {"topic":{"0":23,"1":-2}} (-2 earliest, -1 latest; partitions it does not name '
+        "start at earliest). Partitions already loaded resume from the table's offsets.",
+    )
+    .define(
+        "startingTimestamp", Type.STRING, None,
+        Check("milliseconds since the epoch", lambda v: _timestamp_error(v)),
+        doc="Instead of startingOffsets (it wins, as in Spark): partitions the table has never "
+        "seen start at their first record whose timestamp is at or after this (ms since the "
+        "epoch); a partition with no record that late starts at its end.",
     )
     .define(
         "warehouse.path", Type.STRING, REQUIRED,
@@ -218,6 +260,9 @@ class LoadConfig:
     kafka: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
     avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
+    subscribe_pattern: SubscribePattern | None = None  # instead of topics
+    starting_offsets: OffsetSpec = "earliest"  # for partitions the table has never seen
+    starting_timestamp: int | None = None  # wins over starting_offsets
     stall_timeout_ms: int = 300_000
     poll_timeout_ms: int = 120_000
     allow_missing_topics: bool = False
@@ -225,6 +270,20 @@ class LoadConfig:
     @property
     def value_format(self) -> str:
         return "binary" if self.avro is None else "avro"
+
+    @property
+    def strategy(self) -> Subscribe | SubscribePattern:
+        """The topics to read as the source's consumer strategy."""
+        if self.subscribe_pattern is not None:
+            return self.subscribe_pattern
+        return Subscribe(list(self.topics))
+
+    @property
+    def described_topics(self) -> str:
+        """``a, b`` or ``topics matching <pattern>``, for messages."""
+        if self.subscribe_pattern is not None:
+            return f"topics matching {self.subscribe_pattern.pattern.pattern!r}"
+        return ", ".join(self.topics)
 
     @property
     def split_timeout_s(self) -> float:
@@ -250,6 +309,20 @@ class LoadConfig:
             return CONFIG_DEF.parse_key(props, key)
 
         topics = get("topics")
+        pattern = get("subscribePattern")
+        if topics is None and pattern is None:
+            raise LoadConfigError("topics: expected a value, found none (or subscribePattern)")
+        if topics is not None and pattern is not None:
+            raise LoadConfigError("topics, subscribePattern: expected one of them, found both")
+        try:
+            # streaming=True: "latest" is allowed (the load is a resume, not a batch query);
+            # unset is earliest, as for batch.
+            starting = parse_starting_offsets(get("startingOffsets") or "earliest", streaming=True)
+        except OffsetOptionError as exc:
+            raise LoadConfigError(
+                str(exc).replace("option 'startingOffsets'", "startingOffsets")
+            ) from None
+        timestamp = get("startingTimestamp")
         raw_table = props.get("table")
         if raw_table and not raw_table.strip():  # "table= " is refused; only "table=" is blank
             raise LoadConfigError("table: expected a plain directory name, found ''")
@@ -260,7 +333,10 @@ class LoadConfig:
         return cls(
             avro=avro,
             bootstrap_servers=get("kafka.bootstrap.servers"),
-            topics=topics,
+            topics=topics or (),
+            subscribe_pattern=parse_subscribe_pattern(pattern) if pattern else None,
+            starting_offsets=starting,
+            starting_timestamp=int(timestamp) if timestamp is not None else None,
             warehouse=warehouse,
             table=table,
             fail_on_data_loss=get("failOnDataLoss"),

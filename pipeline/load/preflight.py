@@ -82,6 +82,14 @@ def check_topics(config: LoadConfig, counts: Mapping[str, int]) -> None:
     """Raise ``MissingTopicsError`` for topics of ``topics`` the cluster does not have."""
     if config.allow_missing_topics:
         return
+    if config.subscribe_pattern is not None:
+        if not config.subscribe_pattern.assigned(counts):
+            raise MissingTopicsError(
+                f"subscribePattern: expected a topic on {config.bootstrap_servers} matching "
+                f"{config.subscribe_pattern.pattern.pattern!r}, found none; set "
+                "allowMissingTopics=true to load topics created later"
+            )
+        return
     missing = [t for t in config.topics if t not in counts]
     if not missing:
         return

@@ -101,6 +101,7 @@ class LoadReport:
     schema_ids: dict[str, list[int]] = field(default_factory=dict)  # writer ids per topic
     errors_path: str | None = None  # the published error table, when it has rows
     progress: dict[str, Any] | None = None  # the read+write job's last progress reading
+    topics: list[str] = field(default_factory=list)  # the topics read (subscribePattern's)
 
     @property
     def total_rows(self) -> int:
@@ -138,6 +139,7 @@ class LoadReport:
             "reader_schema": self.reader_schema,
             "schema_ids": self.schema_ids,
             "progress": self.progress,
+            "topics": self.topics,
             "message": self.message,
             "error": self.error,
         }

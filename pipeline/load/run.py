@@ -5,12 +5,14 @@ on Spark. One run:
 
 1. **plan** — delete staging left by crashed runs that can never publish; read the newest
    published manifest's offsets (``{}`` for a new table); list the subscribed topics'
-   partitions and take each one's log end *now*: the run reads ``[committed, end)``, partitions
-   it has never seen from their log start. Offsets outside the log are data loss: with
-   ``failOnDataLoss=true`` (default) the run fails naming topic, partition and offsets; with
-   ``false`` they are clamped and the loss goes into the manifest and the report. This is the
-   run's only resolution of offsets, in offsets throughout (``ranges.resume_ranges``): the
-   ranges planned here are the ranges read and recorded.
+   partitions (``subscribePattern``: the topics matching it now) and take each one's log end
+   *now*: the run reads ``[committed, end)``, partitions it has never seen from where
+   ``startingOffsets`` / ``startingTimestamp`` say (default: their log start). Offsets
+   outside the log are data loss: with ``failOnDataLoss=true`` (default) the run fails
+   naming topic, partition and offsets; with ``false`` they are clamped and the loss goes
+   into the manifest and the report. This is the run's only resolution of offsets, in
+   offsets throughout (``ranges.resume_ranges``): the ranges planned here are the ranges read
+   and recorded.
 2. **read+write** — the paper's own design, Camus-style: Spark schedules the planned
    ranges, cut into splits by ``minPartitions`` / ``maxRecordsPerPartition``, as an RDD of one
    split per task; each task fetches its split with the source's split reader and writes its
@@ -39,6 +41,9 @@ settings, built once from the configuration (``LoadConfig.consumer``; every key 
 per run (``sluice-load-<run id>`` unless ``kafka.group.id`` is set), the ``kafka.`` prefix cut once
 when the configuration is parsed.
 
+Before Spark starts, ``sluice.pipeline.load.preflight`` checks what it can without it (the
+warehouse, the brokers, the topics, the registry). If no split finishes for ``stallTimeoutMs``
+while no broker answers, the read+write job is cancelled (``UnreachableError``, exit 3).
 Before the plan the run starts Spark (``sluice.pipeline.load.session``: the master by Spark's
 conventions unless the configuration names one), refuses a table on a filesystem without an
 atomic rename (object stores), and checks that the driver and the executors can open the
@@ -105,8 +110,14 @@ from sluice.pipeline.source.avro_columns import (
     resolve_reader_schema,
 )
 from sluice.pipeline.source.metadata import KafkaMetadata, MetadataError
-from sluice.pipeline.source.options import OffsetOptionError, Subscribe
-from sluice.pipeline.source.ranges import OffsetRange, Resolution, resume_ranges, split_ranges
+from sluice.pipeline.source.options import EARLIEST, LATEST, OffsetOptionError
+from sluice.pipeline.source.ranges import (
+    LogBounds,
+    OffsetRange,
+    Resolution,
+    resume_ranges,
+    split_ranges,
+)
 from sluice.pipeline.source.split_reader import BrokersUnreachableError, SplitResult
 from sluice.pipeline.table.commit import TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
@@ -203,22 +214,59 @@ def _plan(
     committed: Mapping[str, Mapping[int, int]],
     progress: Callable[[str], None],
 ) -> Resolution:
-    """Every subscribed partition's range ``[committed, log end)`` (a partition never loaded:
-    from its log start), the run's one resolution: the split writers read exactly these ranges
-    and the manifest records them. The log ends are the ones just listed: the snapshot this
-    run reads up to."""
+    """Every subscribed partition's range ``[committed, log end)`` (a partition the table has
+    never seen: from where ``startingOffsets`` / ``startingTimestamp`` say, by default its log
+    start), the run's one resolution: the split writers read exactly these ranges and the
+    manifest records them. The log ends are the ones just listed: the snapshot this run reads
+    up to. ``subscribePattern`` is matched against the topics listed here."""
+    resumed = {TopicPartition(t, p): o for t, ps in committed.items() for p, o in ps.items()}
     with KafkaMetadata(consumer) as metadata:
-        assigned, bounds = metadata.assigned_bounds(Subscribe(list(config.topics)))
+        assigned, bounds = metadata.assigned_bounds(config.strategy)
+        fresh = [tp for tp in assigned if tp not in resumed and tp in bounds]
+        starts = _first_starts(config, metadata, bounds, fresh)
     present = {tp.topic for tp in assigned}
+    if config.subscribe_pattern is not None:
+        progress(f"{config.described_topics}: {', '.join(sorted(present)) or 'none'}")
     for topic in config.topics:
         if topic not in present:
             progress(f"topic {topic!r} does not exist (yet); nothing to read from it")
     return resume_ranges(
         bounds,
-        {TopicPartition(t, p): o for t, ps in committed.items() for p, o in ps.items()},
+        {**starts, **resumed},
         partitions=assigned,
         fail_on_data_loss=config.fail_on_data_loss,
     )
+
+
+def _first_starts(
+    config: LoadConfig,
+    metadata: KafkaMetadata,
+    bounds: Mapping[TopicPartition, LogBounds],
+    fresh: Sequence[TopicPartition],
+) -> dict[TopicPartition, int]:
+    """Where each partition the table has never seen starts: ``startingTimestamp`` (its first
+    offset at or after it, the log end when no record is that late), else ``startingOffsets``
+    (earliest, latest, or the JSON's offset; -2/-1 and unnamed partitions: earliest / latest
+    as Spark reads them, an unnamed one earliest)."""
+    if not fresh:
+        return {}
+    if config.starting_timestamp is not None:
+        found = metadata.offsets_for_times(dict.fromkeys(fresh, config.starting_timestamp))
+        return {
+            tp: bounds[tp].log_end if found.get(tp) is None else int(found[tp] or 0) for tp in fresh
+        }
+    spec = config.starting_offsets
+    starts: dict[TopicPartition, int] = {}
+    for tp in fresh:
+        log = bounds[tp]
+        if spec == "earliest":
+            offset = EARLIEST
+        elif spec == "latest":
+            offset = LATEST
+        else:
+            offset = spec.get(tp.topic, {}).get(tp.partition, EARLIEST)
+        starts[tp] = {EARLIEST: log.log_start, LATEST: log.log_end}.get(offset, offset)
+    return starts
 
 
 def _resolve_avro(
@@ -438,12 +486,27 @@ def _plan_phase(
     except OffsetOptionError as exc:
         raise LoadError(str(exc)) from None
     ranges = resolution.ranges
+    report.topics = sorted({r.topic for r in ranges})
     report.data_loss = list(resolution.data_loss)
     reads = [r for r in ranges if r.count > 0]
+    # A partition moved if it has offsets to read or its resume offset moves (a clamp). A
+    # partition the table has never seen is recorded at once when where it starts was chosen
+    # (startingOffsets / startingTimestamp: "latest" must not move on by the next run) or when
+    # a pattern chose its topic (the manifest then names every topic that matched).
+    chosen = (
+        config.starting_offsets != "earliest"
+        or config.starting_timestamp is not None
+        or config.subscribe_pattern is not None
+    )
     changed = [
         r
         for r in ranges
-        if r.count > 0 or r.start != committed.get(r.topic, {}).get(r.partition, r.start)
+        if r.count > 0
+        or (
+            r.start != committed[r.topic][r.partition]
+            if r.partition in committed.get(r.topic, {})
+            else chosen
+        )
     ]
     report.partitions = [PartitionReport(r) for r in changed]
     say(
@@ -464,8 +527,7 @@ def _plan_phase(
 
 
 def _finish(report: LoadReport, config: LoadConfig, say: Callable[[str], None]) -> LoadReport:
-    """Say the outcome, write the report, print its summary."""
-    say(report.message)
+    """Write the report and print its summary (which says the outcome: once)."""
     say(f"report: {report.write(config.reports_uri)}")
     print(report.summary(), flush=True)
     return report

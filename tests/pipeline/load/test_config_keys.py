@@ -110,7 +110,8 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
         "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "spark.master",
         "valueFormat", "schema.registry.url", "valueSchemaSubject", "valueSchemaVersion",
         "valueSchemaId", "valueColumns", "onDecodeError", "stallTimeoutMs",
-        "kafkaConsumer.pollTimeoutMs", "allowMissingTopics",
+        "kafkaConsumer.pollTimeoutMs", "allowMissingTopics", "subscribePattern",
+        "startingOffsets", "startingTimestamp",
     }  # fmt: skip
     assert CONFIG_DEF.prefixes == ("kafka.", "spark.")
     config = LoadConfig.from_properties(BASE)
