@@ -109,7 +109,11 @@ def describe(catalog: Catalog, identifier: str) -> dict[str, Any]:
         "table": identifier,
         "location": table.location(),
         "schema": str(table.schema()),
-        "partition_spec": str(table.spec()),
+        "partition_spec": ", ".join(
+            f"{f.name}: {f.transform}({table.schema().find_column_name(f.source_id)})"
+            for f in table.spec().fields
+        )
+        or "unpartitioned",
         "snapshots": snapshots,
     }
 

@@ -55,7 +55,7 @@ def test_describe_lists_the_snapshots_with_their_offsets(
     loaded(tmp_path, 2)
     code, out, _ = run(capsys, "describe", "--config", str(config_file), "--topic", "clicks")
     assert code == 0
-    assert "table web.clicks" in out and "event_time_day: day(1)" in out
+    assert "table web.clicks" in out and "spec event_time_day: day(event_time)" in out
     assert 'run1 {"clicks":{"0":40}}' in out and 'run0 {"clicks":{"0":20}}' in out
     code, out, _ = run(capsys, "describe", "--config", str(config_file), "--table", "web.clicks",
                        "--json")  # fmt: skip
