@@ -293,6 +293,9 @@ class DynamicBrokerConfig:
     def watch(self, zk: KazooClient) -> None:
         """Cluster mode: re-read this broker's and the default's configs whenever a change
         notification names them (kazoo's thread), so another broker's alter applies here."""
+        # The first broker of a new cluster starts before /config/changes exists (brokers make
+        # the persistent paths as they register), and kazoo drops a watch on a missing znode.
+        zk.ensure_path(ConfigChangesZNode.path())
         zk.ChildrenWatch(ConfigChangesZNode.path(), self._on_changes(zk))
 
     def stop(self) -> None:
