@@ -139,13 +139,19 @@ class IcebergRun:
         return writers
 
     def commit(
-        self, files: Sequence[WrittenFile], offsets: Offsets, run_id: str
+        self,
+        files: Sequence[WrittenFile],
+        offsets: Offsets,
+        run_id: str,
+        *,
+        between: Callable[[], None] | None = None,
     ) -> dict[str, int | None]:
         """Commit every table (module doc): ``files`` are every data and error file the
         executors reported, each committed to the table whose location holds it; ``offsets``
         the run's resume position per topic. Returns ``{identifier: new snapshot id, or None
         when the table got no snapshot}``. A file under no table of the run raises
-        ``DataFileMismatchError`` before any commit."""
+        ``DataFileMismatchError`` before any commit. ``between`` runs after the error tables'
+        commits and before the data tables' (the load's crash point there)."""
         tables = [t for t in (*self.errors.values(), *self.data.values()) if t.planned]
         assert len(tables) >= len(self.data), "writers() first"
         routed: dict[str, list[WrittenFile]] = {t.identifier: [] for t in tables}
@@ -159,9 +165,15 @@ class IcebergRun:
             routed[owner.identifier].append(written)
         done: dict[str, int | None] = {}
         for table in tables:  # the error tables first (module doc)
-            errors = table.identifier in self.errors
-            done[table.identifier] = self._commit(table, routed[table.identifier], offsets,
-                                                  run_id, errors=errors)  # fmt: skip
+            if table.identifier in self.errors:
+                done[table.identifier] = self._commit(table, routed[table.identifier], offsets,
+                                                      run_id, errors=True)  # fmt: skip
+        if between is not None:
+            between()
+        for table in tables:
+            if table.identifier not in self.errors:
+                done[table.identifier] = self._commit(table, routed[table.identifier], offsets,
+                                                      run_id, errors=False)  # fmt: skip
         return done
 
     def _commit(

@@ -131,3 +131,19 @@ def test_a_file_under_no_table_of_the_run_is_refused(tmp_path: object) -> None:
     with pytest.raises(DataFileMismatchError, match="found it under none"):
         run.commit([*files, stray], offsets, "r1")
     assert config.open_catalog().load_table("sluice.a").current_snapshot() is None
+
+
+def test_between_runs_after_the_error_commits_and_before_the_data_commits(tmp_path: object) -> None:
+    config = IcebergConfig.from_properties({}, f"{tmp_path}/wh")
+    run = IcebergRun.begin(config, ["a", "b"])
+    files, offsets = read_and_write(run, {"a": 30, "b": 20}, "r1")
+    seen: list[tuple[int, int]] = []
+
+    def between() -> None:
+        catalog = config.open_catalog()
+        errors = sum(len(catalog.load_table(f"sluice.{t}_errors").metadata.snapshots) for t in "ab")
+        data = sum(len(catalog.load_table(f"sluice.{t}").metadata.snapshots) for t in "ab")
+        seen.append((errors, data))
+
+    run.commit(files, offsets, "r1", between=between)
+    assert seen == [(2, 0)]
