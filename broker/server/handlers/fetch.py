@@ -23,7 +23,7 @@ follows — and waits on its session, which every append, high-watermark move an
 one of its partitions wakes. The replica fetchers use sessions; librdkafka (up to 2.14) never
 opens one (it sends session id 0, epoch -1), kafka-python and the Java client do.
 
-A follower's session also renews, once per ``_TOUCH_MS`` (at most a quarter of
+A follower's session also renews, once per ``_TOUCH_MS`` (at most an eighth of
 ``replica.lag.time.max.ms``), the caught-up time of the partitions its fetches did not read:
 each was at rest at the leader's log end when last read and nothing was appended since, so
 its follower is still caught up, as Kafka records on every fetch.
@@ -341,9 +341,9 @@ async def _fetch_incremental(
 
 def _touch_idle(ctx: BrokerContext, replica_id: int, session: FetchSession, read: _Read) -> None:
     """Renew the caught-up time of the follower's partitions this fetch did not read (module
-    docstring), once per ``_TOUCH_MS`` or a quarter of ``replica.lag.time.max.ms``."""
+    docstring), once per ``_TOUCH_MS`` or an eighth of ``replica.lag.time.max.ms``."""
     now = loop_ms()
-    if now - session.touched_ms < min(_TOUCH_MS, ctx.replicas.max_lag_ms / 4):
+    if now - session.touched_ms < min(_TOUCH_MS, ctx.replicas.max_lag_ms / 8):
         return
     session.touched_ms = now
     for tp, cp in session.partitions.items():

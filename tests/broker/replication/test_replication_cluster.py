@@ -105,6 +105,26 @@ def test_followers_fetch_incrementally_in_sessions(tmp_path: Path, zk_connect: s
             assert set(state.isrs) == BROKERS
 
 
+def test_idle_followers_in_sessions_stay_in_the_isr(tmp_path: Path, zk_connect: str) -> None:
+    """An incremental fetch does not read a partition with nothing new, but its follower is
+    still caught up: the leader renews that, and an idle ISR does not shrink."""
+    with BrokerCluster(tmp_path, zk_connect, overrides={"replica.lag.time.max.ms": "1000"}) as c:
+        topic = unique("idle-isr")
+        c.create_topic(topic, 12, 3, {"min.insync.replicas": "2"})
+        produce_one_at_a_time(c.bootstrap, topic, 3)
+        for p in range(12):  # (on a loaded machine a first fetch may come after the limit)
+            c.wait_isr(topic, p, BROKERS)
+        seen = {i: len(b.output()) for i, b in c.brokers.items()}
+        time.sleep(4)  # four times the lag limit, nothing written
+        for p in range(12):
+            for broker in BROKERS:
+                assert set(c.partition(topic, p, broker).isrs) == BROKERS, (p, broker)
+        changes = [
+            re.search(rf"{topic}-\d+: ISR .*", b.output()[seen[i] :]) for i, b in c.brokers.items()
+        ]
+        assert not any(changes), changes  # no shrink while idle, not even one undone
+
+
 def isr_expansions(port: int) -> float:
     """The broker's ``kafka_server_replicamanager_isrexpands`` counter, from its metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
