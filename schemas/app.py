@@ -6,7 +6,9 @@ middleware and the error answers.
 Requests and responses use ``application/vnd.schemaregistry.v1+json`` (plain JSON is accepted
 too). Errors are ``{"error_code": int, "message": str}`` with the HTTP status of the code
 (see
-:mod:`sluice.schemas.errors`). Boolean query parameters accept ``true``/``True``
+:mod:`sluice.schemas.errors`). A subject ``:.ctx:name`` is ``name`` in the context ``.ctx``,
+whose schema ids are its own (:mod:`sluice.schemas.context`); a request by id names the
+context with ``?subject=``. Boolean query parameters accept ``true``/``True``
 (confluent-kafka-python
 sends Python's ``str(True)``).
 
@@ -15,7 +17,7 @@ route                                                       body → response
 ==========================================================  ===================================
 ``GET /``                                                   ``{}``
 ``GET /schemas/types``                                      ``["JSON", "PROTOBUF", "AVRO"]``
-``GET /schemas/ids/{id}[?format=serialized]``               ``{"schema", "schemaType"?,
+``GET /schemas/ids/{id}[?format=serialized&subject=s]``     ``{"schema", "schemaType"?,
                                                             "references"?, "metadata"?,
                                                             "ruleSet"?}``
 ``GET /schemas/ids/{id}/schema``                            the schema itself
@@ -43,7 +45,7 @@ limit]``                                                    "schema", ...}]``
 ``GET|PUT /config``, ``GET|PUT|DELETE /config/{s}``         ``{"compatibility"}`` →
                                                             ``{"compatibilityLevel"}``
 ``GET|PUT|DELETE /mode``, ``GET|PUT|DELETE /mode/{s}``      ``{"mode"}`` → ``{"mode"}``
-``GET /contexts``                                           ``["."]``
+``GET /contexts``                                           ``[".", ".ctx", ...]``
 ``GET /v1/metadata/id``, ``GET /v1/metadata/version``       the server's id and version
 ==========================================================  ===================================
 

@@ -16,12 +16,18 @@ Layout of ``<schema.registry.data.dir>/``::
       "subjects": {"orders-value": [{"version": 1, "id": 1, "deleted": false}]},
       "config": {"global": "BACKWARD" | null, "subjects": {"orders-value": "FULL"}},
       "mode": {"global": "READWRITE" | null, "subjects": {"orders-value": "IMPORT"}},
-      "imported_ids": [7]                   # ids an import chose (also below next_id)
+      "imported_ids": [7],                  # ids an import chose (also below next_id)
+      "contexts": {".payments": {"next_id": 2, "schemas": {...}, "imported_ids": []}}
     }
+
+The top-level ``next_id``, ``schemas`` and ``imported_ids`` are the default context's; every
+other context (:mod:`sluice.schemas.context`) has the same three under ``contexts``, created
+by its first allocation or import.
 
 A schema entry carries ``"references"`` (``[{"name", "subject", "version"}]``),
 ``"metadata"`` and ``"ruleSet"`` (compact JSON text) only when it has them; ``mode`` and
-``imported_ids`` are absent from files written before modes existed and read as empty.
+``imported_ids`` and ``contexts`` are absent from files written before they existed and read as
+empty.
 
 Commit = write the new document to ``registry.json.tmp``, ``fsync`` it, ``os.replace`` it over
 ``registry.json``, ``fsync`` the directory. A crash at any point leaves either the old or the new
@@ -44,6 +50,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sluice.schemas.context import DEFAULT_CONTEXT
 from sluice.schemas.errors import StoreError
 from sluice.schemas.store import (
     SchemaStore,
@@ -103,6 +110,7 @@ class FileSchemaStore(SchemaStore):
                 "config": {"global": None, "subjects": {}},
                 "mode": {"global": None, "subjects": {}},
                 "imported_ids": [],
+                "contexts": {},
             }
         except OSError as e:
             raise StoreError(f"cannot read {self.path}: {e}") from e
@@ -121,6 +129,7 @@ class FileSchemaStore(SchemaStore):
             )
         state.setdefault("mode", {"global": None, "subjects": {}})
         state.setdefault("imported_ids", [])
+        state.setdefault("contexts", {})
         return state  # type: ignore[no-any-return]
 
     def _persist(self) -> None:
@@ -178,45 +187,58 @@ class FileSchemaStore(SchemaStore):
 
     # -- ids and schemas ---------------------------------------------------------------------
 
-    def allocate_id(self) -> int:
+    def _space(self, context: str, *, create: bool = False) -> dict[str, Any]:
+        """The id space of ``context``: a dict with ``next_id``, ``schemas``, ``imported_ids``
+        (the state itself for the default context). ``create`` only inside a mutation."""
+        if context == DEFAULT_CONTEXT:
+            return self._state
+        empty: dict[str, Any] = {"next_id": 1, "schemas": {}, "imported_ids": []}
+        if create:
+            return self._state["contexts"].setdefault(context, empty)  # type: ignore[no-any-return]
+        return self._state["contexts"].get(context, empty)  # type: ignore[no-any-return]
+
+    def allocate_id(self, context: str = DEFAULT_CONTEXT) -> int:
         with self._mutation():
-            schema_id = int(self._state["next_id"])
-            self._state["next_id"] = schema_id + 1
+            space = self._space(context, create=True)
+            schema_id = int(space["next_id"])
+            space["next_id"] = schema_id + 1
         return schema_id
 
-    def reserve_id(self, schema_id: int) -> None:
+    def reserve_id(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> None:
         # An imported id at or past the counter moves the counter past it (Confluent's
         # registry does the same: after an import, new ids start above the highest).
         with self._mutation():
-            if schema_id not in self._state["imported_ids"]:
-                self._state["imported_ids"].append(schema_id)
-            self._state["next_id"] = max(int(self._state["next_id"]), schema_id + 1)
+            space = self._space(context, create=True)
+            if schema_id not in space["imported_ids"]:
+                space["imported_ids"].append(schema_id)
+            space["next_id"] = max(int(space["next_id"]), schema_id + 1)
 
-    def put_schema(self, schema: StoredSchema) -> None:
-        if schema.id >= self._state["next_id"]:
+    def put_schema(self, schema: StoredSchema, context: str = DEFAULT_CONTEXT) -> None:
+        space = self._space(context)
+        if schema.id >= space["next_id"]:
             raise StoreError(
-                f"schema id {schema.id} was not allocated: expected < {self._state['next_id']}"
+                f"schema id {schema.id} was not allocated: expected < {space['next_id']}"
             )
         with self._mutation():
-            self._state["schemas"][str(schema.id)] = schema_payload(schema)
+            self._space(context, create=True)["schemas"][str(schema.id)] = schema_payload(schema)
 
-    def get_schema(self, schema_id: int) -> StoredSchema | None:
-        entry = self._state["schemas"].get(str(schema_id))
+    def get_schema(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:
+        entry = self._space(context)["schemas"].get(str(schema_id))
         if entry is None:
             return None
         return schema_from_payload(schema_id, entry)
 
-    def find_schema(self, fingerprint: str) -> StoredSchema | None:
+    def find_schema(self, fingerprint: str, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:
         # A linear scan: registries hold thousands of schemas, not millions, and the lookup
         # happens only on register/lookup, which clients cache.
-        for key, entry in self._state["schemas"].items():
+        for key, entry in self._space(context)["schemas"].items():
             if entry["fingerprint"] == fingerprint:
                 return schema_from_payload(int(key), entry)
         return None
 
-    def delete_schema(self, schema_id: int) -> None:
+    def delete_schema(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> None:
         with self._mutation():
-            self._state["schemas"].pop(str(schema_id), None)
+            self._space(context, create=True)["schemas"].pop(str(schema_id), None)
 
     # -- subjects and versions ---------------------------------------------------------------
 

@@ -45,6 +45,12 @@ from sluice.schemas.compatibility import (
     ExistingSchema,
     check_compatibility,
 )
+from sluice.schemas.context import (
+    DEFAULT_CONTEXT,
+    context_of,
+    normalize,
+    reference_subject,
+)
 from sluice.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSchemaError,
@@ -121,24 +127,27 @@ class Registry:
         self.store = store
         self.default_level = default_level
         self._lock = threading.RLock()
-        # Parsed schemas by id; ids are never reused, so an entry can only go stale by removal.
-        self._parsed: dict[int, ParsedSchema] = {}
+        # Parsed schemas by (context, id); ids are never reused, so an entry can only go stale
+        # by removal.
+        self._parsed: dict[tuple[str, int], ParsedSchema] = {}
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _parsed_by_id(self, schema_id: int, depth: int = 0) -> ParsedSchema:
-        parsed = self._parsed.get(schema_id)
+    def _parsed_by_id(
+        self, schema_id: int, context: str = DEFAULT_CONTEXT, depth: int = 0
+    ) -> ParsedSchema:
+        parsed = self._parsed.get((context, schema_id))
         if parsed is None:
-            stored = self.store.get_schema(schema_id)
+            stored = self.store.get_schema(schema_id, context)
             if stored is None:
                 raise SchemaNotFoundError(f"Schema {schema_id} not found")
-            resolved = self._resolve(stored.references, depth + 1)
+            resolved = self._resolve(stored.references, context, depth + 1)
             parsed = parse_schema(stored.text, stored.schema_type, resolved)
-            self._parsed[schema_id] = parsed
+            self._parsed[(context, schema_id)] = parsed
         return parsed
 
     def _resolve(
-        self, references: tuple[Reference, ...], depth: int = 0
+        self, references: tuple[Reference, ...], context: str, depth: int = 0
     ) -> list[ResolvedReference]:
         """The schemas ``references`` name, each after its own references (deduplicated by
         name, first one kept); 42201 if one is missing or they chain too deep."""
@@ -148,18 +157,21 @@ class Registry:
             )
         result: list[ResolvedReference] = []
         for ref in references:
+            subject = reference_subject(ref.subject, context)
             try:
-                record = self._find(ref.subject, ref.version, include_deleted=False)
+                record = self._find(subject, ref.version, include_deleted=False)
             except RegistryError as e:
                 raise InvalidSchemaError(
                     f"Invalid schema: reference '{ref.name}' names subject '{ref.subject}' "
                     f"version {ref.version}, which does not exist ({e.message})"
                 ) from e
-            stored = self.store.get_schema(record.schema_id)
+            ref_context = context_of(subject)
+            stored = self.store.get_schema(record.schema_id, ref_context)
             if stored is None:
                 raise SchemaNotFoundError(f"Schema {record.schema_id} not found")
-            result += self._resolve(stored.references, depth + 1)
-            result.append(ResolvedReference(ref.name, self._parsed_by_id(record.schema_id, depth)))
+            result += self._resolve(stored.references, ref_context, depth + 1)
+            parsed = self._parsed_by_id(record.schema_id, ref_context, depth)
+            result.append(ResolvedReference(ref.name, parsed))
         seen: set[str] = set()
         unique = []
         for resolved in result:
@@ -168,7 +180,7 @@ class Registry:
                 unique.append(resolved)
         return unique
 
-    def _candidate(self, request: SchemaRequest) -> Candidate:
+    def _candidate(self, request: SchemaRequest, context: str = DEFAULT_CONTEXT) -> Candidate:
         """Parse a request's schema with its references; 42201 if anything is invalid.
         References given as ``latest`` (-1) are pinned to the version they name now."""
         references = tuple(
@@ -177,11 +189,13 @@ class Registry:
             else Reference(
                 ref.name,
                 ref.subject,
-                self._find(ref.subject, LATEST, include_deleted=False).version,
+                self._find(
+                    reference_subject(ref.subject, context), LATEST, include_deleted=False
+                ).version,
             )
             for ref in references_of(request.references)
         )
-        parsed = parse_schema(request.text, request.schema_type, self._resolve(references))
+        parsed = parse_schema(request.text, request.schema_type, self._resolve(references, context))
         return Candidate(
             parsed,
             references,
@@ -198,13 +212,15 @@ class Registry:
     def _matches(self, record: SubjectVersion, candidate: Candidate) -> bool:
         """Whether ``record`` holds the candidate's schema: same canonical form and references,
         and the same metadata and rule set where the candidate gives them."""
-        stored = self.store.get_schema(record.schema_id)
+        context = context_of(record.subject)
+        stored = self.store.get_schema(record.schema_id, context)
         return (
             stored is not None
             and stored.references == candidate.references
             and candidate.metadata in (None, stored.metadata)
             and candidate.rule_set in (None, stored.rule_set)
-            and self._parsed_by_id(record.schema_id).fingerprint == candidate.parsed.fingerprint
+            and self._parsed_by_id(record.schema_id, context).fingerprint
+            == candidate.parsed.fingerprint
         )
 
     def _records(self, subject: str, *, include_deleted: bool) -> list[SubjectVersion]:
@@ -227,10 +243,14 @@ class Registry:
         raise VersionNotFoundError(f"Version {version} not found.")
 
     def _info(self, record: SubjectVersion, fmt: str | None = None) -> VersionInfo:
-        stored = self.store.get_schema(record.schema_id)
+        context = context_of(record.subject)
+        stored = self.store.get_schema(record.schema_id, context)
         if stored is None:  # a version never outlives its schema; the store is damaged
             raise SchemaNotFoundError(f"Schema {record.schema_id} not found")
-        text = stored.text if fmt is None else self._parsed_by_id(record.schema_id).formatted(fmt)
+        if fmt is None:
+            text = stored.text
+        else:
+            text = self._parsed_by_id(record.schema_id, context).formatted(fmt)
         return VersionInfo(
             record.subject,
             record.version,
@@ -256,21 +276,28 @@ class Registry:
             raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
         targets = {(r.subject, r.version) for r in records}
         for referrer in self.store.all_versions():
-            stored = self.store.get_schema(referrer.schema_id)
+            context = context_of(referrer.subject)
+            stored = self.store.get_schema(referrer.schema_id, context)
             for ref in stored.references if stored is not None else ():
-                if (ref.subject, ref.version) in targets:
+                if (reference_subject(ref.subject, context), ref.version) in targets:
                     raise ReferenceExistsError(
                         "One or more references exist to the schema "
                         f"{{magic=1,keytype=SCHEMA,subject={ref.subject},version={ref.version}}}."
                     )
 
     def _existing(self, records: list[SubjectVersion]) -> list[ExistingSchema]:
-        return [ExistingSchema(r.version, self._parsed_by_id(r.schema_id)) for r in records]
+        return [
+            ExistingSchema(r.version, self._parsed_by_id(r.schema_id, context_of(r.subject)))
+            for r in records
+        ]
 
-    def _collect_garbage(self, schema_id: int) -> None:
-        if not any(r.schema_id == schema_id for r in self.store.all_versions()):
-            self.store.delete_schema(schema_id)
-            self._parsed.pop(schema_id, None)
+    def _collect_garbage(self, schema_id: int, context: str) -> None:
+        if not any(
+            r.schema_id == schema_id and context_of(r.subject) == context
+            for r in self.store.all_versions()
+        ):
+            self.store.delete_schema(schema_id, context)
+            self._parsed.pop((context, schema_id), None)
 
     # -- schemas -----------------------------------------------------------------------------
 
@@ -290,6 +317,8 @@ class Registry:
             if isinstance(text, SchemaRequest)
             else SchemaRequest(text, schema_type, references)
         )
+        subject = normalize(subject)
+        context = context_of(subject)
         schema_id = optional_int(request.id, "id")
         version = optional_int(request.version, "version")
         parsed_early = self._parse_early(request)
@@ -299,7 +328,7 @@ class Registry:
                 raise OperationNotPermittedError(f"Subject {subject} is not in import mode")
             if schema_id is None and mode is not Mode.READWRITE:
                 raise OperationNotPermittedError(f"Subject {subject} is not in read-write mode")
-            candidate = parsed_early or self._candidate(request)
+            candidate = parsed_early or self._candidate(request, context)
             if schema_id is not None:
                 return self._import(subject, candidate, schema_id, version)
             records = self.store.versions(subject)
@@ -320,13 +349,13 @@ class Registry:
                     "Schema being registered is incompatible with an earlier schema for subject "
                     f'"{subject}", details: [{", ".join(reasons)}]'
                 )
-            stored = self.store.find_schema(candidate.key)
+            stored = self.store.find_schema(candidate.key, context)
             if stored is None:
-                stored = self._put(self.store.allocate_id(), candidate)
+                stored = self._put(self.store.allocate_id(context), candidate, context)
             self.store.put_version(SubjectVersion(subject, next_version, stored.id))
             return stored.id
 
-    def _put(self, schema_id: int, candidate: Candidate) -> StoredSchema:
+    def _put(self, schema_id: int, candidate: Candidate, context: str) -> StoredSchema:
         parsed = candidate.parsed
         stored = StoredSchema(
             schema_id,
@@ -337,8 +366,8 @@ class Registry:
             candidate.metadata,
             candidate.rule_set,
         )
-        self.store.put_schema(stored)
-        self._parsed[stored.id] = parsed
+        self.store.put_schema(stored, context)
+        self._parsed[(context, stored.id)] = parsed
         return stored
 
     def _import(
@@ -346,7 +375,8 @@ class Registry:
     ) -> int:
         """An IMPORT registration: ``schema_id`` (and ``version``) as given, no compatibility
         check; 42205 if the id holds another schema or the version another id."""
-        existing = self.store.get_schema(schema_id)
+        context = context_of(subject)
+        existing = self.store.get_schema(schema_id, context)
         if existing is not None and existing.fingerprint != candidate.key:
             raise OperationNotPermittedError(
                 f"Overwrite new schema with id {schema_id} is not permitted."
@@ -366,8 +396,8 @@ class Registry:
                     f"(id {record.schema_id}) is not permitted."
                 )
         if existing is None:
-            self.store.reserve_id(schema_id)
-            self._put(schema_id, candidate)
+            self.store.reserve_id(schema_id, context)
+            self._put(schema_id, candidate, context)
         self.store.put_version(SubjectVersion(subject, version, schema_id))
         return schema_id
 
@@ -386,28 +416,33 @@ class Registry:
             if isinstance(text, SchemaRequest)
             else SchemaRequest(text, schema_type, references)
         )
+        subject = normalize(subject)
         parsed_early = self._parse_early(request)
         with self._lock:
             records = self._records(subject, include_deleted=include_deleted)
-            candidate = parsed_early or self._candidate(request)
+            candidate = parsed_early or self._candidate(request, context_of(subject))
             for record in reversed(records):
                 if self._matches(record, candidate):
                     return self._info(record)
             raise SchemaNotFoundError("Schema not found")
 
-    def schema_by_id(self, schema_id: int, *, fmt: str | None = None) -> StoredSchema:
+    def schema_by_id(
+        self, schema_id: int, *, fmt: str | None = None, subject: str | None = None
+    ) -> StoredSchema:
         """The schema under ``schema_id`` (soft-deleted versions keep it readable). 40403.
 
         ``fmt`` is the request's ``format``: ``serialized`` gives a Protobuf schema as the
         base64 ``FileDescriptorProto`` (what confluent-kafka's deserializer asks for); other
-        values, and other types, give the stored text."""
+        values, and other types, give the stored text. ``subject`` (the request's) names the
+        context whose id it is; the default context without one."""
+        context = context_of(subject) if subject else DEFAULT_CONTEXT
         with self._lock:
-            stored = self.store.get_schema(schema_id)
+            stored = self.store.get_schema(schema_id, context)
             if stored is None:
                 raise SchemaNotFoundError(f"Schema {schema_id} not found")
             if fmt is None:
                 return stored
-            text = self._parsed_by_id(schema_id).formatted(fmt)
+            text = self._parsed_by_id(schema_id, context).formatted(fmt)
             return StoredSchema(
                 stored.id,
                 text,
@@ -419,30 +454,37 @@ class Registry:
             )
 
     def versions_of_schema(
-        self, schema_id: int, *, include_deleted: bool = False
+        self, schema_id: int, *, include_deleted: bool = False, subject: str | None = None
     ) -> list[tuple[str, int]]:
-        """``(subject, version)`` pairs that use ``schema_id``. 40403 if the id is unknown."""
+        """``(subject, version)`` pairs that use ``schema_id`` (of ``subject``'s context).
+        40403 if the id is unknown."""
+        context = context_of(subject) if subject else DEFAULT_CONTEXT
         with self._lock:
-            self.schema_by_id(schema_id)
+            self.schema_by_id(schema_id, subject=subject)
             return [
                 (r.subject, r.version)
                 for r in self.store.all_versions()
-                if r.schema_id == schema_id and (include_deleted or not r.deleted)
+                if r.schema_id == schema_id
+                and context_of(r.subject) == context
+                and (include_deleted or not r.deleted)
             ]
 
     def referenced_by(
         self, subject: str, spec: str | int, *, include_deleted: bool = False
     ) -> list[int]:
         """Ids of the schemas whose versions reference this version, ascending. 40401, 40402."""
+        subject = normalize(subject)
         with self._lock:
             record = self._find(subject, spec, include_deleted=True)
             ids = set()
             for referrer in self.store.all_versions():
                 if referrer.deleted and not include_deleted:
                     continue
-                stored = self.store.get_schema(referrer.schema_id)
+                context = context_of(referrer.subject)
+                stored = self.store.get_schema(referrer.schema_id, context)
                 if stored is not None and any(
-                    (r.subject, r.version) == (subject, record.version) for r in stored.references
+                    (reference_subject(r.subject, context), r.version) == (subject, record.version)
+                    for r in stored.references
                 ):
                     ids.add(stored.id)
             return sorted(ids)
@@ -481,9 +523,10 @@ class Registry:
     ) -> VersionInfo:
         """The newest version of ``subject`` whose metadata ``properties`` hold every pair
         given. 40401; 40403 if none does."""
+        subject = normalize(subject)
         with self._lock:
             for record in reversed(self._records(subject, include_deleted=include_deleted)):
-                stored = self.store.get_schema(record.schema_id)
+                stored = self.store.get_schema(record.schema_id, context_of(record.subject))
                 metadata: dict[str, Any] = (
                     json.loads(stored.metadata) if stored and stored.metadata else {}
                 )
@@ -493,6 +536,12 @@ class Registry:
             raise SchemaNotFoundError(
                 f"No version of subject '{subject}' has the metadata {properties}"
             )
+
+    def contexts(self) -> list[str]:
+        """The default context and every context with a subject, sorted (``.`` first)."""
+        with self._lock:
+            found = {context_of(subject) for subject in self.store.subjects()}
+            return sorted(found | {DEFAULT_CONTEXT})
 
     # -- subjects and versions ---------------------------------------------------------------
 
@@ -514,6 +563,7 @@ class Registry:
         self, subject: str, *, include_deleted: bool = False, deleted_only: bool = False
     ) -> list[int]:
         """Version numbers of ``subject``. 40401 if there are none to show."""
+        subject = normalize(subject)
         with self._lock:
             records = self._records(subject, include_deleted=include_deleted or deleted_only)
             if deleted_only:
@@ -531,12 +581,14 @@ class Registry:
         """Version ``spec`` (a number or ``latest``) of ``subject``. 40401, 40402, 42202.
 
         ``fmt`` is the request's ``format``, as for :meth:`schema_by_id`."""
+        subject = normalize(subject)
         with self._lock:
             record = self._find(subject, spec, include_deleted=include_deleted)
             return self._info(record, fmt)
 
     def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         """Soft- or permanently delete every version; return the versions deleted."""
+        subject = normalize(subject)
         with self._lock, self.store.transaction():
             records = self.store.versions(subject)
             if not records:
@@ -560,11 +612,12 @@ class Registry:
                 self.store.remove_version(subject, r.version)
             self.store.delete_config(subject)
             for schema_id in {r.schema_id for r in records}:
-                self._collect_garbage(schema_id)
+                self._collect_garbage(schema_id, context_of(subject))
             return [r.version for r in records]
 
     def delete_version(self, subject: str, spec: str | int, *, permanent: bool = False) -> int:
         """Soft- or permanently delete one version; return its number."""
+        subject = normalize(subject)
         with self._lock, self.store.transaction():
             version = parse_version(spec)
             if version is None:  # "latest": the newest live one (or newest of all, permanent)
@@ -588,7 +641,7 @@ class Registry:
                     "being permanently deleted"
                 )
             self.store.remove_version(subject, record.version)
-            self._collect_garbage(record.schema_id)
+            self._collect_garbage(record.schema_id, context_of(subject))
             return record.version
 
     # -- compatibility -----------------------------------------------------------------------
@@ -607,6 +660,7 @@ class Registry:
         what registration would (the latest or, for transitive levels, all live versions).
         A subject without live versions is compatible with anything (Confluent ≥ 6.1).
         """
+        subject = normalize(subject)
         request = (
             text
             if isinstance(text, SchemaRequest)
@@ -614,7 +668,7 @@ class Registry:
         )
         parsed_early = self._parse_early(request)
         with self._lock:
-            parsed = (parsed_early or self._candidate(request)).parsed
+            parsed = (parsed_early or self._candidate(request, context_of(subject))).parsed
             live = [r for r in self.store.versions(subject) if not r.deleted]
             level = self._level(subject)
             if spec is None:
@@ -629,6 +683,7 @@ class Registry:
 
     def get_config(self, subject: str | None, *, default_to_global: bool = False) -> str:
         """The level of ``subject`` (``None``: global). 40408 if the subject has none set."""
+        subject = normalize(subject) if subject is not None else None
         with self._lock:
             if subject is None:
                 return self.store.get_config(None) or self.default_level.value
@@ -643,6 +698,7 @@ class Registry:
 
     def set_config(self, subject: str | None, level: object) -> str:
         """Set the level of ``subject`` (``None``: global); return it. 42203 if invalid."""
+        subject = normalize(subject) if subject is not None else None
         parsed = CompatibilityLevel.parse(level)
         with self._lock, self.store.transaction():
             self.store.put_config(subject, parsed.value)
@@ -650,6 +706,7 @@ class Registry:
 
     def delete_config(self, subject: str | None) -> str:
         """Unset the level of ``subject`` (``None``: global); return the level it had."""
+        subject = normalize(subject) if subject is not None else None
         with self._lock, self.store.transaction():
             previous = self.get_config(subject)
             self.store.delete_config(subject)
@@ -659,6 +716,7 @@ class Registry:
 
     def get_mode(self, subject: str | None, *, default_to_global: bool = False) -> str:
         """The mode of ``subject`` (``None``: global). 40409 if the subject has none set."""
+        subject = normalize(subject) if subject is not None else None
         with self._lock:
             if subject is None:
                 return self.store.get_mode(None) or DEFAULT_MODE.value
@@ -674,6 +732,7 @@ class Registry:
     def set_mode(self, subject: str | None, mode: object, *, force: bool = False) -> str:
         """Set the mode of ``subject`` (``None``: global); return it. 42204 if invalid; 42205
         for IMPORT over existing subjects without ``force``."""
+        subject = normalize(subject) if subject is not None else None
         parsed = Mode.parse(mode)
         with self._lock, self.store.transaction():
             current = self._mode(subject) if subject is not None else self.get_mode(None)
@@ -686,6 +745,7 @@ class Registry:
 
     def delete_mode(self, subject: str | None) -> str:
         """Unset the mode of ``subject`` (``None``: global); return the mode it had."""
+        subject = normalize(subject) if subject is not None else None
         with self._lock, self.store.transaction():
             previous = self.get_mode(subject)
             self.store.delete_mode(subject)

@@ -139,6 +139,11 @@ def _stored_body(stored: StoredSchema) -> dict[str, Any]:
     return _extras(body, stored.schema_type, stored.references, stored.metadata, stored.rule_set)
 
 
+def _id_subject(request: Request) -> str | None:
+    """The ``subject`` a request by id names: its context is the one the id is of."""
+    return request.query_params.get("subject") or None
+
+
 def _schema_id(request: Request) -> int:
     raw = request.path_params["id"]
     try:
@@ -210,8 +215,7 @@ class RegistryRoutes:
         return json_response(SCHEMA_TYPES)
 
     async def contexts(self, request: Request) -> Response:
-        # Only the default context is served: every subject lives in ".".
-        return json_response(["."])
+        return json_response(await run_in_threadpool(self.registry.contexts))
 
     async def metadata_id(self, request: Request) -> Response:
         # Confluent's ServerMetadataResource: the cluster this registry belongs to. Sluice's
@@ -227,20 +231,26 @@ class RegistryRoutes:
 
     async def schema_by_id(self, request: Request) -> Response:
         stored = await run_in_threadpool(
-            lambda: self.registry.schema_by_id(_schema_id(request), fmt=_format(request))
+            lambda: self.registry.schema_by_id(
+                _schema_id(request), fmt=_format(request), subject=_id_subject(request)
+            )
         )
         return json_response(_stored_body(stored))
 
     async def raw_schema_by_id(self, request: Request) -> Response:
         stored = await run_in_threadpool(
-            lambda: self.registry.schema_by_id(_schema_id(request), fmt=_format(request))
+            lambda: self.registry.schema_by_id(
+                _schema_id(request), fmt=_format(request), subject=_id_subject(request)
+            )
         )
         return _raw_json(stored.text)
 
     async def versions_of_schema(self, request: Request) -> Response:
         pairs = await run_in_threadpool(
             lambda: self.registry.versions_of_schema(
-                _schema_id(request), include_deleted=_flag(request, "deleted")
+                _schema_id(request),
+                include_deleted=_flag(request, "deleted"),
+                subject=_id_subject(request),
             )
         )
         return json_response([{"subject": s, "version": v} for s, v in pairs])
@@ -248,7 +258,9 @@ class RegistryRoutes:
     async def subjects_of_schema(self, request: Request) -> Response:
         pairs = await run_in_threadpool(
             lambda: self.registry.versions_of_schema(
-                _schema_id(request), include_deleted=_flag(request, "deleted")
+                _schema_id(request),
+                include_deleted=_flag(request, "deleted"),
+                subject=_id_subject(request),
             )
         )
         return json_response(sorted({s for s, _ in pairs}))

@@ -8,10 +8,14 @@ A store keeps five things, and nothing about HTTP or compatibility:
   after the schema that had one is permanently deleted (readers may still hold bytes
   that carry the old id; a new schema under that id would decode them wrongly).
 * **subject versions** — ``SubjectVersion(subject, version, schema_id, deleted)``; a soft delete
-  sets ``deleted``, a permanent delete removes the record.
+  sets ``deleted``, a permanent delete removes the record. ``schema_id`` is an id of the
+  subject's context.
 * **compatibility config** — the global level (``subject=None``) and per-subject levels.
 * **modes** — the global mode (``subject=None``) and per-subject modes.
 * the id counter itself, and the ids an import chose (:meth:`SchemaStore.reserve_id`).
+
+Schemas, ids and counters are kept per context (:mod:`sluice.schemas.context`); subjects,
+configs and modes are keyed by qualified subject names and need no context of their own.
 
 Lifecycle: construct (opens or creates the backing data), use, :meth:`close`. Mutations made
 inside ``with store.transaction():`` become durable together when the outermost block exits,
@@ -34,6 +38,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
+
+from sluice.schemas.context import DEFAULT_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -91,30 +97,34 @@ class SchemaStore(abc.ABC):
 
     # -- ids and schemas ---------------------------------------------------------------------
 
-    @abc.abstractmethod
-    def allocate_id(self) -> int:
-        """A schema id greater than every id this store ever returned (ids start at 1)."""
+    # Every schema call takes the context (:mod:`sluice.schemas.context`) whose id space it
+    # works in; the default context is the store's original one.
 
     @abc.abstractmethod
-    def reserve_id(self, schema_id: int) -> None:
+    def allocate_id(self, context: str = DEFAULT_CONTEXT) -> int:
+        """A schema id greater than every id this store ever returned in ``context`` (ids
+        start at 1)."""
+
+    @abc.abstractmethod
+    def reserve_id(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> None:
         """Mark ``schema_id`` (chosen by an import) as used: :meth:`allocate_id` never returns
         it afterwards, and :meth:`put_schema` accepts it."""
 
     @abc.abstractmethod
-    def put_schema(self, schema: StoredSchema) -> None:
+    def put_schema(self, schema: StoredSchema, context: str = DEFAULT_CONTEXT) -> None:
         """Store ``schema`` under ``schema.id``; the id must come from :meth:`allocate_id` or
         :meth:`reserve_id`."""
 
     @abc.abstractmethod
-    def get_schema(self, schema_id: int) -> StoredSchema | None:
+    def get_schema(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:
         """The schema stored under ``schema_id``, or ``None``."""
 
     @abc.abstractmethod
-    def find_schema(self, fingerprint: str) -> StoredSchema | None:
+    def find_schema(self, fingerprint: str, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:
         """The stored schema with this fingerprint, or ``None``."""
 
     @abc.abstractmethod
-    def delete_schema(self, schema_id: int) -> None:
+    def delete_schema(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> None:
         """Forget the schema under ``schema_id`` (its id stays used). Missing ids are ignored."""
 
     # -- subjects and versions ---------------------------------------------------------------

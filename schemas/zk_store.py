@@ -20,6 +20,12 @@ Layout, below ``<chroot>/sluice/schema_registry`` (one class per znode further d
     config/subjects/<subject>            {"version": 1, "compatibilityLevel": "NONE"}
     mode/global                          {"version": 1, "mode": "READWRITE"}
     mode/subjects/<subject>              {"version": 1, "mode": "IMPORT"}
+    contexts/<context>/...               schema_id_counter, imported_ids, schemas and
+                                         fingerprints of another context, as above
+
+The top-level id counter, imported ids, schemas and fingerprints are the default context's;
+another context (:mod:`sluice.schemas.context`) has its own four below ``contexts/<context>``,
+created by its first allocation or import.
 
 ``<subject>`` is percent-encoded (``urllib.parse.quote`` with no safe characters; ``.`` and
 ``..`` encoded too), so any subject string is one znode name.
@@ -78,6 +84,7 @@ from kazoo.exceptions import KazooException, LockTimeout, NoNodeError, RolledBac
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
+from sluice.schemas.context import DEFAULT_CONTEXT, context_of
 from sluice.schemas.errors import StoreError
 from sluice.schemas.store import (
     SchemaStore,
@@ -263,6 +270,20 @@ class ModeZNode:
     def decode(subject: str | None, data: bytes) -> str:
         return str(_decode(ModeZNode.path_of(subject), data)["mode"])
 
+
+class ContextsZNode:
+    """The parent of every non-default context's id space."""
+
+    path = "/contexts"
+
+
+# The id space of a context, below the root (default context) or contexts/<context>.
+CONTEXT_PATHS = (
+    SchemaIdCounterZNode.path,
+    SchemasZNode.path,
+    FingerprintsZNode.path,
+    ImportedIdZNode.parent,
+)
 
 PERSISTENT_PATHS = (
     LockZNode.path,
@@ -513,51 +534,72 @@ class ZooKeeperSchemaStore(SchemaStore):
 
     # -- ids and schemas -----------------------------------------------------------------------
 
-    def allocate_id(self) -> int:
-        path = self.root + SchemaIdCounterZNode.prefix
+    @staticmethod
+    def _ctx(context: str) -> str:
+        """The path prefix of ``context``'s id space ("" for the default context)."""
+        return "" if context == DEFAULT_CONTEXT else f"{ContextsZNode.path}/{node_name(context)}"
+
+    def _ensure_context(self, context: str) -> None:
+        if context != DEFAULT_CONTEXT:
+            with self._errors(f"create context {context}"):
+                for path in CONTEXT_PATHS:
+                    self._zk.ensure_path(self.root + self._ctx(context) + path)
+
+    def allocate_id(self, context: str = DEFAULT_CONTEXT) -> int:
+        self._ensure_context(context)
+        ctx = self._ctx(context)
+        path = self.root + ctx + SchemaIdCounterZNode.prefix
         while True:
             with self._errors("allocate an id"):
                 created = self._zk.create(path, b"", sequence=True)
             schema_id = SchemaIdCounterZNode.id_of(created)
-            if self._read(ImportedIdZNode.path(schema_id)) is None:
+            if self._read(ctx + ImportedIdZNode.path(schema_id)) is None:
                 return schema_id
 
-    def reserve_id(self, schema_id: int) -> None:
+    def reserve_id(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> None:
+        self._ensure_context(context)
+        path = self._ctx(context) + ImportedIdZNode.path(schema_id)
         with self._mutation():
-            if self._read(ImportedIdZNode.path(schema_id)) is None:
-                self._write(ImportedIdZNode.path(schema_id), b"")
+            if self._read(path) is None:
+                self._write(path, b"")
 
-    def put_schema(self, schema: StoredSchema) -> None:
+    def put_schema(self, schema: StoredSchema, context: str = DEFAULT_CONTEXT) -> None:
+        ctx = self._ctx(context)
         with self._mutation():
-            imported = self._read(ImportedIdZNode.path(schema.id)) is not None
+            imported = self._read(ctx + ImportedIdZNode.path(schema.id)) is not None
             self._require(
-                ImportedIdZNode.path(schema.id)
-                if imported
-                else SchemaIdCounterZNode.child_path(schema.id),
+                ctx
+                + (
+                    ImportedIdZNode.path(schema.id)
+                    if imported
+                    else SchemaIdCounterZNode.child_path(schema.id)
+                ),
                 f"schema id {schema.id} was not allocated: its counter node",
             )
-            self._write(SchemaZNode.path(schema.id), SchemaZNode.encode(schema))
+            self._write(ctx + SchemaZNode.path(schema.id), SchemaZNode.encode(schema))
             self._write(
-                FingerprintZNode.path(schema.fingerprint), FingerprintZNode.encode(schema.id)
+                ctx + FingerprintZNode.path(schema.fingerprint),
+                FingerprintZNode.encode(schema.id),
             )
 
-    def get_schema(self, schema_id: int) -> StoredSchema | None:
-        data = self._read(SchemaZNode.path(schema_id))
+    def get_schema(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:
+        data = self._read(self._ctx(context) + SchemaZNode.path(schema_id))
         return None if data is None else SchemaZNode.decode(schema_id, data)
 
-    def find_schema(self, fingerprint: str) -> StoredSchema | None:
-        data = self._read(FingerprintZNode.path(fingerprint))
+    def find_schema(self, fingerprint: str, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:
+        data = self._read(self._ctx(context) + FingerprintZNode.path(fingerprint))
         if data is None:
             return None
-        return self.get_schema(FingerprintZNode.decode(fingerprint, data))
+        return self.get_schema(FingerprintZNode.decode(fingerprint, data), context)
 
-    def delete_schema(self, schema_id: int) -> None:
+    def delete_schema(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> None:
+        ctx = self._ctx(context)
         with self._mutation():
-            stored = self.get_schema(schema_id)
+            stored = self.get_schema(schema_id, context)
             if stored is None:
                 return
-            self._write(SchemaZNode.path(schema_id), None)
-            index = FingerprintZNode.path(stored.fingerprint)
+            self._write(ctx + SchemaZNode.path(schema_id), None)
+            index = ctx + FingerprintZNode.path(stored.fingerprint)
             data = self._read(index)
             if data is not None and FingerprintZNode.decode(stored.fingerprint, data) == schema_id:
                 self._write(index, None)
@@ -585,7 +627,7 @@ class ZooKeeperSchemaStore(SchemaStore):
             if self._read(SubjectVersionsZNode.path(subject)) is None:
                 self._write(SubjectVersionsZNode.path(subject), b"")
             self._require(
-                SchemaZNode.path(version.schema_id),
+                self._ctx(context_of(subject)) + SchemaZNode.path(version.schema_id),
                 f"{subject} version {version.version} refers to schema {version.schema_id}, which",
             )
             self._write(

@@ -65,3 +65,19 @@ def test_state_survives_reopen(zk_connect: str, stores: list[ZooKeeperSchemaStor
     # The imported schema parses with its reference resolved in a fresh process's cache.
     assert reopened.lookup("customer-value", SchemaRequest(CUSTOMER, references=refs)).id == 1
     assert reopened.register("c-value", '"double"') == 5
+
+
+def test_contexts_have_their_own_ids(zk_connect: str, stores: list[ZooKeeperSchemaStore]) -> None:
+    stores.append(ZooKeeperSchemaStore(zk_connect))
+    registry = Registry(stores[0])
+    assert registry.register("plain-value", '"int"') == 1
+    assert registry.register(":.billing:plain-value", '"string"') == 1
+    registry.set_mode(":.billing:imported-value", "IMPORT")
+    assert registry.register(":.billing:imported-value", SchemaRequest('"long"', id=2)) == 2
+    stores.append(ZooKeeperSchemaStore(zk_connect))
+    reopened = Registry(stores[1])
+    assert reopened.schema_by_id(1).text == '"int"'
+    assert reopened.schema_by_id(1, subject=":.billing:x").text == '"string"'
+    assert reopened.register(":.billing:more-value", '"double"') == 3
+    assert reopened.register("more-value", '"double"') == 2
+    assert reopened.contexts() == [".", ".billing"]
