@@ -1,6 +1,6 @@
 """The registry's rules, independent of HTTP: what register, lookup, delete and config mean.
 
-Each public method is one Confluent REST operation (``app.py`` maps routes onto them) and runs
+Each public method is one Confluent REST operation (``routes.py`` maps routes onto them) and runs
 under one lock and, if it writes, one store transaction — so a request either happens entirely
 or not at all, and concurrent requests see each other whole.
 
@@ -22,6 +22,8 @@ Rules kept from Confluent's registry:
   IMPORT takes registrations with an explicit ``id`` (and ``version``), unchecked for
   compatibility, refusing an id that holds another schema; ids an import chose are never
   allocated again.
+* Contexts (:mod:`sluice.schemas.context`): ``:.ctx:name`` is a subject of the context
+  ``.ctx``, whose schema ids are its own; every rule above holds within a context.
 * Versions count up from 1 per subject and are not reused while any record of the subject is
   left; after a permanent delete of every version the next one is 1 again.
 * A soft delete hides a version from listings and from compatibility checks, but its schema
