@@ -134,9 +134,22 @@ class RegistryClient:
 
     # -- operations --------------------------------------------------------------------------
 
-    def register(self, subject: str, schema: str) -> int:
-        """Register ``schema`` (Avro JSON text) under ``subject``; return its id."""
-        body = self.request("POST", f"/subjects/{_quote(subject)}/versions", {"schema": schema})
+    def register(
+        self,
+        subject: str,
+        schema: str,
+        *,
+        schema_type: str | None = None,
+        references: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Register ``schema`` under ``subject``; return its id. ``schema_type`` is AVRO
+        (the default), JSON or PROTOBUF; ``references`` are ``{name, subject, version}``."""
+        request: dict[str, Any] = {"schema": schema}
+        if schema_type is not None:
+            request["schemaType"] = schema_type
+        if references:
+            request["references"] = references
+        body = self.request("POST", f"/subjects/{_quote(subject)}/versions", request)
         return int(body["id"])
 
     def lookup(self, subject: str, schema: str) -> dict[str, Any]:
@@ -182,3 +195,17 @@ class RegistryClient:
     def set_compatibility(self, level: str, subject: str | None = None) -> str:
         path = "/config" if subject is None else f"/config/{_quote(subject)}"
         return str(self.request("PUT", path, {"compatibility": level})["compatibility"])
+
+    def get_mode(self, subject: str | None = None) -> str:
+        """The global mode, or ``subject``'s own or else the global one."""
+        if subject is None:
+            return str(self.request("GET", "/mode")["mode"])
+        path = f"/mode/{_quote(subject)}"
+        return str(self.request("GET", path, query={"defaultToGlobal": "true"})["mode"])
+
+    def set_mode(self, mode: str, subject: str | None = None, *, force: bool = False) -> str:
+        """Set the global mode, or ``subject``'s; ``force`` allows IMPORT over existing
+        subjects."""
+        path = "/mode" if subject is None else f"/mode/{_quote(subject)}"
+        query = {"force": "true"} if force else None
+        return str(self.request("PUT", path, {"mode": mode}, query)["mode"])

@@ -215,14 +215,18 @@ class Registry:
         """Whether ``record`` holds the candidate's schema: same canonical form and references,
         and the same metadata and rule set where the candidate gives them."""
         context = context_of(record.subject)
+        # The parsed schema is cached; the stored record is read only when the text matches.
+        if (
+            self._parsed_by_id(record.schema_id, context).fingerprint
+            != candidate.parsed.fingerprint
+        ):
+            return False
         stored = self.store.get_schema(record.schema_id, context)
         return (
             stored is not None
             and stored.references == candidate.references
             and candidate.metadata in (None, stored.metadata)
             and candidate.rule_set in (None, stored.rule_set)
-            and self._parsed_by_id(record.schema_id, context).fingerprint
-            == candidate.parsed.fingerprint
         )
 
     def _records(self, subject: str, *, include_deleted: bool) -> list[SubjectVersion]:

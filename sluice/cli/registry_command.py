@@ -2,8 +2,11 @@
 
 * ``registry start --config conf/registry.properties [--override key=value ...]`` — serve in
   the foreground (see :mod:`sluice.schemas.server` for the keys); SIGINT/SIGTERM stop it cleanly.
-* ``registry register --url URL --subject S FILE.avsc`` — register a schema, print its id.
+* ``registry register --url URL --subject S [--type AVRO|JSON|PROTOBUF]
+  [--reference NAME=SUBJECT:VERSION ...] FILE`` — register a schema, print its id.
 * ``registry list --url URL [--subject S]`` — subjects, or the versions of one subject.
+* ``registry mode --url URL [--subject S] [--set MODE [--force]]`` — print (or set, then print)
+  the global mode or a subject's (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT).
 
 The project CLI wires these in with :func:`add_registry_parser`; each leaf parser sets
 ``func``, a callable taking the parsed namespace and returning the exit status.
@@ -26,8 +29,10 @@ from sluice.schemas.server import DEFAULT_LISTENER, RegistryConfig, serve
 
 
 def add_registry_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``registry`` with its ``start``, ``register`` and ``list`` subcommands."""
-    registry = subparsers.add_parser("registry", help="Avro schema registry (Confluent API)")
+    """Add ``registry`` with its ``start``, ``register``, ``list`` and ``mode`` subcommands."""
+    registry = subparsers.add_parser(
+        "registry", help="schema registry: Avro, JSON Schema, Protobuf (Confluent API)"
+    )
     commands = registry.add_subparsers(dest="registry_command", metavar="ACTION")
     commands.required = True
 
@@ -42,16 +47,41 @@ def add_registry_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     start.set_defaults(func=_start)
 
-    register = commands.add_parser("register", help="register an .avsc file, print its id")
+    register = commands.add_parser("register", help="register a schema file, print its id")
     register.add_argument("--url", default=DEFAULT_LISTENER, help="registry URL")
     register.add_argument("--subject", required=True, help="subject, e.g. page_views-value")
-    register.add_argument("file", type=Path, help="Avro schema file (.avsc)")
+    register.add_argument(
+        "--type",
+        choices=["AVRO", "JSON", "PROTOBUF"],
+        default="AVRO",
+        help="schema type (default AVRO)",
+    )
+    register.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        type=_reference,
+        metavar="NAME=SUBJECT:VERSION",
+        help="a schema reference (repeatable): an Avro type, a JSON $ref, a .proto import",
+    )
+    register.add_argument("file", type=Path, help="schema file (.avsc, .json, .proto)")
     register.set_defaults(func=_register)
 
     listing = commands.add_parser("list", help="list subjects, or versions of one subject")
     listing.add_argument("--url", default=DEFAULT_LISTENER, help="registry URL")
     listing.add_argument("--subject", help="list this subject's versions and ids")
     listing.set_defaults(func=_list)
+
+    mode = commands.add_parser("mode", help="print, or set, the global or a subject's mode")
+    mode.add_argument("--url", default=DEFAULT_LISTENER, help="registry URL")
+    mode.add_argument("--subject", help="this subject's mode (default: the global mode)")
+    mode.add_argument(
+        "--set",
+        choices=["READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT"],
+        help="set this mode first",
+    )
+    mode.add_argument("--force", action="store_true", help="allow IMPORT over existing subjects")
+    mode.set_defaults(func=_mode)
     return registry  # type: ignore[no-any-return]
 
 
@@ -62,9 +92,32 @@ def _start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reference(text: str) -> dict[str, Any]:
+    """``NAME=SUBJECT:VERSION`` → a reference (the subject may hold colons: a context)."""
+    name, eq, rest = text.partition("=")
+    subject, colon, version = rest.rpartition(":")
+    if not (eq and colon and name and subject and version.lstrip("-").isdigit()):
+        raise argparse.ArgumentTypeError(f"expected NAME=SUBJECT:VERSION, found {text!r}")
+    return {"name": name, "subject": subject, "version": int(version)}
+
+
 def _register(args: argparse.Namespace) -> int:
     with RegistryClient(args.url) as client:
-        print(client.register(args.subject, args.file.read_text(encoding="utf-8")))
+        schema_id = client.register(
+            args.subject,
+            args.file.read_text(encoding="utf-8"),
+            schema_type=args.type,
+            references=args.reference,
+        )
+        print(schema_id)
+    return 0
+
+
+def _mode(args: argparse.Namespace) -> int:
+    with RegistryClient(args.url) as client:
+        if args.set is not None:
+            client.set_mode(args.set, args.subject, force=args.force)
+        print(client.get_mode(args.subject))
     return 0
 
 
