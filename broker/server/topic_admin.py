@@ -5,11 +5,11 @@ Handlers reach it as ``ctx.topics`` (CreateTopics, DeleteTopics, Metadata's auto
 the log manager and the replica manager ask :meth:`TopicAdmin.log_config` for a partition's
 settings. The limits a request must pass before the cluster view registers anything:
 
-* at most ``MAX_PARTITIONS_PER_TOPIC`` partitions (one int32 in a CreateTopics request must
-  not make this broker try to create 2^31 - 1 partitions);
 * a config the log settings accept (every Kafka topic key is stored; the log applies the ones
   it models);
-* enough file descriptors left for the new logs (``file_descriptors``).
+* enough file descriptors left for the new logs (``file_descriptors``): Kafka sets no limit
+  on a topic's partitions, and neither does Sluice, but one int32 in a CreateTopics request
+  must not make this broker try to create 2^31 - 1 partitions.
 
 Thread-safety: :meth:`create` and :meth:`delete` may block on ZooKeeper — handlers call them
 through ``ctx.off_loop`` (standalone inline, on the event loop: they only touch local files);
@@ -20,17 +20,9 @@ from __future__ import annotations
 
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.topic_config import log_settings
-from sluice.broker.cluster.topic_metadata import (
-    InvalidConfigError,
-    InvalidPartitionsError,
-    TopicInfo,
-)
+from sluice.broker.cluster.topic_metadata import InvalidConfigError, TopicInfo
 from sluice.broker.log.log_config import LogConfig
 from sluice.broker.server.file_descriptors import check_file_descriptors
-
-# One int32 in a CreateTopics request must not make this broker try to create 2^31 - 1
-# partitions (see file_descriptors for the check of what is left).
-MAX_PARTITIONS_PER_TOPIC = 1000
 
 
 class TopicAdmin:
@@ -60,16 +52,11 @@ class TopicAdmin:
         returns).
 
         Raises the cluster view's ``TopicError`` subclasses and ``InvalidTopicError``;
-        ``InvalidPartitionsError`` beyond ``MAX_PARTITIONS_PER_TOPIC`` or the file descriptors
-        left; ``InvalidConfigError`` for a config the log settings refuse. Standalone, if a log
-        cannot be created (``OSError``, ``StorageError``) the topic is removed again before the
-        error propagates, so that it is not left registered with partitions that have no log.
+        ``InvalidPartitionsError`` beyond the file descriptors left; ``InvalidConfigError``
+        for a config the log settings refuse. Standalone, if a log cannot be created
+        (``OSError``, ``StorageError``) the topic is removed again before the error
+        propagates, so that it is not left registered with partitions that have no log.
         """
-        if partitions > MAX_PARTITIONS_PER_TOPIC:
-            raise InvalidPartitionsError(
-                f"expected at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic, "
-                f"found {partitions}"
-            )
         try:
             log_settings(self._defaults, config)  # every Kafka topic key; the log's applied
         except ValueError as exc:

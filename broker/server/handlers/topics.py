@@ -11,31 +11,76 @@ CreatePartitions grows a topic through the cluster view: standalone at once; in 
 new partitions' replicas are assigned over the live brokers as for a new topic (or as the
 request assigns them) and the controller gives them leaders. Kafka never shrinks a topic: a
 count not above the current one is INVALID_PARTITIONS.
+
+Both answer once every new partition has a leader in this broker's view (Kafka's
+DelayedCreatePartitions), so a client's Metadata right after the answer finds them led — or,
+if the request's ``timeout`` passes first, REQUEST_TIMED_OUT for the topics still waiting
+(the topic exists; its leaders come later). A timeout of 0 or less, or ``validate_only``,
+answers at once, as Kafka. The other brokers see the leaders from the same ZooKeeper writes,
+in practice within a few milliseconds of this one.
+
+Kafka sets no limit on the partitions of one topic, nor does Sluice; what a request may not do
+is exhaust the broker's file descriptors (``check_file_descriptors``: each partition is three
+open files), which also refuses an int32's worth of partitions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
-from sluice.broker.cluster.topic_metadata import InvalidPartitionsError
 from sluice.broker.protocol import Request
+from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
+from sluice.broker.server.file_descriptors import check_file_descriptors
 from sluice.broker.server.responses import respond
-from sluice.broker.server.topic_admin import MAX_PARTITIONS_PER_TOPIC
 from sluice.broker.server.topic_config_check import check_topic_config
 
 log = logging.getLogger(__name__)
+
+#: How often (s) a CreateTopics/CreatePartitions waiting for leaders looks at the view.
+LEADER_POLL_SECONDS = 0.02
+
+
+async def _until_led(
+    ctx: BrokerContext, created: dict[str, range], timeout_ms: int, results: dict[str, Any]
+) -> None:
+    """Wait until every partition in ``created`` (topic → new partition numbers) has a leader
+    in this broker's view; the topics still waiting at ``timeout_ms`` get REQUEST_TIMED_OUT."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pending = {topic: list(partitions) for topic, partitions in created.items() if partitions}
+    while pending:
+        for topic in list(pending):
+            left = [
+                p for p in pending[topic]
+                if (state := ctx.cluster.partition_state(topic, p)) is None or state.leader < 0
+            ]  # fmt: skip
+            if left:
+                pending[topic] = left
+            else:
+                del pending[topic]
+        if not pending or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(LEADER_POLL_SECONDS)
+    for topic, left in pending.items():
+        results[topic]["error_code"] = Errors.REQUEST_TIMED_OUT
+        results[topic]["error_message"] = (
+            f"expected leaders for its new partitions within {timeout_ms} ms, "
+            f"found {len(left)} without one yet"
+        )
 
 
 async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     cfg = ctx.config
     results: list[dict[str, Any]] = []
+    created: dict[str, range] = {}
     # KafkaApis: CREATE on the cluster allows every topic, else CREATE on each topic.
     on_cluster = cluster_allowed(ctx, AclOperation.CREATE)
     for topic in body.topics:
@@ -58,13 +103,17 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
         config = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
             check_topic_config(ctx, config)
-            await ctx.off_loop(
+            info = await ctx.off_loop(
                 ctx.topics.create,
                 topic.name, partitions, replication, config, validate_only=body.validate_only,
             )  # fmt: skip
+            created[topic.name] = range(info.partitions)
         except ADMIN_ERRORS as exc:
             result["error_code"] = code_for(exc)
             result["error_message"] = str(exc)
+    timeout_ms = ms(body.timeout)
+    if created and timeout_ms > 0 and not body.validate_only:
+        await _until_led(ctx, created, timeout_ms, {r["name"]: r for r in results})
     return respond(request, {"throttle_time": 0, "topics": results})
 
 
@@ -95,6 +144,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
 async def handle_create_partitions(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     results = []
+    created: dict[str, range] = {}
     for topic in body.topics:
         result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
                                   "error_message": None}  # fmt: skip
@@ -106,19 +156,21 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> byte
         assignment = (
             None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
         )
+        existing = ctx.cluster.get(topic.name)
+        before = existing.partitions if existing is not None else 0
         try:
-            # The limit of a new topic (TopicAdmin's): one int32 in a request must not make
-            # a broker create millions of logs on its event loop.
-            if topic.count > MAX_PARTITIONS_PER_TOPIC:
-                raise InvalidPartitionsError(
-                    f"expected at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic, "
-                    f"found {topic.count}"
-                )
+            # As for a new topic: one int32 in a request must not make a broker try to open
+            # more logs than it has descriptors for.
+            check_file_descriptors(max(topic.count - before, 0))
             await ctx.off_loop(
                 ctx.cluster.create_partitions,
                 topic.name, topic.count, assignment, validate_only=body.validate_only,
             )  # fmt: skip
+            created[topic.name] = range(before, topic.count)
         except ADMIN_ERRORS as exc:
             result["error_code"] = code_for(exc)
             result["error_message"] = str(exc)
+    timeout_ms = ms(body.timeout)
+    if created and timeout_ms > 0 and not body.validate_only:
+        await _until_led(ctx, created, timeout_ms, {r["name"]: r for r in results})
     return respond(request, {"throttle_time": 0, "results": results})
