@@ -3,6 +3,7 @@
 =========================================================  ==================================
 ``sluice configs describe --entity-type topics|brokers``   kafka-configs.sh --describe
 ``sluice configs alter --entity-type topics|brokers|users`` kafka-configs.sh --alter
+(``--entity-name N``, or ``--entity-default`` for every broker's dynamic default)
 ``sluice topics alter --topic T --partitions N``           kafka-topics.sh --alter
 ``sluice groups delete --group G``                         kafka-consumer-groups.sh --delete
 ``sluice get-offsets --topic T [--time -1|-2|MS]``         kafka-get-offsets.sh
@@ -12,14 +13,21 @@
 ``--add-config`` takes Kafka's syntax: ``k1=v1,k2=[a,b],k3=v3`` (square brackets keep commas
 in a value); for ``--entity-type users`` the SCRAM form
 ``SCRAM-SHA-256=[iterations=8192,password=secret]``, and ``--delete-config SCRAM-SHA-256``.
-Passwords are sent to the broker and never printed. Every command reports per resource and
-exits non-zero (``sluice.cli.errors``) if any part failed.
+Passwords are sent to the broker and never printed.
+
+``--entity-type brokers --entity-default`` names the cluster-wide default (resource ``""``),
+which librdkafka refuses to name: those two requests (IncrementalAlterConfigs v0,
+DescribeConfigs v1) are sent over one plain connection to the first bootstrap server, with
+Sluice's own codec (``sluice.broker.protocol``); the other commands use confluent-kafka.
+Every command reports per resource and exits non-zero (``sluice.cli.errors``) if any part failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     OffsetSpec,
     ScramCredentialInfo,
@@ -37,7 +46,16 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialUpsertion,
 )
 
-from sluice.cli.errors import CommandError, CommandUsageError, raise_for_kafka
+from sluice.broker.protocol import ApiKey, decode_response, encode_request
+from sluice.broker.protocol.apis import request_type
+from sluice.broker.protocol.build import build
+from sluice.broker.protocol.errors import Errors
+from sluice.cli.errors import (
+    CommandError,
+    CommandUsageError,
+    ServiceUnreachableError,
+    raise_for_kafka,
+)
 from sluice.cli.kafka_clients import client_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -58,7 +76,11 @@ def add_parsers(sub: Any, topics_actions: Any, groups_actions: Any) -> None:
     alter = actions.add_parser("alter", help="set or delete configs (incremental)")
     for p in (describe, alter):
         p.add_argument("--entity-type", required=True, choices=["topics", "brokers", "users"])
-        p.add_argument("--entity-name", required=True)
+        entity = p.add_mutually_exclusive_group(required=True)
+        entity.add_argument("--entity-name")
+        entity.add_argument(
+            "--entity-default", action="store_true", help="every broker's dynamic default"
+        )
         _bootstrap(p)
     describe.add_argument("--all", action="store_true", help="every config, defaults included")
     describe.set_defaults(func=configs_describe)
@@ -149,6 +171,8 @@ def _names(text: str) -> list[str]:
 
 
 def configs_describe(args: argparse.Namespace) -> int:
+    if args.entity_default:
+        return _describe_broker_default(args)
     if args.entity_type == "users":
         return _describe_users(args)
     admin = _admin(args)
@@ -161,7 +185,8 @@ def configs_describe(args: argparse.Namespace) -> int:
     print(f"{'All' if args.all else 'Dynamic'} configs for {kind} {args.entity_name} are:")
     for entry in sorted(shown, key=lambda e: e.name):
         value = "null" if entry.is_sensitive else entry.value
-        source = getattr(entry.source, "name", entry.source)
+        # confluent-kafka gives the source as its int; print Kafka's name for it.
+        source = ConfigSource(entry.source).name
         print(f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} "
               f"source={source}")  # fmt: skip
     return 0
@@ -172,6 +197,8 @@ def configs_alter(args: argparse.Namespace) -> int:
     deleted = _names(args.delete_config)
     if not added and not deleted:
         raise CommandUsageError("configs alter: expected --add-config or --delete-config")
+    if args.entity_default:
+        return _alter_broker_default(args, added, deleted)
     if args.entity_type == "users":
         return _alter_users(args, added, deleted)
     admin = _admin(args)
@@ -184,6 +211,71 @@ def configs_alter(args: argparse.Namespace) -> int:
     (future,) = admin.incremental_alter_configs([resource]).values()
     _result(future, f"cannot alter {args.entity_type} {args.entity_name}", args.bootstrap_server)
     print(f"Completed updating config for {args.entity_type[:-1]} {args.entity_name}.")
+    return 0
+
+
+# -- the brokers' default, over Sluice's codec -----------------------------------------------------
+
+BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
+_SIZE = struct.Struct(">i")
+
+
+def _check_default(args: argparse.Namespace) -> None:
+    if args.entity_type != "brokers":
+        raise CommandUsageError("--entity-default: expected --entity-type brokers")
+
+
+def _call(bootstrap: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """One request to the first server of ``bootstrap`` over a plain connection; the decoded
+    response body."""
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    frame = encode_request(1, "sluice-cli", build(request_type(api_key, version), values))
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
+                                      timeout=TIMEOUT_S) as sock:  # fmt: skip
+            sock.sendall(frame)
+            reader = sock.makefile("rb")
+            prefix = reader.read(4)
+            answer = reader.read(_SIZE.unpack(prefix)[0]) if len(prefix) == 4 else b""
+    except (OSError, ValueError) as exc:
+        raise ServiceUnreachableError(f"cannot reach {bootstrap}: {exc}") from None
+    if not answer:
+        raise ServiceUnreachableError(f"{bootstrap} closed the connection without answering")
+    return decode_response(answer, api_key, version)[1]
+
+
+def _raise_for_code(code: int, message: str | None, what: str) -> None:
+    if code != Errors.NONE:
+        raise CommandError(f"{what}: {Errors(code).name}: {message or ''}".rstrip(": "))
+
+
+def _describe_broker_default(args: argparse.Namespace) -> int:
+    _check_default(args)
+    body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": "",
+                           "configuration_keys": None}]}  # fmt: skip
+    result = _call(args.bootstrap_server, ApiKey.DESCRIBE_CONFIGS, 1, body).results[0]
+    _raise_for_code(int(result.error_code), result.error_message,
+                    "cannot describe the brokers' default")  # fmt: skip
+    print("Default configs for brokers in the cluster are:")
+    for entry in sorted(result.configs, key=lambda e: e.name):
+        value = "null" if entry.is_sensitive else entry.value
+        print(f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} "
+              f"source=DYNAMIC_DEFAULT_BROKER_CONFIG")  # fmt: skip
+    return 0
+
+
+def _alter_broker_default(
+    args: argparse.Namespace, added: dict[str, str], deleted: list[str]
+) -> int:
+    _check_default(args)
+    ops = [{"name": k, "config_operation": 0, "value": v} for k, v in added.items()]
+    ops += [{"name": k, "config_operation": 1, "value": None} for k in deleted]
+    body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": "",
+                           "configs": ops}], "validate_only": False}  # fmt: skip
+    result = _call(args.bootstrap_server, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body).responses[0]
+    _raise_for_code(int(result.error_code), result.error_message,
+                    "cannot alter the brokers' default")  # fmt: skip
+    print("Completed updating default config for brokers in the cluster.")
     return 0
 
 

@@ -129,3 +129,46 @@ def test_bad_time_is_a_usage_error(broker: BrokerProcess) -> None:
                   "--bootstrap-server", broker.bootstrap)  # fmt: skip
     assert proc.returncode == 2
     assert "expected -1, -2, -3 or epoch milliseconds" in proc.stderr
+
+
+def test_broker_configs_per_broker_and_default(broker: BrokerProcess) -> None:
+    """kafka-configs.sh's spelling: --entity-type brokers with --entity-name N or
+    --entity-default; the default is described with its source, and read-only keys fail
+    naming the key."""
+    common = ("--entity-type", "brokers", "--bootstrap-server", broker.bootstrap)
+    altered = sluice("configs", "alter", *common, "--entity-name", "0",
+                     "--add-config", "log.retention.ms=3600000")  # fmt: skip
+    assert altered.returncode == 0, altered.stderr
+    assert "Completed updating config for broker 0." in altered.stdout
+    described = sluice("configs", "describe", *common, "--entity-name", "0")
+    assert described.returncode == 0, described.stderr
+    assert "log.retention.ms=3600000 sensitive=false source=DYNAMIC_BROKER_CONFIG" in (
+        described.stdout
+    )
+    default = sluice("configs", "alter", *common, "--entity-default",
+                     "--add-config", "log.segment.bytes=2097152")  # fmt: skip
+    assert default.returncode == 0, default.stderr
+    assert "Completed updating default config for brokers in the cluster." in default.stdout
+    shown = sluice("configs", "describe", *common, "--entity-default")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.segment.bytes=2097152 sensitive=false source=DYNAMIC_DEFAULT_BROKER_CONFIG",
+    ]
+    refused = sluice("configs", "alter", *common, "--entity-default",
+                     "--add-config", "broker.id=3")  # fmt: skip
+    assert refused.returncode != 0
+    assert "INVALID_REQUEST" in refused.stderr and "broker.id" in refused.stderr
+    for args in (("--entity-name", "0", "--delete-config", "log.retention.ms"),
+                 ("--entity-default", "--delete-config", "log.segment.bytes")):  # fmt: skip
+        assert sluice("configs", "alter", *common, *args).returncode == 0
+    assert sluice("configs", "describe", *common, "--entity-default").stdout.splitlines() == [
+        "Default configs for brokers in the cluster are:"
+    ]
+
+
+def test_entity_default_is_for_brokers_only(broker: BrokerProcess) -> None:
+    proc = sluice("configs", "describe", "--entity-type", "topics", "--entity-default",
+                  "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert proc.returncode != 0
+    assert "--entity-default: expected --entity-type brokers" in proc.stderr
