@@ -24,15 +24,15 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv with Sluice and its test dependencies
 
 .PHONY: system-deps
-system-deps: ## Install Debian packages the tests need (Java, ZooKeeper, kcat, iproute2, unshare, fuse3) when missing
+system-deps: ## Install Debian packages the tests need (Java, ZooKeeper, PostgreSQL, kcat, iproute2, unshare, fuse3) when missing
 	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null || ! command -v kcat >/dev/null \
 	    || ! command -v ip >/dev/null || ! command -v tc >/dev/null || ! command -v unshare >/dev/null \
-	    || ! command -v fusermount3 >/dev/null; then \
-	  echo "installing Debian's zookeeper, a JRE, kcat, iproute2 (network namespaces), util-linux (unshare)"; \
-	  echo "and fuse3 (libfuse 3: the soak's slow disk)"; \
+	    || ! command -v fusermount3 >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "installing Debian's zookeeper, a JRE, postgresql (the Iceberg catalog), kcat, iproute2 (network"; \
+	  echo "namespaces), util-linux (unshare) and fuse3 (libfuse 3: the soak's slow disk)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless kcat \
-	    iproute2 util-linux fuse3 >/dev/null; \
+	    iproute2 util-linux fuse3 postgresql >/dev/null; \
 	fi
 
 # mypy resolves modules by path, not through the editable install's import hook, so it reads

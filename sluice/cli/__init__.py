@@ -29,6 +29,7 @@ from sluice.cli import (
     load_command,
     mirror_command,
     registry_command,
+    table_command,
     zookeeper_command,
 )
 from sluice.cli.errors import EXIT_USAGE, classify
@@ -50,6 +51,7 @@ commands, after Kafka's scripts:
   sluice load --config conf/nightly_load.properties             the nightly load
   sluice mirror [run|lag] --config conf/mirror.properties       the mirror
   sluice audit --config conf/audit.properties                   the audit
+  sluice table describe|compact|expire-snapshots|remove-orphans --topic T   the load's Iceberg tables
 
 exit status: 0 done, 1 failed, 2 usage or configuration error, 3 a service did not answer.
 `sluice COMMAND --help` shows a command's actions and options with their defaults.
@@ -88,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     load_command.add_load_parser(sub)
     mirror_command.add_mirror_parser(sub)
     audit_command.add_audit_parser(sub)
+    table_command.add_table_parser(sub)
     _describe_defaults(parser)
     return parser
 
