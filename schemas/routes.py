@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -35,6 +36,21 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 SCHEMA_TYPES = ["JSON", "PROTOBUF", "AVRO"]
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class SubjectConvertor(Convertor[str]):
+    """A subject in a path: one or more segments, neither starting nor ending with "/"."""
+
+    regex = r"[^/](?:.*[^/])?"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("subject", SubjectConvertor())
 
 
 class RegistryJSONResponse(JSONResponse):
@@ -174,7 +190,11 @@ class RegistryRoutes:
 
     def routes(self) -> list[Route]:
         """The route table, in the order Starlette matches it."""
-        s = "/subjects/{subject}"
+        # A subject may hold "/" (confluent-kafka's Protobuf serializer registers an imported
+        # file under its path, e.g. "acme/money.proto"; the server decodes its %2F before
+        # routing), so the subject's routes match the longest suffix first and the bare
+        # subject last.
+        s = "/subjects/{subject:subject}"
         compatibility = "/compatibility" + s + "/versions"
         config_methods = ["GET", "PUT", "DELETE"]
         return [
@@ -184,23 +204,29 @@ class RegistryRoutes:
             Route("/schemas/ids/{id}/schema", self.raw_schema_by_id, methods=["GET"]),
             Route("/schemas/ids/{id}/versions", self.versions_of_schema, methods=["GET"]),
             Route("/schemas/ids/{id}/subjects", self.subjects_of_schema, methods=["GET"]),
+            Route("/schemas", self.list_schemas, methods=["GET"]),
             Route("/subjects", self.list_subjects, methods=["GET"]),
-            Route(s, self.lookup, methods=["POST"]),
-            Route(s, self.delete_subject, methods=["DELETE"]),
-            Route(s + "/versions", self.list_versions, methods=["GET"]),
-            Route(s + "/versions", self.register, methods=["POST"]),
+            Route(s + "/versions/{version}/referencedby", self.referenced_by, methods=["GET"]),
+            Route(s + "/versions/{version}/schema", self.raw_version_schema, methods=["GET"]),
             Route(s + "/versions/{version}", self.get_version, methods=["GET"]),
             Route(s + "/versions/{version}", self.delete_version, methods=["DELETE"]),
-            Route(s + "/versions/{version}/schema", self.raw_version_schema, methods=["GET"]),
-            Route(compatibility, self.compatibility, methods=["POST"]),
-            Route(compatibility + "/{version}", self.compatibility, methods=["POST"]),
-            Route("/config", self.config_endpoint(_no_subject), methods=config_methods),
-            Route("/config/{subject}", self.config_endpoint(_path_subject), methods=config_methods),
-            Route("/mode", self.mode_endpoint(_no_subject), methods=["GET", "PUT", "DELETE"]),
-            Route("/mode/{subject}", self.mode_endpoint(_path_subject), methods=config_methods),
-            Route("/schemas", self.list_schemas, methods=["GET"]),
-            Route(s + "/versions/{version}/referencedby", self.referenced_by, methods=["GET"]),
+            Route(s + "/versions", self.list_versions, methods=["GET"]),
+            Route(s + "/versions", self.register, methods=["POST"]),
             Route(s + "/metadata", self.latest_with_metadata, methods=["GET"]),
+            Route(s, self.lookup, methods=["POST"]),
+            Route(s, self.delete_subject, methods=["DELETE"]),
+            Route(compatibility + "/{version}", self.compatibility, methods=["POST"]),
+            Route(compatibility, self.compatibility, methods=["POST"]),
+            Route("/config", self.config_endpoint(_no_subject), methods=config_methods),
+            Route(
+                "/config/{subject:subject}",
+                self.config_endpoint(_path_subject),
+                methods=config_methods,
+            ),
+            Route("/mode", self.mode_endpoint(_no_subject), methods=["GET", "PUT", "DELETE"]),
+            Route(
+                "/mode/{subject:subject}", self.mode_endpoint(_path_subject), methods=config_methods
+            ),
             Route("/contexts", self.contexts, methods=["GET"]),
             Route("/v1/metadata/id", self.metadata_id, methods=["GET"]),
             Route("/v1/metadata/version", self.metadata_version, methods=["GET"]),

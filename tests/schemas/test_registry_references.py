@@ -3,18 +3,25 @@
 An Avro record registered under one subject is used by name from a schema under another,
 which confluent-kafka's ``AvroSerializer`` registers with its references and its
 ``AvroDeserializer`` reads back; the referenced version cannot be deleted (42206) while a
-version refers to it. JSON ``$ref`` and Protobuf imports name their references the same way.
+version refers to it. JSON ``$ref`` and Protobuf imports name their references the same way;
+confluent-kafka's ``ProtobufSerializer`` registers a message's imported file as a reference
+and its deserializer reads the message back.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from grpc_tools import protoc
 
 from tests.schemas.test_registry_api import http
 
@@ -168,3 +175,45 @@ def test_protobuf_import_by_reference_name(registry_url: str, subject: str) -> N
         {"schema": order, "schemaType": "PROTOBUF"},
     )
     assert (status, answer["error_code"]) == (422, 42201)
+
+
+MONEY_PROTO = 'syntax = "proto3";\npackage acme;\nmessage Money { int64 cents = 1; }\n'
+INVOICE_PROTO = (
+    'syntax = "proto3";\npackage acme;\nimport "acme/money.proto";\n'
+    "message Invoice { string number = 1; acme.Money total = 2; }\n"
+)
+
+
+def _invoice_class(tmp_path: Path) -> Any:
+    """``acme.Invoice``, compiled by protoc at run time with the file it imports."""
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "money.proto").write_text(MONEY_PROTO)
+    (tmp_path / "acme" / "invoice.proto").write_text(INVOICE_PROTO)
+    out = tmp_path / "invoice.desc"
+    args = ["protoc", f"-I{tmp_path}", "--include_imports", f"--descriptor_set_out={out}"]
+    assert protoc.main([*args, "acme/invoice.proto"]) == 0
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("acme.Invoice"))
+
+
+def test_protobuf_serializer_registers_its_import_as_a_reference(
+    sr: SchemaRegistryClient, subject: str, tmp_path: Path
+) -> None:
+    invoice_class = _invoice_class(tmp_path)
+    serializer = ProtobufSerializer(invoice_class, sr, {"use.deprecated.format": False})
+    ctx = SerializationContext(subject.removesuffix("-value"), MessageField.VALUE)
+    message = invoice_class(number="A-1")
+    message.total.cents = 1250
+    payload = serializer(message, ctx)
+    assert payload is not None
+    registered = sr.get_latest_version(subject)
+    # confluent-kafka registers the imported file under its own name, then the schema with
+    # a reference to it.
+    assert [(r.name, r.subject) for r in registered.schema.references] == [
+        ("acme/money.proto", "acme/money.proto")
+    ]
+    assert int.from_bytes(payload[1:5], "big") == registered.schema_id
+    deserializer = ProtobufDeserializer(invoice_class, {"use.deprecated.format": False}, sr)
+    assert deserializer(payload, ctx) == message
