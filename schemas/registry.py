@@ -149,10 +149,20 @@ class Registry:
         return parsed
 
     def _resolve(
-        self, references: tuple[Reference, ...], context: str, depth: int = 0
+        self,
+        references: tuple[Reference, ...],
+        context: str,
+        depth: int = 0,
+        expanded: set[tuple[str, int]] | None = None,
     ) -> list[ResolvedReference]:
         """The schemas ``references`` name, each after its own references (deduplicated by
-        name, first one kept); 42201 if one is missing or they chain too deep."""
+        name, first one kept); 42201 if one is missing or they chain too deep.
+
+        ``expanded`` holds the ``(subject, version)`` pairs whose own references this
+        resolution has listed already: each is expanded once, so references that share
+        dependencies (a diamond, repeated level upon level) cost their number of versions,
+        not the number of paths through them."""
+        expanded = set() if expanded is None else expanded
         if references and depth > MAX_REFERENCE_DEPTH:
             raise InvalidSchemaError(
                 f"Invalid schema: references nest deeper than {MAX_REFERENCE_DEPTH}"
@@ -171,7 +181,9 @@ class Registry:
             stored = self.store.get_schema(record.schema_id, ref_context)
             if stored is None:
                 raise SchemaNotFoundError(f"Schema {record.schema_id} not found")
-            result += self._resolve(stored.references, ref_context, depth + 1)
+            if (subject, record.version) not in expanded:
+                expanded.add((subject, record.version))
+                result += self._resolve(stored.references, ref_context, depth + 1, expanded)
             parsed = self._parsed_by_id(record.schema_id, ref_context, depth)
             result.append(ResolvedReference(ref.name, parsed))
         seen: set[str] = set()

@@ -23,6 +23,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
+from sluice.schemas.file_store import FileSchemaStore
+from sluice.schemas.registry import Registry
+from sluice.schemas.schema_request import SchemaRequest
 from tests.schemas.test_registry_api import http
 
 ADDRESS = json.dumps(
@@ -217,3 +220,36 @@ def test_protobuf_serializer_registers_its_import_as_a_reference(
     assert int.from_bytes(payload[1:5], "big") == registered.schema_id
     deserializer = ProtobufDeserializer(invoice_class, {"use.deprecated.format": False}, sr)
     assert deserializer(payload, ctx) == message
+
+
+def test_shared_references_are_resolved_once(tmp_path: Path) -> None:
+    """Twenty levels of diamonds (A_i and B_i both use A_i-1 and B_i-1): 2^20 paths to the
+    bottom, resolved in the number of versions, not of paths."""
+    store = FileSchemaStore(tmp_path / "data")
+    try:
+        registry = Registry(store)
+        for name in ("A0", "B0"):
+            registry.register(
+                f"{name}-value", json.dumps({"type": "fixed", "name": name, "size": 1})
+            )
+        for i in range(1, 21):
+            below = [f"A{i - 1}", f"B{i - 1}"]
+            refs = [{"name": n, "subject": f"{n}-value", "version": 1} for n in below]
+            for name in (f"A{i}", f"B{i}"):
+                fields = [{"name": n.lower(), "type": n} for n in below]
+                text = json.dumps({"type": "record", "name": name, "fields": fields})
+                registry.register(f"{name}-value", SchemaRequest(text, references=refs))
+        top = registry.get_version("A20-value", 1)
+        assert [r.name for r in top.references] == ["A19", "B19"]
+        # A fresh registry parses the stored top schema with every level below it.
+        assert (
+            Registry(store)
+            .lookup(
+                "A20-value",
+                SchemaRequest(top.schema, references=[r.to_json() for r in top.references]),
+            )
+            .version
+            == 1
+        )
+    finally:
+        store.close()
