@@ -78,19 +78,24 @@ LOG_KEYS: Mapping[str, str] = {
 #: Every key Sluice changes without a restart (see the module docstring).
 DYNAMIC_KEYS = frozenset(LOG_KEYS) | {"min.insync.replicas"}
 #: Keys Kafka changes at run time but Sluice does not (yet): refused with that said, not as
-#: read-only. ``listeners``-style keys are per broker only in Kafka.
-KAFKA_DYNAMIC_KEYS = frozenset({
-    "listeners", "advertised.listeners", "listener.security.protocol.map", "num.io.threads",
-    "num.network.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "background.threads", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms", "max.connections",
-    "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate",
-    "log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.ms",
-    "log.roll.jitter.hours", "log.preallocate", "log.message.downconversion.enable",
-    "log.message.timestamp.difference.max.ms", "unclean.leader.election.enable",
-    "compression.type", "metric.reporters", "ssl.keystore.location", "ssl.truststore.location",
-})  # fmt: skip
+#: read-only. ``listeners``-style keys are per broker only in Kafka; every broker synonym of a
+#: topic config is dynamic in Kafka (``DynamicLogConfig``).
+KAFKA_DYNAMIC_KEYS = (
+    frozenset({
+        "listeners", "advertised.listeners", "listener.security.protocol.map", "num.io.threads",
+        "num.network.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+        "background.threads", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms", "max.connections",
+        "max.connections.per.ip", "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
+        "log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.ms",
+        "log.roll.jitter.hours", "log.preallocate", "log.message.downconversion.enable",
+        "log.message.timestamp.difference.max.ms", "unclean.leader.election.enable",
+        "compression.type", "metric.reporters", "ssl.keystore.location", "ssl.truststore.location",
+    })
+    | frozenset(s for d in tc.TOPIC_CONFIGS.values() for s in d.synonyms)
+) - DYNAMIC_KEYS  # fmt: skip
 
 
 class DynamicConfigError(ValueError):

@@ -13,8 +13,11 @@ key the properties file named is ``STATIC_BROKER_CONFIG``, any other ``DEFAULT_C
 (``advertised.listeners`` unset included, its value then derived from ``listeners``); the
 synonyms are the static setting, then Kafka's default where it has one; a key altered at run
 time is ``DYNAMIC_BROKER_CONFIG`` (this broker's) or ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (the
-cluster default), those levels first among the synonyms. ``read_only`` is false exactly for the
-keys this broker changes live (``dynamic_broker_config.DYNAMIC_KEYS``). The cluster default
+cluster default), those levels first among the synonyms. ``read_only`` is Kafka's update mode:
+false for the keys Kafka changes at run time (``DynamicBrokerConfig``: listeners, the log
+settings, the topic-config synonyms), true for the rest; of those, AlterConfigs takes the ones
+this broker applies live (``dynamic_broker_config.DYNAMIC_KEYS``) and refuses the others saying
+so (``KAFKA_DYNAMIC_KEYS``). The cluster default
 (resource ``""``) lists only the dynamic defaults, as Kafka does. The keys the file named come
 from the config's ``named_keys`` where it records them; without it, a key is taken as named
 unless its value is Kafka's default (or, for ``advertised.listeners``, the one derived from
@@ -52,6 +55,7 @@ from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.dynamic_broker_config import (
     DEFAULT_ENTITY,
     DYNAMIC_KEYS,
+    KAFKA_DYNAMIC_KEYS,
     DynamicConfigError,
     entity_of,
 )
@@ -189,7 +193,7 @@ def _broker_entries(
                 value,
                 source,
                 _type_of(value),
-                read_only=key not in DYNAMIC_KEYS,
+                read_only=key not in DYNAMIC_KEYS and key not in KAFKA_DYNAMIC_KEYS,
                 synonyms=tuple(synonyms),
             )  # fmt: skip
         )
