@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from sluice.broker.log.errors import StorageError
@@ -49,6 +50,8 @@ from sluice.common.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS = 500
+#: Seconds between recomputing every partition's fetch entry (see ``ReplicaFetcher``).
+REFRESH_SECONDS = 5.0
 PARTITION_MAX_BYTES = 1 << 20
 RESPONSE_MAX_BYTES = 16 << 20
 
@@ -77,6 +80,14 @@ class ReplicaFetcher:
         self._stopped = False
         self._own_epochs = epochs is None
         self.session = FetchSessionHandler()
+        # What the next fetch asks for each partition ready to fetch (not being truncated),
+        # kept current through ``_touched``: the partitions whose entry may have changed
+        # (added, removed, truncated, appended to) since it was last computed. Every
+        # ``REFRESH_SECONDS`` all are recomputed, for what moves without the fetcher (a log
+        # start moved by retention).
+        self._wanted: dict[TopicPartition, PartitionRequest] = {}
+        self._touched: set[TopicPartition] = set()
+        self._refreshed = 0.0
         self.epochs = epochs or EpochWriter()
 
     def start(self) -> None:
@@ -101,11 +112,13 @@ class ReplicaFetcher:
     def add(self, partition: Partition) -> None:
         self.partitions[partition.tp] = partition
         self._needs_truncation.add(partition.tp)
+        self._touched.add(partition.tp)
         self._wake.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self._needs_truncation.discard(tp)
+        self._touched.add(tp)
 
     async def _run(self) -> None:
         backoff = 0.1
@@ -177,6 +190,7 @@ class ReplicaFetcher:
                 # No epoch history: the high watermark is all we know was committed.
                 partition.log.truncate_to(partition.log.high_watermark)
                 self._needs_truncation.discard(tp)
+                self._touched.add(tp)
                 continue
             by_topic.setdefault(tp.topic, []).append(
                 {
@@ -215,28 +229,43 @@ class ReplicaFetcher:
                     )  # fmt: skip
                     local.truncate_to(target)
                 self._needs_truncation.discard(tp)
+                self._touched.add(tp)
 
     # -- fetching --------------------------------------------------------------------------
 
-    async def _fetch_once(self) -> None:
-        ready = {
-            tp: p for tp, p in self.partitions.items()
-            if tp not in self._needs_truncation and p.role is Role.FOLLOWER
-        }  # fmt: skip
-        if not ready:
-            await asyncio.sleep(0.05)
-            return
-        request = self.session.build(
-            {
-                tp: PartitionRequest(
-                    p.log.log_end_offset,
-                    p.log.log_start_offset,
-                    p.leader_epoch,
+    def _update_wanted(self) -> set[TopicPartition]:
+        """Recompute the entries of the touched partitions (all, every ``REFRESH_SECONDS``);
+        returns the partitions whose entry may have changed."""
+        now = time.monotonic()
+        if now - self._refreshed >= REFRESH_SECONDS:
+            self._refreshed = now
+            self._touched.update(self.partitions, self._wanted)
+        touched, self._touched = self._touched, set()
+        for tp in touched:
+            p = self.partitions.get(tp)
+            if p is None or tp in self._needs_truncation or p.role is not Role.FOLLOWER:
+                self._wanted.pop(tp, None)
+            else:
+                self._wanted[tp] = PartitionRequest(
+                    p.log.log_end_offset, p.log.log_start_offset, p.leader_epoch,
                     PARTITION_MAX_BYTES,
                 )  # fmt: skip
-                for tp, p in ready.items()
-            }
-        )
+        return touched
+
+    def _following(self, tp: TopicPartition) -> Partition | None:
+        """``tp``'s partition if this fetcher still fetches it (not removed, not waiting for
+        truncation: its leadership may have moved while a fetch was out)."""
+        p = self.partitions.get(tp)
+        if p is None or tp in self._needs_truncation or p.role is not Role.FOLLOWER:
+            return None
+        return p
+
+    async def _fetch_once(self) -> None:
+        changed = self._update_wanted()
+        if not self._wanted:
+            await asyncio.sleep(0.05)
+            return
+        request = self.session.build(self._wanted, changed)
         response = await self.client.request(_fetch_request(self.broker_id, request))
         if not self.session.handle_response(response.error_code, response.session_id):
             if response.error_code != Errors.NONE:
@@ -251,25 +280,23 @@ class ReplicaFetcher:
             for topic in response.responses
             for p in topic.partitions
         ]  # fmt: skip
+        # What a response names may move (appends, truncations, log starts): recomputed next.
+        self._touched.update(tp for tp, _ in fetched)
         # The epochs the batches start are written, off the event loop, before the batches
         # (LeaderEpochCache): the appends below then find them written and do no I/O.
         writes = [
             self.epochs.assign(follower.log, entries)
             for tp, p in fetched
             if p.error_code == Errors.NONE and p.records
-            and (follower := ready.get(tp)) is not None
+            and (follower := self._following(tp)) is not None
             and (entries := new_epochs(follower.log, p.records))
         ]  # fmt: skip
         if writes:
             await asyncio.gather(*writes)
         moved: list[TopicPartition] = []
         for tp, p in fetched:
-            fetched_partition = ready.get(tp)
-            if (
-                fetched_partition is None
-                or self.partitions.get(tp) is not fetched_partition
-                or tp in self._needs_truncation  # the leadership moved during the writes
-            ):
+            fetched_partition = self._following(tp)
+            if fetched_partition is None:  # the leadership moved during the fetch or writes
                 continue
             local = fetched_partition.log
             if p.error_code == Errors.OFFSET_OUT_OF_RANGE:
