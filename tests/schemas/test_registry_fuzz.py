@@ -1,7 +1,8 @@
 """A fuzz of the REST API: random requests on every route never get a 5xx, a non-JSON answer or
 no answer, and the registry still registers and looks up a schema afterwards.
 
-Requests are drawn by Hypothesis: any method on any route template, path parameters from odd
+Requests are drawn by Hypothesis: any method on any route template (modes, references, imports,
+contexts and metadata included), path parameters from odd
 subject names (control characters, ``..``, ``%``, very long), versions and ids of every shape,
 the routes' query parameters with random values, bodies of random JSON, random bytes, strict-JSON
 traps (``NaN``, lone surrogates, 5,000-digit numbers), deep nesting and near-limit sizes, under
@@ -53,6 +54,12 @@ ROUTES = [
     "/config/{subject}",
     "/mode",
     "/mode/{subject}",
+    "/schemas",
+    "/subjects/{subject}/versions/{version}/referencedby",
+    "/subjects/{subject}/metadata",
+    "/contexts",
+    "/v1/metadata/id",
+    "/v1/metadata/version",
     "/no/such/route",
 ]
 METHODS = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]
@@ -64,6 +71,14 @@ QUERY_KEYS = [
     "defaultToGlobal",
     "subjectPrefix",
     "normalize",
+    "latestOnly",
+    "offset",
+    "limit",
+    "force",
+    "key",
+    "value",
+    "subject",
+    "format",
 ]
 CONTENT_TYPES = [
     "application/vnd.schemaregistry.v1+json",
@@ -126,7 +141,27 @@ request_objects = st.fixed_dictionaries(
     optional={
         "schema": st.one_of(schema_texts, json_values),
         "schemaType": st.one_of(st.sampled_from(["AVRO", "JSON", "PROTOBUF", "avro"]), json_values),
-        "references": st.one_of(st.just([]), json_values),
+        "references": st.one_of(
+            st.just([]),
+            json_values,
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "name": st.one_of(st.sampled_from(["R", "a.proto", "x.json"]), json_values),
+                        "subject": st.one_of(odd_subjects, json_values),
+                        "version": st.one_of(st.integers(-2, 3), json_values),
+                    }
+                ),
+                max_size=3,
+            ),
+        ),
+        "id": st.one_of(st.integers(-2, 2**40), json_values),
+        "version": st.one_of(st.integers(-2, 2**40), json_values),
+        "metadata": st.one_of(st.just({"properties": {"owner": "x"}}), json_values),
+        "ruleSet": json_values,
+        "mode": st.one_of(
+            st.sampled_from(["READWRITE", "READONLY", "IMPORT", "readonly", "bogus"]), json_values
+        ),
         "compatibility": st.one_of(
             st.sampled_from(["NONE", "BACKWARD", "full_transitive", "bogus"]), json_values
         ),
@@ -195,7 +230,10 @@ def send(client: httpx.Client | Any, call: Call) -> tuple[int, Any, bytes]:
 
 
 def still_serves(client: httpx.Client | Any) -> None:
-    """A normal register and lookup, as a producer would do them."""
+    """A normal register and lookup, as a producer would do them (once the registry is back in
+    READWRITE: the fuzz may have left it READONLY or IMPORT)."""
+    assert client.put("/mode", json={"mode": "READWRITE"}).status_code == 200
+    client.delete("/mode/after-the-fuzz-value")
     body = json.dumps({"schema": AUDIT}).encode()
     r = client.post("/subjects/after-the-fuzz-value/versions", content=body)
     assert r.status_code == 200, r.text
