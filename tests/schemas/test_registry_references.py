@@ -5,7 +5,8 @@ which confluent-kafka's ``AvroSerializer`` registers with its references and its
 ``AvroDeserializer`` reads back; the referenced version cannot be deleted (42206) while a
 version refers to it. JSON ``$ref`` and Protobuf imports name their references the same way;
 confluent-kafka's ``ProtobufSerializer`` registers a message's imported file as a reference
-and its deserializer reads the message back.
+and its deserializer reads the message back, and its ``JSONSerializer`` and
+``JSONDeserializer`` resolve a ``$ref`` through the references the registry serves.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -253,3 +255,27 @@ def test_shared_references_are_resolved_once(tmp_path: Path) -> None:
         )
     finally:
         store.close()
+
+
+def test_json_serializer_with_a_reference(sr: SchemaRegistryClient, subject: str) -> None:
+    address = {
+        "$id": "address.json",
+        "type": "object",
+        "properties": {"street": {"type": "string"}},
+        "required": ["street"],
+    }
+    sr.register_schema(f"{subject}-address", Schema(json.dumps(address), "JSON"))
+    order = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "ship_to": {"$ref": "address.json"}},
+        "required": ["id", "ship_to"],
+    }
+    refs = [SchemaReference("address.json", f"{subject}-address", 1)]
+    serializer = JSONSerializer(Schema(json.dumps(order), "JSON", refs), sr)
+    ctx = SerializationContext(subject.removesuffix("-value"), MessageField.VALUE)
+    value = {"id": 7, "ship_to": {"street": "Main"}}
+    payload = serializer(value, ctx)
+    assert payload is not None
+    registered = sr.get_latest_version(subject)
+    assert [(r.name, r.version) for r in registered.schema.references] == [("address.json", 1)]
+    assert JSONDeserializer(None, schema_registry_client=sr)(payload, ctx) == value
