@@ -4,24 +4,25 @@ Resources, as Kafka's ``ConfigResource.Type``: TOPIC (2) and BROKER (4); BROKER_
 others are INVALID_REQUEST.
 
 **DescribeConfigs** of a topic lists every topic config Kafka defines
-(``sluice.broker.cluster.topic_config``), each with its value and where it comes from — the
-topic's override (``TOPIC_CONFIG``), this broker's setting (``STATIC_BROKER_CONFIG``, under the
-broker key) or Kafka's default (``DEFAULT_CONFIG``) — and, when asked, the synonyms in
-precedence order, as Kafka's ``ConfigHelper`` reports them. A broker resource (its id, or ""
-for the cluster default) lists the broker's settings as a ZooKeeper-mode Kafka reports them: a
-key the properties file named is ``STATIC_BROKER_CONFIG``, any other ``DEFAULT_CONFIG``
-(``advertised.listeners`` unset included, its value then derived from ``listeners``); the
-synonyms are the static setting, then Kafka's default where it has one; a key altered at run
-time is ``DYNAMIC_BROKER_CONFIG`` (this broker's) or ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (the
-cluster default), those levels first among the synonyms. ``read_only`` is Kafka's update mode:
-false for the keys Kafka changes at run time (``DynamicBrokerConfig``: listeners, the log
-settings, the topic-config synonyms), true for the rest; of those, AlterConfigs takes the ones
-this broker applies live (``dynamic_broker_config.DYNAMIC_KEYS``) and refuses the others saying
-so (``KAFKA_DYNAMIC_KEYS``). The cluster default
-(resource ``""``) lists only the dynamic defaults, as Kafka does. The keys the file named come
-from the config's ``named_keys`` where it records them; without it, a key is taken as named
-unless its value is Kafka's default (or, for ``advertised.listeners``, the one derived from
-``listeners``).
+(``sluice.broker.cluster.topic_config``), each with its value and where it comes from — the topic's
+override (``TOPIC_CONFIG``), this broker's dynamic config or the cluster's dynamic default
+(``DYNAMIC_BROKER_CONFIG``, ``DYNAMIC_DEFAULT_BROKER_CONFIG``), its static setting
+(``STATIC_BROKER_CONFIG``), all under the broker key, or Kafka's default (``DEFAULT_CONFIG``) —
+and, when asked, the synonyms in precedence order, as Kafka's ``ConfigHelper`` reports them. A
+broker resource (its id, or "" for the cluster default) lists the broker's settings as a
+ZooKeeper-mode Kafka reports them: a key the properties file named is ``STATIC_BROKER_CONFIG``, any
+other ``DEFAULT_CONFIG`` (``advertised.listeners`` unset included, its value then derived from
+``listeners``); the synonyms are the static setting, then Kafka's default where it has one; a key
+altered at run time is ``DYNAMIC_BROKER_CONFIG`` (this broker's) or
+``DYNAMIC_DEFAULT_BROKER_CONFIG`` (the cluster default), those levels first among the synonyms.
+``read_only`` is Kafka's update mode: false for the keys Kafka changes at run time
+(``DynamicBrokerConfig``: listeners, the log settings, the topic-config synonyms), true for the
+rest; of those, AlterConfigs takes the ones this broker applies live
+(``dynamic_broker_config.DYNAMIC_KEYS``) and refuses the others saying so (``KAFKA_DYNAMIC_KEYS``).
+The cluster default (resource ``""``) lists only the dynamic defaults, as Kafka does. The keys the
+file named come from the config's ``named_keys`` where it records them; without it, a key is taken
+as named unless its value is Kafka's default (or, for ``advertised.listeners``, the one derived
+from ``listeners``).
 
 **AlterConfigs** replaces a topic's overrides with the ones given; **IncrementalAlterConfigs**
 applies SET / DELETE / APPEND / SUBTRACT (the last two on list configs only) to them. Both
@@ -40,6 +41,7 @@ answers (``ZkAdminManager.alterBrokerConfigs``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -209,6 +211,35 @@ def _default_entries(default: Mapping[str, str]) -> list[tc.ConfigEntry]:
     ]
 
 
+def _with_dynamic_levels(
+    entries: list[tc.ConfigEntry], broker: Mapping[str, str], default: Mapping[str, str]
+) -> list[tc.ConfigEntry]:
+    """A topic's entries (``tc.describe`` over the static broker values) with this broker's
+    dynamic configs (``broker``) and the cluster's dynamic defaults (``default``) among the
+    synonyms, after the topic's own override and before the static setting, as Kafka's
+    ``ConfigHelper`` orders them; an entry the topic does not override takes the first."""
+    out = []
+    for entry in entries:
+        definition = tc.TOPIC_CONFIGS.get(entry.name)
+        dynamic: list[tuple[str, str | None, tc.ConfigSource]] = []
+        for synonym in definition.synonyms if definition else ():
+            if synonym in broker:
+                dynamic.append((synonym, broker[synonym], tc.ConfigSource.DYNAMIC_BROKER_CONFIG))
+            if synonym in default:
+                dynamic.append(
+                    (synonym, default[synonym], tc.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                )
+        if not dynamic:
+            out.append(entry)
+            continue
+        synonyms = list(entry.synonyms)
+        at = 1 if synonyms and synonyms[0][2] is tc.ConfigSource.TOPIC_CONFIG else 0
+        synonyms[at:at] = dynamic
+        _, value, source = synonyms[0]
+        out.append(dataclasses.replace(entry, value=value, source=source, synonyms=tuple(synonyms)))
+    return out
+
+
 def _type_of(value: str | None) -> tc.ConfigType:
     if value in ("true", "false"):
         return tc.ConfigType.BOOLEAN
@@ -277,7 +308,12 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> bytes
                 result["error_code"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 result["error_message"] = f"Topic {resource.resource_name} does not exist"
                 continue
-            entries = tc.describe(info.config, broker_values(ctx.config))
+            dynamic = ctx.dynamic_config
+            entries = _with_dynamic_levels(
+                tc.describe(info.config, broker_values(dynamic.static)),
+                dynamic.overrides(dynamic.entity),
+                dynamic.overrides(DEFAULT_ENTITY),
+            )
         elif resource.resource_type == BROKER:
             name = resource.resource_name
             if name and name != str(ctx.config.broker_id):

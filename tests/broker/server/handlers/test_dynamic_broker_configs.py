@@ -168,7 +168,10 @@ def test_cluster_default_and_per_broker_precedence(broker: BrokerProcess) -> Non
     create_topic(broker.bootstrap, topic)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     described = admin.describe_configs([resource])[resource].result(15)
-    assert described["retention.ms"].value == "3600000"
+    assert (described["retention.ms"].value, described["retention.ms"].source) == (
+        "3600000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+    )
     _set(admin, "0", log_retention_ms=None)
     assert _wire_alter(broker, "", {}) == (Errors.NONE, None)
     assert _wire_describe(broker, "") == []
