@@ -2,7 +2,9 @@
 Confluent wire-format serde.
 
 Modules: ``app`` (the application: middleware, error answers), ``routes`` (the HTTP handlers),
-``registry`` (the rules), ``compatibility`` (levels, and which versions a change is checked
+``registry`` (the rules), ``schema_request`` (a request's schema, checked), ``mode``
+(READWRITE, READONLY, IMPORT), ``context`` (``:.ctx:subject`` and per-context ids),
+``compatibility`` (levels, and which versions a change is checked
 against), ``schema_type`` (the seam every schema type fits), ``schema_parser`` (type → parser),
 ``avro_schema``, ``json_schema`` with ``json_schema_diff`` and ``json_schema_difference``,
 ``protobuf_schema`` with ``protobuf_schema_diff`` (parsing, identity and compatibility of each
