@@ -3,6 +3,13 @@
 The keys are declared once, in :data:`CONFIG_DEF`; the "audit" section of
 ``docs/configuration.md`` is generated from it.
 
+The warehouse tier is the nightly load's Parquet table(s) (``warehouse.table``), or with
+``warehouse.format=iceberg`` its Iceberg tables: ``warehouse.path`` and the load's own
+``iceberg.*`` keys name the catalog and each audited topic's table
+(``sluice.pipeline.table.iceberg_catalog``), so the audit reads the tables the load wrote.
+The ``iceberg.*`` keys are checked by that module's declaration when pyiceberg is installed
+(the ``spark`` extra); in the base install they are checked when the audit runs.
+
 ``conf/audit.properties`` explains each key at length. Aliases are ``[A-Za-z0-9._-]+`` (they
 are the lineage header's, ``sluice.pipeline.lineage``), topic names too. Every malformed key
 raises :class:`AuditConfigError` naming the key, what was expected and what was found (every
@@ -15,6 +22,7 @@ configuration in the base install.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 from collections.abc import Mapping
@@ -30,6 +38,7 @@ from sluice.pipeline.lineage import LineageError, check_cluster_alias
 __all__ = [
     "TIERS",
     "WAREHOUSE_CUTOFFS",
+    "WAREHOUSE_FORMATS",
     "AuditConfig",
     "AuditConfigError",
     "KafkaCluster",
@@ -40,6 +49,8 @@ TIERS = ("live", "offline", "warehouse")
 """The tiers the audit can count, in data-path order (the producers' reports come first)."""
 
 WAREHOUSE_CUTOFFS = ("load", "audit")
+WAREHOUSE_FORMATS = ("parquet", "iceberg")
+_ICEBERG_PREFIX = "iceberg."
 _TOPIC = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -65,6 +76,17 @@ CONFIG_DEF = (
     .define(
         "warehouse.table", Type.LIST, (), default_doc="(none: no warehouse tier)",
         doc="The nightly load's table(s), paths or URIs, comma-separated.",
+    )
+    .define(
+        "warehouse.format", Type.STRING, "parquet", OneOf(*WAREHOUSE_FORMATS),
+        doc="The load's `table.format`: `parquet` counts the tables of `warehouse.table`; "
+        "`iceberg` the current snapshot of each audited topic's Iceberg table, named and "
+        "found by `warehouse.path` and the load's `iceberg.*` keys.",
+    )
+    .define(
+        "warehouse.path", Type.STRING, None, default_doc="(none)",
+        doc="With `warehouse.format=iceberg`: the load's `warehouse.path` (the embedded "
+        "catalog's file and the run reports are under it); required then, refused otherwise.",
     )
     .define(
         "warehouse.cutoff", Type.STRING, "load", OneOf(*WAREHOUSE_CUTOFFS),
@@ -103,6 +125,12 @@ CONFIG_DEF = (
         doc="Where `audit.json`, `audit.txt` and `audit.png` go; a path or URI.",
     )
     .define("spark.master", Type.STRING, "local[2]", doc="Unless spark-submit chose one.")
+    .family(
+        "iceberg.<key>",
+        "With `warehouse.format=iceberg`: the load's `iceberg.*` keys, as in its file (the "
+        "catalog, the namespace, per-topic table names; see docs/iceberg.md).",
+        prefix=_ICEBERG_PREFIX,
+    )
     .family("<alias>.bootstrap.servers", "(required) One per live alias (and `offline.alias`).")
     .family("spark.<key>", "To the SparkSession builder.", prefix="spark.")
     .family("kafka.<key>", "To every consumer (the `sluice` source).", prefix="kafka.")
@@ -144,6 +172,9 @@ class AuditConfig:
     topics: tuple[str, ...] = ()  # empty: every topic the producers reported
     tiers: tuple[str, ...] = TIERS  # the tiers counted
     warehouse_cutoff: str = "load"
+    warehouse_format: str = "parquet"
+    warehouse_path: str | None = None  # URI; warehouse.format=iceberg only
+    iceberg: dict[str, str] = field(default_factory=dict)  # the iceberg.* keys
     report_dir: str = "./build/audit"
     spark_master: str = "local[2]"
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
@@ -158,7 +189,9 @@ class AuditConfig:
         tables = tuple(to_uri(t) for t in values["warehouse.table"])
         audit_topic, topics = values["audit.topic"], values["topics"]
         _check_topics(audit_topic, topics)
-        tiers = _tiers(values["tiers"], offline is not None, bool(tables))
+        iceberg = {k: v for k, v in props.items() if k.startswith(_ICEBERG_PREFIX)}
+        path = _iceberg_warehouse(values, tables, iceberg)
+        tiers = _tiers(values["tiers"], offline is not None, bool(tables) or path is not None)
         # after the values' own checks, which say more about a malformed alias
         aliases = (*values["live.clusters"], values["offline.alias"])
         CONFIG_DEF.check_known(props, extra={f"{a}.bootstrap.servers" for a in aliases})
@@ -174,6 +207,9 @@ class AuditConfig:
             topics=topics,
             tiers=tiers,
             warehouse_cutoff=values["warehouse.cutoff"],
+            warehouse_format=values["warehouse.format"],
+            warehouse_path=path,
+            iceberg=iceberg,
             report_dir=to_uri(values["report.dir"]),
             spark_master=values["spark.master"],
             spark={
@@ -186,6 +222,12 @@ class AuditConfig:
             },
         )
 
+    def iceberg_config(self) -> Any:
+        """The ``IcebergConfig`` of the ``iceberg.*`` keys (``warehouse.format=iceberg``);
+        imports pyiceberg. Raises ``AuditConfigError`` naming a bad key."""
+        assert self.warehouse_path is not None, "warehouse.format=iceberg only"
+        return _parse_iceberg(self.iceberg, self.warehouse_path)
+
     def sources(self) -> dict[str, Any]:
         """Where each tier was read, for the report."""
         found: dict[str, Any] = {
@@ -196,6 +238,9 @@ class AuditConfig:
             found["offline"] = {self.offline.alias: self.offline.bootstrap_servers}
         if self.warehouse_tables:
             found["warehouse"] = list(self.warehouse_tables)
+            found["warehouse_cutoff"] = self.warehouse_cutoff
+        if self.warehouse_path is not None:
+            found["warehouse"] = {"format": "iceberg", "path": self.warehouse_path}
             found["warehouse_cutoff"] = self.warehouse_cutoff
         return found
 
@@ -227,6 +272,48 @@ def _clusters(
             f"offline.alias: expected an alias no live cluster has, found {alias!r}"
         )
     return live, KafkaCluster(alias, values["offline.bootstrap.servers"])
+
+
+def _iceberg_warehouse(
+    values: Mapping[str, Any], tables: tuple[str, ...], iceberg: Mapping[str, str]
+) -> str | None:
+    """The Iceberg warehouse's URI (``warehouse.format=iceberg``), else ``None``; the keys of
+    the other format are refused, so a half-switched file fails here."""
+    path = values["warehouse.path"]
+    if values["warehouse.format"] == "parquet":
+        if path is not None:
+            raise AuditConfigError(
+                f"warehouse.path: expected it only with warehouse.format=iceberg, found {path!r}"
+            )
+        if iceberg:
+            raise AuditConfigError(
+                f"{min(iceberg)}: expected iceberg.* keys only with warehouse.format=iceberg, "
+                "found warehouse.format=parquet"
+            )
+        return None
+    if tables:
+        raise AuditConfigError(
+            "warehouse.table: expected none with warehouse.format=iceberg (the tables are the "
+            f"audited topics', named by the iceberg.* keys), found {', '.join(tables)}"
+        )
+    if path is None:
+        raise AuditConfigError(
+            "warehouse.path: expected the load's warehouse.path with warehouse.format=iceberg, "
+            "found none"
+        )
+    uri = to_uri(path)
+    with contextlib.suppress(ImportError):  # the base install: checked when the audit runs
+        _parse_iceberg(iceberg, uri)
+    return uri
+
+
+def _parse_iceberg(iceberg: Mapping[str, str], warehouse: str) -> Any:
+    from sluice.pipeline.table.iceberg_catalog import IcebergConfig, IcebergConfigError
+
+    try:
+        return IcebergConfig.from_properties(iceberg, warehouse)
+    except IcebergConfigError as exc:
+        raise AuditConfigError(str(exc)) from None
 
 
 def _check_topics(audit_topic: str, topics: tuple[str, ...]) -> None:

@@ -7,10 +7,15 @@
   multiple of the producers'), or :class:`AuditCountError` says which report does not fit.
 * **Kafka tiers** (``live``: every live cluster together; ``offline``) — the audited topics of
   each cluster, read from earliest to latest with the ``sluice`` source.
-* **warehouse** — the published runs (``load=<N>``) of the nightly load's Parquet table(s).
-  The load keeps the source's ``headers`` column (``kafka_headers`` when a typed value has a
-  field named ``headers``) and the record timestamp (``timestamp``, or ``kafka_timestamp`` when
-  the value has its own ``timestamp``, as ``page_view.avsc`` does).
+* **warehouse** — the published runs (``load=<N>``) of the nightly load's Parquet table(s),
+  or (``warehouse.format=iceberg``) the current snapshot of each audited topic's Iceberg table,
+  scanned with pyiceberg (only the Kafka columns, filtered to the audited topics: a table may
+  be shared) and handed to Spark as Arrow, so both formats are counted by the same expressions.
+  A compaction's snapshot rewrites rows without changing them, so the current snapshot is the
+  whole table whatever maintenance ran. The load keeps the source's ``headers`` column
+  (``kafka_headers`` when a typed value has a field named ``headers``) and the record
+  timestamp (``timestamp``, or ``kafka_timestamp`` when the value has its own ``timestamp``,
+  as ``page_view.avsc`` does).
 
 At every data tier only messages with the ``sluice-audit-server`` header count; the window is
 ``floor(record timestamp ms / window.ms)``, so the mirror must keep the producers' CreateTime
@@ -33,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import posixpath
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -55,6 +61,8 @@ from sluice.schemas.errors import SchemasError
 __all__ = [
     "AuditCountError",
     "count_tiers",
+    "iceberg_coverage",
+    "iceberg_frame",
     "kafka_frame",
     "producer_counts",
     "warehouse_coverage",
@@ -62,6 +70,7 @@ __all__ = [
 ]
 
 Key = tuple[str, int]
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class AuditCountError(RuntimeError):
@@ -309,6 +318,113 @@ def warehouse_frame(
         part = _audited(df, alias=alias, timestamp=timestamp, headers=headers, window_ms=window_ms)
         frame = part if frame is None else frame.unionByName(part)
     return frame
+
+
+def _iceberg_tables(config: Any, topics: Sequence[str]) -> dict[str, list[str]]:
+    """``{table identifier: [audited topics in it]}`` (several topics may share a table)."""
+    tables: dict[str, list[str]] = {}
+    for topic in topics:
+        tables.setdefault(config.identifier(topic), []).append(topic)
+    return tables
+
+
+def iceberg_frame(
+    spark: Any,
+    config: Any,
+    topics: Sequence[str],
+    *,
+    alias: str,
+    window_ms: int,
+) -> Any:
+    """``(topic, window, origin)`` of the audited rows of ``topics`` in the current snapshots of
+    their Iceberg tables (``config``: an ``IcebergConfig``); a topic whose table does not exist
+    or has no snapshot adds nothing. ``None`` if nothing."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    if not topics:
+        return None
+    catalog = config.open_catalog()
+    frame = None
+    for identifier, mine in _iceberg_tables(config, topics).items():
+        try:
+            table = catalog.load_table(identifier)
+        except NoSuchTableError:
+            continue
+        if table.current_snapshot() is None:
+            continue
+        columns = [f.name for f in table.schema().fields]
+        timestamp = _kafka_column(columns, "timestamp")
+        headers = _kafka_column(columns, "headers")
+        missing = [n for n, c in (("timestamp", timestamp), ("headers", headers)) if c is None]
+        missing += [n for n in ("topic", "partition", "offset") if n not in columns]
+        if missing:
+            raise AuditCountError(
+                f"warehouse table {identifier}: expected the Kafka columns topic, partition, "
+                f"offset, timestamp and headers, found no {', '.join(missing)} "
+                f"(columns: {columns})"
+            )
+        assert timestamp is not None and headers is not None
+        # Kafka's topic names are [A-Za-z0-9._-]+, safe inside quotes; a producer's report
+        # naming anything else names no topic a table can hold.
+        names = sorted(t for t in mine if _TOPIC_NAME.fullmatch(t))
+        if not names:
+            continue
+        rows = table.scan(
+            row_filter=f"topic IN ({', '.join(repr(t) for t in names)})",
+            selected_fields=("topic", "partition", "offset", timestamp, headers),
+        ).to_arrow()
+        df = spark.createDataFrame(rows)
+        part = _audited(df, alias=alias, timestamp=timestamp, headers=headers, window_ms=window_ms)
+        frame = part if frame is None else frame.unionByName(part)
+    return frame
+
+
+def iceberg_coverage(config: Any, topics: Sequence[str], warehouse: str) -> int | None:
+    """Until when (ms) the Iceberg tables of ``topics`` hold what the offline cluster had: per
+    table, the newest load's start — its snapshot is the newest of the current ancestry with
+    ``sluice.offsets`` that is not a compaction; ``started`` of its run report
+    ``<warehouse>/_reports/<run id>.json`` if there is one, else the snapshot's commit time —
+    and the earliest over the tables. ``None`` when a table has no load yet."""
+    import pyarrow.fs as pafs
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.table.snapshots import ancestors_of
+
+    from sluice.pipeline.table.iceberg_commit import OFFSETS_PROPERTY, RUN_ID_PROPERTY
+    from sluice.pipeline.table.iceberg_maintenance import COMPACTION_PROPERTY
+
+    catalog = config.open_catalog()
+    fs, root = pafs.FileSystem.from_uri(warehouse)
+    found: list[int] = []
+    for identifier in _iceberg_tables(config, topics):
+        try:
+            table = catalog.load_table(identifier)
+        except NoSuchTableError:
+            return None
+        load = next(
+            (
+                s
+                for s in ancestors_of(table.current_snapshot(), table.metadata)
+                if s.summary is not None
+                and OFFSETS_PROPERTY in s.summary.additional_properties
+                and s.summary.additional_properties.get(COMPACTION_PROPERTY) != "true"
+            ),
+            None,
+        )
+        if load is None or load.summary is None:
+            return None
+        at = load.timestamp_ms
+        run_id = load.summary.additional_properties.get(RUN_ID_PROPERTY)
+        if run_id:
+            report = posixpath.join(root, "_reports", f"{run_id}.json")
+            try:
+                with fs.open_input_stream(report) as stream:
+                    started = json.loads(stream.read()).get("started")
+                if started:
+                    at = _iso_ms(str(started))
+            except (OSError, ValueError):
+                pass
+        found.append(at)
+    return min(found) if found else None
 
 
 def count_tiers(

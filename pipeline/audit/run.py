@@ -10,7 +10,8 @@ messages they published to an audit topic. One run of the audit:
 1. **producers** — sum the reports in the audit topic of each live cluster;
 2. **count** — with Spark, the audited messages per topic and window at each configured tier:
    ``live`` (the live clusters), ``offline`` (the cluster the mirror fills), ``warehouse``
-   (the nightly load's Parquet table(s)); ``count``, ``distinct`` origins and ``duplicates``
+   (the nightly load's Parquet table(s), or its Iceberg tables with
+   ``warehouse.format=iceberg``); ``count``, ``distinct`` origins and ``duplicates``
    (``sluice.pipeline.audit.counts``);
 3. **judge** — a closed window (``window_end + grace <= cutoff``) differs when a tier's distinct
    count is not the producers' count (``sluice.pipeline.audit.report`` has the rules);
@@ -46,10 +47,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.pipeline.audit.config import AuditConfig
+from sluice.pipeline.audit.config import AuditConfig, AuditConfigError
 from sluice.pipeline.audit.counts import (
     AuditCountError,
     count_tiers,
+    iceberg_coverage,
+    iceberg_frame,
     kafka_frame,
     producer_counts,
     warehouse_coverage,
@@ -142,19 +145,37 @@ def run_audit(
                 )
             else:
                 alias = config.offline.alias if config.offline is not None else "offline"
-                frames[tier] = warehouse_frame(
-                    spark, config.warehouse_tables, topics, alias=alias, window_ms=config.window_ms
-                )
+                if config.warehouse_path is not None:
+                    frames[tier] = iceberg_frame(
+                        spark,
+                        config.iceberg_config(),
+                        topics,
+                        alias=alias,
+                        window_ms=config.window_ms,
+                    )
+                else:
+                    frames[tier] = warehouse_frame(
+                        spark,
+                        config.warehouse_tables,
+                        topics,
+                        alias=alias,
+                        window_ms=config.window_ms,
+                    )
         began = time.monotonic()
         counts = count_tiers(frames, since_window=since)
         say(f"counted {', '.join(config.tiers)} ({time.monotonic() - began:.1f}s)")
         coverage: dict[str, int | None] = {}
         if "warehouse" in config.tiers and config.warehouse_cutoff == "load":
-            loads = [warehouse_coverage(t) for t in config.warehouse_tables]
-            coverage["warehouse"] = None if None in loads else min(loads)  # type: ignore[type-var]
+            if config.warehouse_path is not None:
+                coverage["warehouse"] = iceberg_coverage(
+                    config.iceberg_config(), topics, config.warehouse_path
+                )
+            else:
+                loads = [warehouse_coverage(t) for t in config.warehouse_tables]
+                coverage["warehouse"] = None if None in loads else min(loads)  # type: ignore[type-var]
             if coverage["warehouse"] is None:
                 notes.append("warehouse: no published load yet, so it judges no window")
-    except AuditCountError as exc:
+    except (AuditCountError, AuditConfigError) as exc:
         raise AuditError(str(exc)) from None
     except Exception as exc:  # a cluster, the registry or a table could not be read
         raise AuditError(f"{type(exc).__name__}: {exc}") from exc
