@@ -176,6 +176,10 @@ class Broker:
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
+            # Each completed rebalance's metadata in __consumer_offsets (Kafka's storeGroup),
+            # so a coordinator that takes the partition over rebuilds the group from it.
+            store_group=self.offsets.store_group,
+            has_offsets=lambda group: bool(self.offsets.committed(group)),
         )
         try:
             self.scram_credentials: ScramStore = (
@@ -278,8 +282,13 @@ class Broker:
             live = self.offsets.load_partition(
                 tp.partition, partition_log, compact=self.config.standalone
             )
-            log.info("coordinating groups of %s (%d committed offsets)", tp, live)
+            groups = self.groups.load_groups(self.offsets.groups_in(tp.partition))
+            log.info("coordinating groups of %s (%d committed offsets, %d groups loaded)",
+                     tp, live, len(groups))  # fmt: skip
         else:
+            self.groups.unload_groups(
+                lambda group: self.offsets.partition_for(group) == tp.partition
+            )
             self.offsets.unload_partition(tp.partition)
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -186,8 +186,15 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> byte
         group_error = Errors.GROUP_AUTHORIZATION_FAILED
     elif not ctx.offsets.coordinates(body.group_id):
         group_error = Errors.NOT_COORDINATOR
-    elif getattr(body, "generation_id", -1) >= 0:
-        group_error = ctx.groups.validate_commit(body.group_id, body.generation_id, body.member_id)
+    else:
+        # Kafka's validateOffsetCommit(isTransactional = true): member, then generation.
+        group_error = ctx.groups.validate_commit(
+            body.group_id,
+            getattr(body, "generation_id", -1),
+            getattr(body, "member_id", ""),
+            getattr(body, "group_instance_id", None),
+            transactional=True,
+        )
     accepted = []
     topics = []
     for t in body.topics:
