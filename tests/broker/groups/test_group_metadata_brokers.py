@@ -53,9 +53,7 @@ class Member:
         })  # fmt: skip
         self.consumer.subscribe(
             [topic],
-            on_assign=lambda _c, ps: self.assigned.append(
-                sorted(p.partition for p in ps)
-            ),
+            on_assign=lambda _c, ps: self.assigned.append(sorted(p.partition for p in ps)),
             on_revoke=lambda _c, _ps: setattr(self, "revoked", self.revoked + 1),
         )
         self.topic = topic
@@ -87,17 +85,13 @@ def stable(members: list[Member], timeout: float = 60.0) -> None:
     wait_until(settled, timeout, "the members to share every partition", interval=0)
 
 
-def group_record(
-    bootstrap: str, group: str, partitions: int
-) -> GroupMetadataValue | None:
+def group_record(bootstrap: str, group: str, partitions: int) -> GroupMetadataValue | None:
     """The last metadata record of ``group`` in ``__consumer_offsets`` (None: a tombstone
     or none), read as a plain topic."""
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"),
                        "enable.auto.commit": False, **QUIET})  # fmt: skip
     try:
-        tp = TopicPartition(
-            OFFSETS_TOPIC, partition_for(group, partitions), OFFSET_BEGINNING
-        )
+        tp = TopicPartition(OFFSETS_TOPIC, partition_for(group, partitions), OFFSET_BEGINNING)
         _low, high = reader.get_watermark_offsets(tp, timeout=10)
         reader.assign([tp])
         last: GroupMetadataValue | None = None
@@ -112,9 +106,7 @@ def group_record(
             if isinstance(key, GroupMetadataKey) and key.group == group:
                 value = message.value()
                 last = None if value is None else decode_group_metadata_value(value)
-        assert position >= high - 1, (
-            f"read {OFFSETS_TOPIC} to {position}, expected {high - 1}"
-        )
+        assert position >= high - 1, f"read {OFFSETS_TOPIC} to {position}, expected {high - 1}"
         return last
     finally:
         reader.close()
@@ -128,9 +120,7 @@ def close(members: list[Member]) -> None:
 def test_a_reader_sees_the_members_and_a_restarted_broker_keeps_the_group(
     tmp_path: Path,
 ) -> None:
-    broker = BrokerProcess(
-        tmp_path / "broker", {"group.initial.rebalance.delay.ms": "0"}
-    )
+    broker = BrokerProcess(tmp_path / "broker", {"group.initial.rebalance.delay.ms": "0"})
     broker.start()
     try:
         topic, group = unique("gm"), unique("gm-group")
@@ -148,9 +138,7 @@ def test_a_reader_sees_the_members_and_a_restarted_broker_keeps_the_group(
         assigned = [list(m.assigned) for m in members]
         revoked = [m.revoked for m in members]
         broker.restart(kill=True)
-        wait_until(
-            lambda: all(m.commit() for m in members), 60, "commits after the restart"
-        )
+        wait_until(lambda: all(m.commit() for m in members), 60, "commits after the restart")
         for m in members:
             m.consumer.poll(0.5)
         assert [list(m.assigned) for m in members] == assigned
@@ -184,9 +172,7 @@ def test_a_stable_group_survives_its_coordinators_kill_9(
         create_offsets_topic(cluster.bootstrap, topic)
         for _ in range(100):
             group = unique("gm-group")
-            leader = cluster.wait_leader(
-                OFFSETS_TOPIC, partition_for(group, offsets_partitions)
-            )
+            leader = cluster.wait_leader(OFFSETS_TOPIC, partition_for(group, offsets_partitions))
             if leader.leader != controller:
                 break
         coordinator = int(leader.leader)
