@@ -28,7 +28,10 @@ Which keys may change (``DYNAMIC_KEYS``): those Sluice applies without a restart
 synonyms of the topic configs its logs model (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ``log.cleanup.policy`` ...: Kafka's ``DynamicLogConfig``, first synonym
 only, so ``log.retention.ms`` but not ``log.retention.hours``) and ``min.insync.replicas``, all
-cluster-wide in Kafka (settable per broker or as the default). Kafka's other dynamic keys
+cluster-wide in Kafka (settable per broker or as the default). Kafka's dynamic keys that Sluice
+reads nowhere (``UNUSED_KEYS``: ``background.threads``, ``num.io.threads``, the
+``sasl.kerberos.*`` ones, per broker only ...) are stored and described without effect, as they
+would be in the properties file. Kafka's other dynamic keys
 (``listeners`` and the per-listener SSL keys, per broker only; ``num.io.threads``,
 ``log.cleaner.threads`` ...) are refused as keys Sluice cannot change live, every other Kafka
 key as read-only; the refusal is :class:`DynamicConfigError` naming the keys, which the
@@ -77,6 +80,24 @@ LOG_KEYS: Mapping[str, str] = {
 }
 #: Every key Sluice changes without a restart (see the module docstring).
 DYNAMIC_KEYS = frozenset(LOG_KEYS) | {"min.insync.replicas"}
+#: Keys Kafka changes at run time that Sluice reads nowhere, in the properties file or here (its
+#: thread pools, Kerberos, connection-creation quotas ...): accepted, stored and described like
+#: the others, and without effect, as in the properties file. (librdkafka's admin test 0081 sets
+#: background.threads and sasl.kerberos.min.time.before.relogin on a broker.)
+UNUSED_KEYS = frozenset({
+    "background.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir", "max.connection.creation.rate", "metric.reporters",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "compression.type",
+    "log.message.downconversion.enable", "log.preallocate",
+    "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "sasl.kerberos.service.name",
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+})  # fmt: skip
+#: Keys Kafka takes for one broker only, never as the cluster default (its listener settings).
+PER_BROKER_KEYS = frozenset(k for k in UNUSED_KEYS if k.startswith("sasl.kerberos."))
+#: Every key an alter may name.
+ACCEPTED_KEYS = DYNAMIC_KEYS | UNUSED_KEYS
 #: Keys Kafka changes at run time but Sluice does not (yet): refused with that said, not as
 #: read-only. ``listeners``-style keys are per broker only in Kafka; every broker synonym of a
 #: topic config is dynamic in Kafka (``DynamicLogConfig``).
@@ -95,7 +116,7 @@ KAFKA_DYNAMIC_KEYS = (
         "compression.type", "metric.reporters", "ssl.keystore.location", "ssl.truststore.location",
     })
     | frozenset(s for d in tc.TOPIC_CONFIGS.values() for s in d.synonyms)
-) - DYNAMIC_KEYS  # fmt: skip
+) - ACCEPTED_KEYS  # fmt: skip
 
 
 class DynamicConfigError(ValueError):
@@ -232,7 +253,7 @@ class DynamicBrokerConfig:
     def check(self, entity: str, config: Mapping[str, str]) -> None:
         """Raise :class:`DynamicConfigError` unless ``config`` may be ``entity``'s dynamic
         configs: every key changeable live, every value valid in the resulting config."""
-        refused = sorted(k for k in config if k not in DYNAMIC_KEYS)
+        refused = sorted(k for k in config if k not in ACCEPTED_KEYS)
         if refused:
             kafka_dynamic = [k for k in refused if k in KAFKA_DYNAMIC_KEYS]
             if kafka_dynamic:
@@ -243,6 +264,12 @@ class DynamicBrokerConfig:
                        if len(kafka_dynamic) < len(refused) else "")
                 )  # fmt: skip
             raise DynamicConfigError(f"Cannot update these configs dynamically: {refused}")
+        per_broker = sorted(k for k in config if k in PER_BROKER_KEYS)
+        if per_broker and entity == DEFAULT_ENTITY:
+            raise DynamicConfigError(
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: {per_broker}"
+            )
         with self._lock:
             if entity == DEFAULT_ENTITY:
                 self._effective(self._broker, config)
@@ -283,7 +310,7 @@ class DynamicBrokerConfig:
         with self._lock:
             for entity in (DEFAULT_ENTITY, self.entity):
                 stored = self._store.read(entity)
-                usable = {k: v for k, v in stored.items() if k in DYNAMIC_KEYS}
+                usable = {k: v for k, v in stored.items() if k in ACCEPTED_KEYS}
                 if usable != stored:
                     log.error("broker %s: ignoring dynamic configs of %s it cannot apply: %s",
                               self.entity, entity, sorted(set(stored) - set(usable)))  # fmt: skip
@@ -362,8 +389,10 @@ def entity_of(resource_name: str) -> str:
 
 __all__ = [
     "DEFAULT_ENTITY",
+    "ACCEPTED_KEYS",
     "DYNAMIC_KEYS",
     "LOG_KEYS",
+    "UNUSED_KEYS",
     "DynamicBrokerConfig",
     "DynamicConfigError",
     "DynamicConfigStore",

@@ -17,8 +17,9 @@ altered at run time is ``DYNAMIC_BROKER_CONFIG`` (this broker's) or
 ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (the cluster default), those levels first among the synonyms.
 ``read_only`` is Kafka's update mode: false for the keys Kafka changes at run time
 (``DynamicBrokerConfig``: listeners, the log settings, the topic-config synonyms), true for the
-rest; of those, AlterConfigs takes the ones this broker applies live
-(``dynamic_broker_config.DYNAMIC_KEYS``) and refuses the others saying so (``KAFKA_DYNAMIC_KEYS``).
+rest; of those, AlterConfigs takes the ones this broker applies live and the ones Sluice reads
+nowhere (``dynamic_broker_config.ACCEPTED_KEYS``), and refuses the others saying so
+(``KAFKA_DYNAMIC_KEYS``).
 The cluster default (resource ``""``) lists only the dynamic defaults, as Kafka does. The keys the
 file named come from the config's ``named_keys`` where it records them; without it, a key is taken
 as named unless its value is Kafka's default (or, for ``advertised.listeners``, the one derived
@@ -55,8 +56,8 @@ from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.dynamic_broker_config import (
+    ACCEPTED_KEYS,
     DEFAULT_ENTITY,
-    DYNAMIC_KEYS,
     KAFKA_DYNAMIC_KEYS,
     DynamicConfigError,
     entity_of,
@@ -174,7 +175,9 @@ def _broker_entries(
     """This broker's settings: ``config`` is its static config, ``broker`` and ``default`` its
     dynamic configs and the cluster's dynamic defaults."""
     entries = []
-    for key, (value, kafka_default) in sorted(_broker_settings(config).items()):
+    settings = _broker_settings(config)
+    for key in sorted(settings.keys() | broker.keys() | default.keys()):
+        value, kafka_default = settings.get(key, (None, None))
         static = _static(key, value, kafka_default, config)
         synonyms: list[tuple[str, str | None, tc.ConfigSource]] = []
         if key in broker:
@@ -195,7 +198,7 @@ def _broker_entries(
                 value,
                 source,
                 _type_of(value),
-                read_only=key not in DYNAMIC_KEYS and key not in KAFKA_DYNAMIC_KEYS,
+                read_only=key not in ACCEPTED_KEYS and key not in KAFKA_DYNAMIC_KEYS,
                 synonyms=tuple(synonyms),
             )  # fmt: skip
         )

@@ -81,7 +81,7 @@ def test_a_restart_reads_the_file_and_skips_what_it_cannot_apply(tmp_path: Path)
     stored = json.loads((tmp_path / CONFIG_FILE).read_text())
     assert stored == {"version": 1, "brokers": {"3": {"log.segment.bytes": "1048576"}}}
     # A key written by hand that Sluice does not apply is skipped, the rest applied.
-    stored["brokers"]["<default>"] = {"num.io.threads": "8", "log.retention.ms": "5000"}
+    stored["brokers"]["<default>"] = {"listeners": "PLAINTEXT://:1", "log.retention.ms": "5000"}
     (tmp_path / CONFIG_FILE).write_text(json.dumps(stored))
     again: list[BrokerConfig] = []
     dynamic = _dynamic(tmp_path, again)

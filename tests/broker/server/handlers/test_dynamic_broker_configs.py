@@ -6,6 +6,7 @@ source, kept across a restart, read-only keys refused with INVALID_REQUEST namin
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -36,6 +37,14 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _reset(broker: BrokerProcess) -> Iterator[None]:
+    """The shared broker leaves each test without dynamic configs, whatever the test did."""
+    yield
+    for name in ("0", ""):
+        assert _wire_alter(broker, name, {}) == (Errors.NONE, None)
 
 
 def _admin(broker: BrokerProcess) -> AdminClient:
@@ -249,3 +258,47 @@ def test_kafka_python_alters_and_a_restart_keeps_them(start_broker: StartBroker)
     assert entries["log.flush.interval.messages"].value == "5000"
     assert _produce_size(broker, topic, 5000) == Errors.MESSAGE_TOO_LARGE
     assert _produce_size(broker, topic, 1000) == Errors.NONE
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
+def test_librdkafka_0081s_broker_alters(broker: BrokerProcess) -> None:
+    """What librdkafka's admin test 0081 does to a broker, through confluent-kafka: AlterConfigs
+    of sasl.kerberos.min.time.before.relogin (a key Sluice reads nowhere: stored, described,
+    no effect), an empty AlterConfigs, and IncrementalAlterConfigs SET background.threads with
+    APPEND log.cleanup.policy compact, then DELETE and SUBTRACT — all NO_ERROR."""
+    admin = _admin(broker)
+    legacy = ConfigResource(ConfigResource.Type.BROKER, "0")
+    legacy.set_config("sasl.kerberos.min.time.before.relogin", "58000")
+    admin.alter_configs([legacy])[legacy].result(15)
+    entry = _describe(admin, "0")["sasl.kerberos.min.time.before.relogin"]
+    assert (entry.value, entry.source) == ("58000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    empty = ConfigResource(ConfigResource.Type.BROKER, "0")
+    admin.alter_configs([empty])[empty].result(15)
+    assert "sasl.kerberos.min.time.before.relogin" not in _describe(admin, "0")
+
+    def incremental(*ops: tuple[str, AlterConfigOpType, str | None]) -> None:
+        entries = [ConfigEntry(k, v, incremental_operation=op) for k, op, v in ops]
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=entries)
+        admin.incremental_alter_configs([resource])[resource].result(15)
+
+    incremental(
+        ("background.threads", AlterConfigOpType.SET, "9"),
+        ("log.cleanup.policy", AlterConfigOpType.APPEND, "compact"),
+    )
+    described = _describe(admin, "0")
+    assert described["background.threads"].value == "9"
+    assert described["log.cleanup.policy"].value == "delete,compact"
+    incremental(
+        ("background.threads", AlterConfigOpType.DELETE, ""),
+        ("log.cleanup.policy", AlterConfigOpType.SUBTRACT, "compact"),
+    )
+    described = _describe(admin, "0")
+    assert "background.threads" not in described
+    assert (described["log.cleanup.policy"].value, described["log.cleanup.policy"].source) == (
+        "delete",
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+    )
+    # Kerberos settings are a listener's, per broker only, as in Kafka.
+    code, message = _wire_alter(broker, "", {"sasl.kerberos.min.time.before.relogin": "1"})
+    assert code == Errors.INVALID_REQUEST
+    assert "broker id must be specified" in message
