@@ -149,6 +149,15 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +255,19 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 1, handler_min=1),
             _spec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 1, handler_min=1),
             _spec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 1, handler_min=1),
+            # Kafka 4's group protocols, at the versions kio has (Kafka 4.1's). ApiVersions
+            # advertises an API only once a handler serves it (``handlers.HANDLERS``).
+            # The consumer group protocol (KIP-848): v1 adds subscribed_topic_regex's RE2/J.
+            _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
+            _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
+            # Share groups (KIP-932): v0 was 4.0's early access, which 4.1 dropped.
+            _spec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", 1, 1),
+            _spec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", 1, 1),
+            _spec(ApiKey.SHARE_FETCH, "ShareFetch", 1, 2),
+            _spec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", 1, 2),
+            _spec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", 0, 1),
+            _spec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", 0, 0),
+            _spec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", 0, 0),
         )
     }
 )

@@ -54,6 +54,17 @@ EXPECTED = {
     50: ((0, 0), (0, 0)),  # Describe/AlterUserScramCredentials (KIP-554)
     51: ((0, 0), (0, 0)),
     60: ((0, 1), (0, 1)),
+    # Kafka 4's group protocols (issue 30), at kio's versions: consumer groups (KIP-848),
+    # share groups (KIP-932; from v1, 4.1's).
+    68: ((0, 1), (0, 1)),
+    69: ((0, 1), (0, 1)),
+    76: ((1, 1), (1, 1)),
+    77: ((1, 1), (1, 1)),
+    78: ((1, 2), (1, 2)),
+    79: ((1, 2), (1, 2)),
+    90: ((0, 1), (0, 1)),
+    91: ((0, 0), (0, 0)),
+    92: ((0, 0), (0, 0)),
 }
 
 # The lowest version each handler sees, where the codec up-converts the versions below (the
@@ -67,7 +78,7 @@ FIRST_FLEXIBLE = {
     18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2,
     31: 2,
     32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 50: 0, 51: 0,
-    60: 0,
+    60: 0, 68: 0, 69: 0, 76: 1, 77: 1, 78: 1, 79: 1, 90: 0, 91: 0, 92: 0,
 }  # fmt: skip
 # SaslHandshake has no flexible version either.
 # OffsetDelete has no flexible version.
@@ -142,6 +153,15 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
             50,
             51,
             60,
+            68,
+            69,
+            76,
+            77,
+            78,
+            79,
+            90,
+            91,
+            92,
         )
         for v in APIS[key].versions
         if v >= FIRST_FLEXIBLE[key]
