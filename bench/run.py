@@ -7,6 +7,7 @@ python -m bench.run --only transactions   # transactional produce (bench.bench_t
 python -m bench.run --only cleaner        # log compaction (bench.bench_cleaner)
 python -m bench.run --only tls            # the fetch path over TLS vs plaintext (bench.bench_tls)
 python -m bench.run --only cluster        # 3 brokers, RF 3, acks=all (bench.bench_cluster)
+python -m bench.run --only iceberg        # Iceberg compaction MB/s, one commit of N files
 python -m bench.run --only scale --scale-size 200MB
 python -m bench.run --only peers --systems sluice,tansu [--full]   # some systems only
 python -m bench.run --only broker --loop uvloop   # the broker under uvloop (bench.uvloop_broker)
@@ -28,6 +29,7 @@ from bench import (
     bench_broker,
     bench_cleaner,
     bench_cluster,
+    bench_iceberg,
     bench_load,
     bench_log,
     bench_offsets,
@@ -60,6 +62,9 @@ GROUPS: dict[str, tuple[str, Callable[[Results, bool, argparse.Namespace], objec
               lambda r, q, a: bench_scale.run(r, q, a.scale_size)),
     "load": ("the nightly load against Spark writing the same rows from memory",
              lambda r, q, _a: bench_load.run(r, q)),
+    "iceberg": ("Iceberg tables: compaction MB/s (small files into one per day), one commit "
+                "of N files",
+                lambda r, q, _a: bench_iceberg.run(r, q)),
     "offsets": ("the offsets article: auto-commit, commit after processing, the atomic load",
                 lambda r, q, _a: bench_offsets.run(r, q)),
     "assignors": ("Range, RoundRobin, cooperative-sticky: a member leaves and returns",
