@@ -374,6 +374,30 @@ class Errors(enum.IntEnum):
         ErrorCode.invalid_principal_type,
         "Request principal deserialization failed during forwarding.",
     )
+    # The consumer group protocol (KIP-848).
+    FENCED_MEMBER_EPOCH = (
+        ErrorCode.fenced_member_epoch,
+        "The member epoch is fenced by the group coordinator. The member must abandon all its "
+        "partitions and rejoin.",
+    )
+    UNRELEASED_INSTANCE_ID = (
+        ErrorCode.unreleased_instance_id,
+        "The instance ID is still used by another member in the consumer group. That member "
+        "must leave first.",
+    )
+    UNSUPPORTED_ASSIGNOR = (
+        ErrorCode.unsupported_assignor,
+        "The assignor or its version range is not supported by the consumer group.",
+    )
+    STALE_MEMBER_EPOCH = (
+        ErrorCode.stale_member_epoch,
+        "The member epoch is stale. The member must retry after receiving its updated member "
+        "epoch via the ConsumerGroupHeartbeat API.",
+    )
+    INVALID_REGULAR_EXPRESSION = (
+        ErrorCode.invalid_regular_expression,
+        "The regular expression is not valid.",
+    )
 
 
 def for_code(code: int) -> Errors:
