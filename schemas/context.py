@@ -5,8 +5,10 @@ A subject ``:.payments:orders-value`` is the subject ``orders-value`` of the con
 ``.``. Each context has its own schema ids (id 1 of ``.payments`` is not id 1 of ``.``), as in
 Confluent's registry, which migration tools use to import another registry's schemas with
 their ids without meeting this registry's. Subjects, versions, configs and modes are keyed by
-the qualified name (the default context's subjects keep their plain names); a reference's
-unqualified subject is in the referring schema's context.
+the qualified name (the default context's subjects keep their plain names), and a context's
+own config and mode are those of ``:.ctx:`` (a subject without a name), which its subjects
+follow before the global ones; a reference's unqualified subject is in the referring schema's
+context.
 
 Pure functions; thread-safe.
 """
@@ -44,6 +46,17 @@ def normalize(subject: str) -> str:
 
 def context_of(subject: str) -> str:
     return split_subject(subject)[0]
+
+
+def scopes(subject: str) -> list[str | None]:
+    """Where a subject's config and mode are looked up, nearest first: the subject itself, its
+    context (``:.ctx:``, a subject without a name) unless that is the default, then global
+    (``None``)."""
+    context, name = split_subject(subject)
+    found: list[str | None] = [subject]
+    if context != DEFAULT_CONTEXT and name:
+        found.append(qualify(context, ""))
+    return [*found, None]
 
 
 def reference_subject(subject: str, referrer_context: str) -> str:

@@ -52,6 +52,8 @@ from sluice.schemas.context import (
     context_of,
     normalize,
     reference_subject,
+    scopes,
+    split_subject,
 )
 from sluice.schemas.errors import (
     IncompatibleSchemaError,
@@ -281,12 +283,28 @@ class Registry:
         )
 
     def _level(self, subject: str) -> CompatibilityLevel:
-        level = self.store.get_config(subject) or self.store.get_config(None)
-        return CompatibilityLevel.parse(level) if level else self.default_level
+        for scope in scopes(subject):
+            level = self.store.get_config(scope)
+            if level:
+                return CompatibilityLevel.parse(level)
+        return self.default_level
 
     def _mode(self, subject: str) -> Mode:
-        mode = self.store.get_mode(subject) or self.store.get_mode(None)
-        return Mode(mode) if mode else DEFAULT_MODE
+        for scope in scopes(subject):
+            mode = self.store.get_mode(scope)
+            if mode:
+                return Mode(mode)
+        return DEFAULT_MODE
+
+    def _occupied(self, subject: str | None) -> bool:
+        """Whether IMPORT would meet existing versions: any subject (global), any subject of a
+        context (``:.ctx:``), or the subject's own versions."""
+        if subject is None:
+            return bool(self.store.subjects())
+        context, name = split_subject(subject)
+        if name == "" and context != DEFAULT_CONTEXT:
+            return any(context_of(s) == context for s in self.store.subjects())
+        return bool(self.store.versions(subject))
 
     def _check_deletable(self, subject: str, records: list[SubjectVersion]) -> None:
         """42205 if the subject is read-only; 42206 if any of ``records`` is referenced."""
@@ -709,7 +727,7 @@ class Registry:
             if level is not None:
                 return level
             if default_to_global:
-                return self.store.get_config(None) or self.default_level.value
+                return self._level(subject).value
             raise SubjectConfigNotFoundError(
                 f"Subject '{subject}' does not have subject-level compatibility configured"
             )
@@ -742,7 +760,7 @@ class Registry:
             if mode is not None:
                 return mode
             if default_to_global:
-                return self.store.get_mode(None) or DEFAULT_MODE.value
+                return self._mode(subject).value
             raise SubjectModeNotFoundError(
                 f"Subject '{subject}' does not have subject-level mode configured"
             )
@@ -754,10 +772,9 @@ class Registry:
         parsed = Mode.parse(mode)
         with self._lock, self.store.transaction():
             current = self._mode(subject) if subject is not None else self.get_mode(None)
-            if parsed is Mode.IMPORT and current != Mode.IMPORT and not force:
-                occupied = self.store.versions(subject) if subject else self.store.subjects()
-                if occupied:
-                    raise OperationNotPermittedError("Cannot import since found existing subjects")
+            importing = parsed is Mode.IMPORT and current != Mode.IMPORT and not force
+            if importing and self._occupied(subject):
+                raise OperationNotPermittedError("Cannot import since found existing subjects")
             self.store.put_mode(subject, parsed.value)
             return parsed.value
 

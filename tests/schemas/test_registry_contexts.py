@@ -71,3 +71,25 @@ def test_confluent_client_in_a_context(registry_url: str, subject: str) -> None:
         assert sr.get_schema(schema_id, subject_name=qualified).schema_str == '"bytes"'
         assert sr.get_latest_version(qualified).schema_id == schema_id
         assert ".h14ctx" in sr.get_contexts()
+
+
+def test_a_context_in_import_mode(app: TestClient) -> None:
+    """Migration into a context: IMPORT on ``:.src:`` while the default context is in use."""
+    app.post("/subjects/local-value/versions", json={"schema": '"int"'})
+    assert app.put("/mode/:.src:", json={"mode": "IMPORT"}).json() == {"mode": "IMPORT"}
+    imported = {"schema": '"string"', "id": 5}
+    assert app.post("/subjects/:.src:orders-value/versions", json=imported).json() == {"id": 5}
+    assert app.get("/mode/:.src:orders-value?defaultToGlobal=true").json() == {"mode": "IMPORT"}
+    # The default context is still READWRITE; the imported context refuses plain writes.
+    assert app.post("/subjects/local-value/versions", json={"schema": '"int"'}).json() == {"id": 1}
+    refused = app.post("/subjects/:.src:orders-value/versions", json={"schema": '"long"'})
+    assert refused.json()["error_code"] == 42205
+    # A context with subjects needs force, as the registry does.
+    app.post("/subjects/:.busy:s/versions", json={"schema": '"int"'})
+    answer = app.put("/mode/:.busy:", json={"mode": "IMPORT"})
+    assert (answer.status_code, answer.json()["error_code"]) == (422, 42205)
+    # A context's compatibility level applies to its subjects.
+    app.put("/config/:.src:", json={"compatibility": "NONE"})
+    assert app.get("/config/:.src:orders-value?defaultToGlobal=true").json() == {
+        "compatibilityLevel": "NONE"
+    }
