@@ -102,6 +102,8 @@ from sluice.broker.server.sasl_session import SASL_API_KEYS
 from sluice.broker.server.shutdown_guard import ShutdownGuard, best_effort_flush
 from sluice.broker.server.topic_admin import TopicAdmin
 from sluice.broker.server.transaction_host import build_coordinator
+from sluice.broker.share.share_coordinator import ShareCoordinator
+from sluice.broker.share.share_state_store import ShareStateStore
 from sluice.broker.transactions.transaction_log import TOPIC as TRANSACTION_STATE_TOPIC
 from sluice.common.topic_partition import TopicPartition
 
@@ -197,6 +199,8 @@ class Broker:
             functools.partial(build_coordinator, self),
             lambda: self.cluster.get(TRANSACTION_STATE_TOPIC) is not None,
         )
+        # Share groups (KIP-932): membership, in-flight records and their durable state.
+        self.share = ShareCoordinator(ShareStateStore(config.log_dirs[0]))
         # The SASL APIs are the connection's (see connection.py); listed here so that
         # ApiVersions advertises them, and answered ILLEGAL_SASL_STATE on other listeners.
         self.handlers: dict[int, Handler] = dict(HANDLERS)

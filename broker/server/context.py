@@ -29,6 +29,8 @@ What it offers:
   (everything allowed); handlers ask it through ``sluice.broker.server.authorization``.
 * ``scram_credentials``: the SCRAM credential store (ZooKeeper's ``/config/users`` in cluster
   mode, ``sluice-users.json`` in the first log dir standalone).
+* ``share``: share groups (KIP-932): their members, in-flight records and durable state
+  (:class:`~sluice.broker.share.share_coordinator.ShareCoordinator`).
 * ``transactions``: the broker's transaction coordinator, built on first use
   (:class:`~sluice.broker.server.lazy_transaction_coordinator.LazyTransactionCoordinator`).
 
@@ -63,6 +65,7 @@ from sluice.broker.server.lazy_transaction_coordinator import LazyTransactionCoo
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
 from sluice.broker.server.topic_admin import TopicAdmin
+from sluice.broker.share.share_coordinator import ShareCoordinator
 
 T = TypeVar("T")
 
@@ -134,6 +137,9 @@ class BrokerContext(Protocol):
 
     @property
     def transactions(self) -> LazyTransactionCoordinator: ...
+
+    @property
+    def share(self) -> ShareCoordinator: ...
 
     @property
     def dynamic_config(self) -> DynamicBrokerConfig: ...
