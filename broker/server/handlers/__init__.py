@@ -33,6 +33,8 @@ from sluice.broker.server.handlers import (
     partition_admin,
     produce,
     security,
+    share_fetch,
+    share_groups,
     topics,
     transactions,
 )
@@ -77,6 +79,11 @@ HANDLERS: dict[int, Handler] = {
     # SaslHandshake and SaslAuthenticate are the connection's (connection.py), not a handler's.
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.handle_alter_user_scram_credentials,
+    # Share groups (KIP-932).
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.handle_share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
+    ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
     # Until ApiKey lists them: the keys from Kafka's message definitions.
     DESCRIBE_ACLS: acls.handle_describe_acls,
     CREATE_ACLS: acls.handle_create_acls,
