@@ -36,6 +36,15 @@ Spark Python workers are sampled during the load and the profile's top lines bec
 the system ``profile`` (unit ``%``: share of the workers' samples, own time);
 ``SLUICE_BENCH_PROFILE=<file>`` also keeps py-spy's raw samples there (for a flame graph). The
 machine's load average at the start of each run is a note (the machine is shared).
+
+**Shapes** (experiment ``nightly_load_shapes``, local mode, the same session after the main
+measurement): the same ``SHAPE_ROWS`` rows as one topic of 8 partitions (narrow) and as
+``WIDE_TOPICS`` topics of 4 partitions (wide: 800 partitions of 100 rows), each loaded into a
+fresh table. The load packs small ranges into tasks (``rowsPerTask``) and writes one file per
+topic and date per task, so the wide shape should cost about what the narrow one does: the rows
+are each shape's read+write and whole-load seconds, its Parquet file count, and the ratio
+wide / narrow of the whole load (the goal: at most 1.5, with at most one file per topic and
+date).
 """
 
 from __future__ import annotations
@@ -67,6 +76,9 @@ WORKER_MEMORY = "1g"  # what each worker offers executors
 EXECUTOR_MEMORY = "768m"  # a 128 MB Parquet row group buffered per task fits with room to spare
 CLUSTER_TIMEOUT = 1800.0  # the cluster driver's whole run (full: 10 M rows twice)
 PROFILE = "profile"  # the system of the profile's rows
+SHAPE_ROWS = 80_000
+WIDE_TOPICS = 200
+WIDE_PARTITIONS = 4
 
 
 def produce_incompressible(bootstrap: str, topic: str, count: int) -> None:
@@ -293,15 +305,81 @@ def run(results: Results, quick: bool) -> None:
                      "start of the local[2] run")  # fmt: skip
         spark = build_spark(config)
         figures = measure(spark, config, count, local, profile)
+        record(results, count, figures)
+        run_shapes(results, spark, broker.bootstrap, work)
         spark.stop()  # the cluster run's driver is a process of its own
         spark = None
-        record(results, count, figures)
         run_cluster(results, broker.bootstrap, count, work)
     finally:
         if spark is not None:
             spark.stop()
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _produce_spread(bootstrap: str, partitions: list[tuple[str, int]], count: int) -> None:
+    """``count`` ``VALUE_BYTES`` values spread round-robin over ``partitions``."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20})
+    pad = os.urandom(VALUE_BYTES - 8)
+    for i in range(count):
+        topic, partition = partitions[i % len(partitions)]
+        while True:
+            try:
+                producer.produce(topic, i.to_bytes(8, "big") + pad, partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise RuntimeError("shapes: messages left undelivered")
+
+
+def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict[str, Any]:
+    """The narrow and the wide shape of ``SHAPE_ROWS`` rows (module doc); returns the figures."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    from sluice.pipeline.load.run import LoadConfig, run_load
+
+    shapes = {
+        "narrow": [("shape_narrow", PARTITIONS)],
+        "wide": [(f"shape_wide_{i:03d}", WIDE_PARTITIONS) for i in range(WIDE_TOPICS)],
+    }
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic(t, n, 1) for shape in shapes.values() for t, n in shape]
+    for future in admin.create_topics(topics).values():
+        future.result(timeout=60)
+    del admin
+    figures: dict[str, Any] = {}
+    for name, shape in shapes.items():
+        _produce_spread(bootstrap, [(t, p) for t, n in shape for p in range(n)], SHAPE_ROWS)
+        out = work / f"shape-{name}"
+        config = LoadConfig(
+            bootstrap_servers=bootstrap, topics=tuple(t for t, _ in shape),
+            warehouse=f"file://{out}",
+        )  # fmt: skip
+        started = time.perf_counter()
+        report = run_load(config, spark, progress=lambda _m: None)
+        seconds = time.perf_counter() - started
+        if report.total_rows != SHAPE_ROWS:
+            raise RuntimeError(f"shape {name}: {report.total_rows} rows, expected {SHAPE_ROWS}")
+        files = len(list((out / "events").rglob("topic=*/date=*/*.parquet")))
+        partitions = sum(n for _, n in shape)
+        label = f"{len(shape)} topics x {shape[0][1]} partitions"
+        figures[name] = {"seconds": seconds, "files": files, "phases": dict(report.phases)}
+        results.add("nightly_load_shapes", f"sluice {name}", f"{SHAPE_ROWS:,} rows, {label}",
+                    seconds, "s")  # fmt: skip
+        results.add("nightly_load_shapes", f"sluice {name}", "phase read+write",
+                    report.phases.get("read+write", 0.0), "s")  # fmt: skip
+        results.add("nightly_load_shapes", f"sluice {name}", "phase plan",
+                    report.phases.get("plan", 0.0), "s")  # fmt: skip
+        results.add("nightly_load_shapes", f"sluice {name}",
+                    f"parquet files ({partitions} partitions)", files, "files")  # fmt: skip
+    ratio = figures["wide"]["seconds"] / figures["narrow"]["seconds"]
+    results.add("nightly_load_shapes", "sluice wide/narrow", "whole load", ratio, "ratio")
+    return figures
 
 
 def run_cluster(results: Results, bootstrap: str, count: int, work: Path) -> None:

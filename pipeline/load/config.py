@@ -158,6 +158,13 @@ CONFIG_DEF = (
         doc="No Spark split larger than this many offsets.",
     )
     .define(
+        "rowsPerTask", Type.INT, 100_000, POSITIVE,
+        doc="Small ranges are packed into Spark tasks of about this many offsets (as Camus "
+        "and Gobblin pack work units), each task writing one file per topic and date; fewer "
+        "when needed to give every core of the application work, or to honour minPartitions "
+        "and maxRecordsPerPartition.",
+    )
+    .define(
         "stallTimeoutMs", Type.INT, 300_000, POSITIVE,
         doc="The load's deadline for progress: when no split finishes for this long and a "
         "broker does not answer, the run is cancelled, names the brokers it could not reach "
@@ -263,6 +270,7 @@ class LoadConfig:
     subscribe_pattern: SubscribePattern | None = None  # instead of topics
     starting_offsets: OffsetSpec = "earliest"  # for partitions the table has never seen
     starting_timestamp: int | None = None  # wins over starting_offsets
+    rows_per_task: int = 100_000
     stall_timeout_ms: int = 300_000
     poll_timeout_ms: int = 120_000
     allow_missing_topics: bool = False
@@ -343,6 +351,7 @@ class LoadConfig:
             min_partitions=get("minPartitions"),
             max_records_per_partition=get("maxRecordsPerPartition"),
             spark_master=get("spark.master"),
+            rows_per_task=get("rowsPerTask"),
             stall_timeout_ms=get("stallTimeoutMs"),
             poll_timeout_ms=get("kafkaConsumer.pollTimeoutMs"),
             allow_missing_topics=get("allowMissingTopics"),

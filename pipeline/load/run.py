@@ -14,8 +14,10 @@ on Spark. One run:
    offsets throughout (``ranges.resume_ranges``): the ranges planned here are the ranges read
    and recorded.
 2. **read+write** — the paper's own design, Camus-style: Spark schedules the planned
-   ranges, cut into splits by ``minPartitions`` / ``maxRecordsPerPartition``, as an RDD of one
-   split per task; each task fetches its split with the source's split reader and writes its
+   ranges, cut into splits by ``minPartitions`` / ``maxRecordsPerPartition`` and small ones
+   packed into tasks of about ``rowsPerTask`` offsets (``ranges.pack_splits``, as Camus and
+   Gobblin pack work units), as an RDD of one packed task per partition; each task fetches its
+   splits with the source's split reader and writes its
    Parquet files itself with pyarrow, into the run's staging directory
    (``sluice.pipeline.table.commit``) in the table's ``topic=<t>/date=<yyyy-mm-dd>`` layout
    (``date``: the UTC date of the record timestamp), and returns its range, rows, bytes, lost
@@ -115,6 +117,7 @@ from sluice.pipeline.source.ranges import (
     LogBounds,
     OffsetRange,
     Resolution,
+    pack_splits,
     resume_ranges,
     split_ranges,
 )
@@ -332,6 +335,7 @@ def _read_and_write(
         min_partitions=config.min_partitions,
         max_records_per_partition=config.max_records_per_partition,
     )
+    tasks = _pack(config, splits, int(spark.sparkContext.defaultParallelism))
     task = SplitWriter(
         staging_uri=uri,
         consumer=consumer,
@@ -345,15 +349,15 @@ def _read_and_write(
     group = f"sluice-load-{report.run_id}"
     context = spark.sparkContext
     context.setJobGroup(group, f"sluice load {report.run_id}: read+write")
-    progress = watch(group, len(splits))
+    progress = watch(group, len(tasks))
     progress.configure_stall(
-        config.stall_timeout_ms / 1000, lambda waiting: _stalled(config, consumer, splits, waiting)
+        config.stall_timeout_ms / 1000, lambda waiting: _stalled(config, consumer, tasks, waiting)
     )
     progress.start()
     finished = False
     try:
         outcomes: list[SplitResult] = (
-            context.parallelize(splits, len(splits)).mapPartitions(task).collect()
+            context.parallelize(tasks, len(tasks)).mapPartitions(task).collect()
         )
         finished = True
     except Exception as exc:
@@ -367,10 +371,26 @@ def _read_and_write(
     return outcomes
 
 
+def _pack(
+    config: LoadConfig, splits: Sequence[OffsetRange], parallelism: int
+) -> list[list[OffsetRange]]:
+    """The splits packed into tasks (``ranges.pack_splits``) of about ``rowsPerTask`` offsets,
+    fewer so that every core gets work, no more than ``maxRecordsPerPartition``; one split per
+    task when packing would leave fewer tasks than ``minPartitions`` asks for."""
+    total = sum(s.count for s in splits)
+    target = min(config.rows_per_task, -(-total // max(parallelism, config.min_partitions or 1, 1)))
+    if config.max_records_per_partition is not None:
+        target = min(target, config.max_records_per_partition)
+    tasks = pack_splits(splits, max(target, 1))
+    if len(tasks) < min(config.min_partitions or 0, len(splits)):
+        return [[s] for s in splits]
+    return tasks
+
+
 def _stalled(
     config: LoadConfig,
     consumer: Mapping[str, Any],
-    splits: Sequence[OffsetRange],
+    tasks: Sequence[Sequence[OffsetRange]],
     waiting: Sequence[int],
 ) -> str | None:
     """Why a read+write with no split finished for ``stallTimeoutMs`` must stop, or ``None``
@@ -382,7 +402,7 @@ def _stalled(
         return None
     except MetadataError as exc:
         failed = str(exc).partition("brokers not answering: ")[2]
-    names = [splits[i].name() for i in waiting if i < len(splits)]
+    names = [s.name() for i in waiting if i < len(tasks) for s in tasks[i]]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return (
         f"read+write: expected a split to finish within stallTimeoutMs="

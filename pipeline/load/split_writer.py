@@ -1,8 +1,8 @@
 """Executor side of the nightly load: fetch one split and write its Parquet files directly.
 
-The paper's own design (Camus-style): Spark schedules the planned splits as an RDD, one task per
-split (``sc.parallelize(splits, len(splits)).mapPartitions(SplitWriter(...))``); each task
-fetches its ``[start, end)`` with the source's split reader
+The paper's own design (Camus-style): Spark schedules the planned splits as an RDD, one task
+per packed group of splits (``sc.parallelize(tasks, len(tasks)).mapPartitions(SplitWriter(...))``);
+each task fetches each split's ``[start, end)`` with the source's split reader
 (``sluice.pipeline.source.split_reader.read_split``), writes the records as Parquet with
 ``pyarrow`` straight into the run's staging directory through ``pyarrow.fs``, and returns the
 split's ``SplitResult`` — its range, the rows fetched and undecodable, the bytes, the lost
@@ -11,9 +11,22 @@ the task the rest, in the same object — to the driver through Spark's task res
 (``collect()``). Nothing crosses into the JVM but that small result: no Arrow hand-off
 to Spark's Parquet writer.
 
+Packed tasks
+============
+A task may hold several splits (``sluice.pipeline.source.ranges.pack_splits``: small ranges of
+many topics packed to about ``rowsPerTask`` rows, as Camus and Gobblin pack work units). It
+reads them all at once with one consumer (``sluice.pipeline.source.packed_reader``) and
+writes **one file per (topic, date)** however many of the topic's partitions it read, so 200
+topics × 4 partitions of a hundred rows each make about 200 files, not 800, and a handful of
+tasks, not 800.
+Each split still has its own ``SplitResult`` (its range and figures), naming the files its
+rows went to; a file shared by several splits is named by each of them (the verify phase
+counts rows per partition from the files' ``partition`` column, so it needs no more).
+
 Files
 =====
-One data file per (split, date), in the table's layout (``sluice.pipeline.table.commit``)::
+One data file per (task, topic, date), in the table's layout
+(``sluice.pipeline.table.commit``), named after the first split of that topic in the task::
 
     topic=<topic>/date=<yyyy-mm-dd>/part-<topic>-<partition>-<start>-<end>.parquet
     _errors/part-<topic>-<partition>-<start>-<end>.parquet      (typed loads: undecodable rows)
@@ -59,6 +72,7 @@ from sluice.pipeline.source.avro_columns import (
     write_error_file,
 )
 from sluice.pipeline.source.options import AvroOptions
+from sluice.pipeline.source.packed_reader import read_splits
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult, read_split
 from sluice.pipeline.table.manifest import ERRORS_DIR
@@ -174,100 +188,149 @@ class SplitWriter:
     # read that may finish first. Bounded: if no kill comes, the task carries on.
     hold_after_first_batch_s: float = 0.0
 
-    def __call__(self, splits: Iterable[OffsetRange]) -> Iterator[SplitResult]:
-        for split in splits:
-            yield self.write(split)
+    def __call__(
+        self, tasks: Iterable[OffsetRange | Sequence[OffsetRange]]
+    ) -> Iterator[SplitResult]:
+        for task in tasks:
+            yield from self.write_task([task] if isinstance(task, OffsetRange) else list(task))
 
     def write(self, split: OffsetRange) -> SplitResult:
         """Fetch ``split`` and write its files; see the module doc."""
+        [result] = self.write_task([split])
+        return result
+
+    def write_task(self, splits: Sequence[OffsetRange]) -> list[SplitResult]:
+        """Fetch the splits of one packed task with one consumer, all at once
+        (``packed_reader.read_splits``; one split: ``read_split``), and write them into one
+        file per (topic, date) and one error file per topic; one result per split, each
+        naming the files its rows went to."""
         began = time.monotonic()
         fs, root = pafs.FileSystem.from_uri(self.staging_uri)
-        result = SplitResult(split)
-        batches: Iterator[pa.RecordBatch] = read_split(
-            split,
-            self.consumer,
-            fail_on_data_loss=self.fail_on_data_loss,
-            include_headers=self.include_headers,
-            batch_rows=self.batch_rows,
-            poll_timeout_s=self.poll_timeout_s,
-            result=result,
-        )
-        decoder = None
-        errors: list[pa.RecordBatch] = []
-        if self.avro is not None:
-            options, reader, layout = self.avro
-            decoder = AvroBatchDecoder(
-                options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
-            )
+        # Files are named after the first split of their topic in the task: a retried task
+        # (the same splits) replaces its own files.
+        names: dict[str, str] = {}
+        for split in splits:
+            names.setdefault(split.topic, file_name(split))
+        decoders: dict[str, AvroBatchDecoder] = {}  # per topic: its schema ids
         files: dict[str, _DateFile] = {}
+        errors: dict[str, list[pa.RecordBatch]] = {}
+        results = [SplitResult(split) for split in splits]
+        touched: list[set[str]] = [set() for _ in splits]
         hold = self.hold_after_first_batch_s
         try:
-            for raw in batches:
-                batch = raw
-                if decoder is not None:
-                    batch, bad = decoder.decode(raw)
+            for index, raw in self._batches(splits, results):
+                split, batch = splits[index], raw
+                if self.avro is not None:
+                    batch, bad = self._decoder(decoders, split.topic).decode(raw)
                     if bad.num_rows:
-                        errors.append(bad)
+                        errors.setdefault(split.topic, []).append(bad)
+                        results[index].errors += bad.num_rows
+                        touched[index].add(posixpath.join(ERRORS_DIR, names[split.topic]))
                 if batch.num_rows:
-                    self._route(fs, root, split, batch, files)
+                    touched[index].update(self._route(fs, root, names[split.topic], batch, files))
                     if hold:
                         time.sleep(hold)
                         hold = 0.0
-            for relative, file in sorted(files.items()):
-                result.files.append((relative, file.close(), file.rows))
+            written = {relative: (file.close(), file.rows) for relative, file in files.items()}
         except BaseException:
             for file in files.values():
                 with contextlib.suppress(OSError):
                     file.discard()
             raise
-        if errors:
+        for topic, batches in sorted(errors.items()):
             assert self.avro is not None and self.avro[0].error_path is not None
-            write_error_file(self.avro[0].error_path, file_name(split), errors)
-            relative = posixpath.join(ERRORS_DIR, file_name(split))
+            write_error_file(self.avro[0].error_path, names[topic], batches)
+            relative = posixpath.join(ERRORS_DIR, names[topic])
             size = int(fs.get_file_info(posixpath.join(root, relative)).size)
-            result.files.append((relative, size, sum(b.num_rows for b in errors)))
-        if decoder is not None:
-            result.errors = decoder.stats.errors
-            result.schema_ids = sorted(decoder.stats.schema_ids)
-        result.seconds = time.monotonic() - began  # the whole task's, files included
-        return result
+            written[relative] = (size, sum(b.num_rows for b in batches))
+        seconds = time.monotonic() - began
+        total = max(sum(r.rows for r in results), 1)
+        for result, where in zip(results, touched, strict=True):
+            result.files = [(r, *written[r]) for r in sorted(where)]
+            if result.split.topic in decoders:
+                result.schema_ids = sorted(decoders[result.split.topic].stats.schema_ids)
+            # The whole task's time, files included, shared by its splits by their rows.
+            result.seconds = seconds * result.rows / total
+        return results
+
+    def _batches(
+        self, splits: Sequence[OffsetRange], results: Sequence[SplitResult]
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        if len(splits) == 1:
+            for batch in read_split(
+                splits[0],
+                self.consumer,
+                fail_on_data_loss=self.fail_on_data_loss,
+                include_headers=self.include_headers,
+                batch_rows=self.batch_rows,
+                poll_timeout_s=self.poll_timeout_s,
+                result=results[0],
+            ):
+                yield 0, batch
+        else:
+            yield from read_splits(
+                splits,
+                self.consumer,
+                results,
+                fail_on_data_loss=self.fail_on_data_loss,
+                include_headers=self.include_headers,
+                batch_rows=self.batch_rows,
+                poll_timeout_s=self.poll_timeout_s,
+            )
+
+    def _decoder(self, decoders: dict[str, AvroBatchDecoder], topic: str) -> AvroBatchDecoder:
+        decoder = decoders.get(topic)
+        if decoder is None:
+            assert self.avro is not None
+            options, reader, layout = self.avro
+            decoder = decoders[topic] = AvroBatchDecoder(
+                options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
+            )
+        return decoder
 
     def _route(
         self,
         fs: pafs.FileSystem,
         root: str,
-        split: OffsetRange,
+        name: str,
         batch: pa.RecordBatch,
         files: dict[str, _DateFile],
-    ) -> None:
-        """Append ``batch`` (without its ``topic`` column) to its date's file(s)."""
+    ) -> list[str]:
+        """Append ``batch`` (without its ``topic`` column) to its date's file(s), named
+        ``name`` under ``topic=<t>/date=<d>/``; return their relative paths."""
+        topic = batch.column("topic")[0].as_py()
         days = pc.cast(batch.column(self.timestamp), pa.date32())
         data = batch.drop_columns(["topic"])
         low, high = pc.min_max(days).values()
         if low == high:
-            self._file(fs, root, split, low.as_py(), data.schema, files).add(data)
-            return
+            return [self._file(fs, root, topic, name, low.as_py(), data.schema, files, data)]
+        paths = []
         for day in pc.unique(days).to_pylist():
             mask = pc.is_null(days) if day is None else pc.equal(days, pa.scalar(day, pa.date32()))
             part = data.filter(mask)
-            self._file(fs, root, split, day, data.schema, files).add(part)
+            paths.append(self._file(fs, root, topic, name, day, data.schema, files, part))
+        return paths
 
     def _file(
         self,
         fs: pafs.FileSystem,
         root: str,
-        split: OffsetRange,
+        topic: str,
+        name: str,
         day: dt.date | None,
         schema: pa.Schema,
         files: dict[str, _DateFile],
-    ) -> _DateFile:
+        batch: pa.RecordBatch,
+    ) -> str:
+        """Add ``batch`` to the file of (``topic``, ``day``), opened on first use."""
         date = "__HIVE_DEFAULT_PARTITION__" if day is None else day.isoformat()
-        relative = f"topic={split.topic}/date={date}/{file_name(split)}"
+        relative = f"topic={topic}/date={date}/{name}"
         file = files.get(relative)
         if file is None:
             final = posixpath.join(root, relative)
             file = files[relative] = _DateFile(fs, final, schema, self.row_group_rows)
-        return file
+        file.add(batch)
+        return relative
 
 
 def rows_by_partition(results: Sequence[SplitResult]) -> dict[tuple[str, int], int]:

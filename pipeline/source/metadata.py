@@ -3,7 +3,8 @@
 ``KafkaMetadata`` wraps one confluent-kafka ``Consumer`` (never subscribed, never committing)
 for the two questions offset planning asks: ``partitions_per_topic()`` (a Metadata request;
 internal ``__``-topics are left out, as Kafka's pattern subscription does) and ``bounds()``
-(ListOffsets earliest/latest per partition: ``LogBounds(log_start, log_end)``);
+(ListOffsets earliest/latest, batched: one request per partition leader and bound, not one
+round trip per partition: ``LogBounds(log_start, log_end)``);
 ``assigned_bounds(strategy)`` asks both for the partitions a consumer strategy assigns;
 ``offsets_for_times()`` (ListOffsets by timestamp) gives each partition's first offset whose
 record timestamp is at least the one asked for, ``None`` when no record is that late.
@@ -54,6 +55,10 @@ __all__ = ["KafkaMetadata", "MetadataError", "SourceAuthenticationError"]
 log = logging.getLogger("sluice.source")
 
 _T = TypeVar("_T")
+
+# ListOffsets' special timestamps.
+_EARLIEST = -2
+_LATEST = -1
 
 
 class MetadataError(RuntimeError):
@@ -157,8 +162,9 @@ class KafkaMetadata:
         }
 
     def bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LogBounds]:
-        """``LogBounds`` of each partition (one ListOffsets round trip per partition): log start
-        and, under ``read_committed``, the LSO as log end (else the high watermark)."""
+        """``LogBounds`` of each partition (two batched ListOffsets lookups, one request per
+        leader each): log start and, under ``read_committed``, the LSO as log end (else the
+        high watermark)."""
         wanted = list(partitions)
         return self._retried("a log bounds request", lambda: self._bounds(wanted))
 
@@ -194,20 +200,36 @@ class KafkaMetadata:
         return result
 
     def _bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LogBounds]:
-        result: dict[TopicPartition, LogBounds] = {}
-        for tp in partitions:
-            try:
-                # cached=False: ListOffsets now, with the consumer's isolation level.
-                low, high = self._consumer.get_watermark_offsets(
-                    KafkaTopicPartition(tp.topic, tp.partition),
-                    timeout=self.timeout_s,
-                    cached=False,
-                )
-            except KafkaException as exc:
+        # Two batched ListOffsets lookups (timestamp -2: earliest, -1: latest), which
+        # librdkafka sends as one request per partition leader each, not one round trip per
+        # partition and bound (get_watermark_offsets). The handle's isolation level goes into
+        # every ListOffsets request, so "latest" is the LSO under read_committed.
+        wanted = list(partitions)
+        if not wanted:
+            return {}
+        starts = self._list_offsets(wanted, _EARLIEST, "log start")
+        ends = self._list_offsets(wanted, _LATEST, "log end")
+        return {tp: LogBounds(starts[tp], ends[tp]) for tp in wanted}
+
+    def _list_offsets(
+        self, partitions: list[TopicPartition], which: int, what: str
+    ) -> dict[TopicPartition, int]:
+        request = [KafkaTopicPartition(tp.topic, tp.partition, which) for tp in partitions]
+        try:
+            answer = self._consumer.offsets_for_times(request, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise MetadataError(
+                f"{len(partitions)} partitions: expected their {what} offsets, found {exc}"
+            ) from None
+        result: dict[TopicPartition, int] = {}
+        for found in answer:
+            tp = TopicPartition(found.topic, found.partition)
+            if found.error is not None or found.offset < 0:
                 raise MetadataError(
-                    f"{tp.topic}-{tp.partition}: expected log start and end offsets, found {exc}"
-                ) from None
-            result[tp] = LogBounds(low, high)
+                    f"{tp.topic}-{tp.partition}: expected its {what} offset, found "
+                    f"{found.error or found.offset}"
+                )
+            result[tp] = found.offset
         return result
 
     def assigned_bounds(

@@ -74,6 +74,7 @@ __all__ = [
     "PartitionMismatchError",
     "Resolution",
     "UnknownPartitionError",
+    "pack_splits",
     "resolve_ranges",
     "resume_ranges",
     "split_ranges",
@@ -454,3 +455,36 @@ def split_ranges(
         index = max(range(len(result)), key=lambda i: (result[i].count, -i))
         result[index : index + 1] = _divide(result[index], 2)
     return result
+
+
+# --------------------------------------------------------------------------------------------
+# Packing (Camus's and Gobblin's work units)
+# --------------------------------------------------------------------------------------------
+
+
+def pack_splits(splits: Sequence[OffsetRange], rows_per_task: int) -> list[list[OffsetRange]]:
+    """Group ``splits`` into tasks of about ``rows_per_task`` offsets each, in order.
+
+    Camus and Gobblin pack the small partitions of many topics into one work unit so that the
+    cost of a task (a process, a consumer, a file) is paid per batch of rows, not per
+    partition. Greedy, in the given order (the plan's: by topic, then partition): a task takes
+    the next split while it holds fewer than ``rows_per_task`` offsets and the split fits; a
+    split at least that large is a task of its own. Every split is in exactly one task, in
+    order; no task is empty.
+    """
+    if rows_per_task <= 0:
+        raise InvalidPositiveIntegerError(
+            f"rowsPerTask: expected a positive integer, found {rows_per_task}"
+        )
+    tasks: list[list[OffsetRange]] = []
+    current: list[OffsetRange] = []
+    rows = 0
+    for split in splits:
+        if current and rows + split.count > rows_per_task:
+            tasks.append(current)
+            current, rows = [], 0
+        current.append(split)
+        rows += split.count
+    if current:
+        tasks.append(current)
+    return tasks

@@ -89,6 +89,7 @@ __all__ = [
     "SPARK_SCHEMA_DDL",
     "SPARK_SCHEMA_DDL_NO_HEADERS",
     "DataLossError",
+    "SplitConsumer",
     "SplitResult",
     "SplitTimeoutError",
     "consumer_config",
@@ -382,21 +383,24 @@ def read_split(
     batch_rows: int = 4096,
     poll_timeout_s: float = 120.0,
     result: SplitResult | None = None,
+    reader: SplitConsumer | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``[split.start, split.end)`` as RecordBatches; see the module doc.
 
     ``result`` (optional, for ``split``) is updated with rows, bytes, lost offsets and seconds
-    as batches go out, and is complete when the iterator is exhausted.
+    as batches go out, and is complete when the iterator is exhausted. ``reader`` (optional)
+    is a consumer to reuse, for a task that reads several splits one after another (the
+    nightly load's packed tasks): ``read_split`` assigns it ``split`` and leaves it open;
+    without it a consumer is made and closed here.
     """
     result = result if result is not None else SplitResult(split)
     if split.start >= split.end:
         return
     began = time.monotonic()
     builder = _BatchBuilder(split.topic, split.partition, include_headers)
-    # librdkafka's connection failures are counted, not streamed to the worker's stderr
-    # (thousands of lines while a broker is down); the timeout names the brokers.
-    failures = BrokerFailures()
-    consumer = Consumer(failures.settings(config))
+    own = reader is None
+    reader = SplitConsumer(config) if reader is None else reader
+    consumer, failures = reader.consumer, reader.failures
     cursor = _Cursor(
         split, consumer, isolation_level(config) == READ_COMMITTED, fail_on_data_loss, result
     )
@@ -434,12 +438,14 @@ def read_split(
             if not any([m.error() for m in messages]):
                 first: int = messages[0].offset() or 0  # set on records
                 last: int = messages[-1].offset() or 0
-                if first >= cursor.position and last < split.end:
+                if first >= cursor.position and last < split.end and reader.only(messages, split):
                     builder.messages.extend(messages)
                     cursor.position = last + 1
                     yield from emit()
                     continue
             for message in messages:
+                if not reader.ours(message, split):
+                    continue  # a reused consumer's previous split, fetched before reassign
                 error = message.error()
                 if error is not None:
                     cursor.event(error, message)
@@ -459,8 +465,43 @@ def read_split(
             yield from emit()
         yield from emit()
     finally:
-        consumer.close()
+        if own:
+            reader.close()
         result.seconds = time.monotonic() - began
+
+
+class SplitConsumer:
+    """One confluent-kafka ``Consumer`` and its ``BrokerFailures``, for one or more splits read
+    one after another in one task (one thread). librdkafka's connection failures are counted,
+    not streamed to the worker's stderr (thousands of lines while a broker is down); a split's
+    timeout names the brokers. ``assign`` of the next split replaces the previous one; records
+    of the previous partition already fetched are dropped by ``ours``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.failures = BrokerFailures()
+        self._config = config
+        self._consumer: Consumer | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        """The consumer, made on first use (a task with nothing to read makes none)."""
+        if self._consumer is None:
+            self._consumer = Consumer(self.failures.settings(self._config))
+        return self._consumer
+
+    @staticmethod
+    def ours(message: Any, split: OffsetRange) -> bool:
+        return bool(message.partition() == split.partition and message.topic() == split.topic)
+
+    @staticmethod
+    def only(messages: list[Any], split: OffsetRange) -> bool:
+        """Whether a chunk is all ``split``'s: its first and last are (a partition's records
+        come in order and a chunk of one fetch does not interleave a reassignment)."""
+        return SplitConsumer.ours(messages[0], split) and SplitConsumer.ours(messages[-1], split)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
 
 
 def _answered(message: Any) -> bool:

@@ -33,8 +33,9 @@ def model_batch(split: OffsetRange, offsets: range, micros: list[int]) -> pa.Rec
 
 @pytest.fixture
 def fake_reader(monkeypatch: pytest.MonkeyPatch) -> dict[OffsetRange, list[int]]:
-    """``read_split`` replaced: yields a split's offsets in batches of 7 with the timestamps
-    registered for it (µs), and fills in the result as the reader does."""
+    """``read_split`` (and the packed ``read_splits``, split by split) replaced: yields a
+    split's offsets in batches of 7 with the timestamps registered for it (µs), and fills in
+    the result as the reader does."""
     stamps: dict[OffsetRange, list[int]] = {}
 
     def read_split(split: OffsetRange, _config: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
@@ -47,5 +48,14 @@ def fake_reader(monkeypatch: pytest.MonkeyPatch) -> dict[OffsetRange, list[int]]
             result.bytes += sum(len(f"v{o}") for o in offsets)
             yield batch
 
+    def read_splits(
+        splits: list[OffsetRange], config: Any, results: list[SplitResult], **kwargs: Any
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        # The packed reader's contract: (index, batch), each split's batches in order.
+        for index, split in enumerate(splits):
+            for batch in read_split(split, config, **{**kwargs, "result": results[index]}):
+                yield index, batch
+
     monkeypatch.setattr(split_writer, "read_split", read_split)
+    monkeypatch.setattr(split_writer, "read_splits", read_splits)
     return stamps

@@ -111,7 +111,7 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
         "valueFormat", "schema.registry.url", "valueSchemaSubject", "valueSchemaVersion",
         "valueSchemaId", "valueColumns", "onDecodeError", "stallTimeoutMs",
         "kafkaConsumer.pollTimeoutMs", "allowMissingTopics", "subscribePattern",
-        "startingOffsets", "startingTimestamp",
+        "startingOffsets", "startingTimestamp", "rowsPerTask",
     }  # fmt: skip
     assert CONFIG_DEF.prefixes == ("kafka.", "spark.")
     config = LoadConfig.from_properties(BASE)

@@ -117,3 +117,34 @@ def test_the_task_and_its_results_travel_through_spark(
     assert second.bytes == sum(len(f"v{o}") for o in range(10, 25))
     assert second.schema_ids == [] and second.seconds > 0
     assert [p for p, _, _ in second.files] == [f"topic=t/date=1970-01-01/{file_name(splits[1])}"]
+
+
+def test_a_packed_task_writes_one_file_per_topic_and_date(
+    fake_reader: dict[OffsetRange, list[int]], tmp_path: Path
+) -> None:
+    """Eight small splits of two topics in one task: two files (one per topic; one date),
+    eight results, each naming the file its rows went to; the files hold every row once."""
+    splits = [OffsetRange(t, p, 0, 20) for t in ("a", "b") for p in range(4)]
+    for split in splits:
+        fake_reader[split] = [5 * DAY_US] * split.count
+    writer = SplitWriter(f"file://{tmp_path}", {})
+
+    outcomes = list(writer([splits]))  # what mapPartitions hands it: one packed task
+
+    assert [o.split for o in outcomes] == splits
+    files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet"))
+    assert files == [
+        "topic=a/date=1970-01-06/part-a-0-0-20.parquet",
+        "topic=b/date=1970-01-06/part-b-0-0-20.parquet",
+    ]
+    for o in outcomes:
+        assert o.written == 20
+        [(path, size, rows)] = o.files
+        assert path.startswith(f"topic={o.split.topic}/") and rows == 80
+        assert (tmp_path / path).stat().st_size == size
+    rows = duckdb.sql(
+        f"SELECT partition, count(*) FROM read_parquet('{tmp_path}/topic=a/*/*.parquet') "
+        "GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert rows == [(0, 20), (1, 20), (2, 20), (3, 20)]
+    assert rows_by_partition(outcomes)[("b", 3)] == 20

@@ -320,3 +320,20 @@ def test_timestamp_offsets_follow_sparks_read_timestamp_offsets() -> None:
             {a: 0},
             starting=True,
         )
+
+
+# -- packing ------------------------------------------------------------------------------------
+
+
+def test_pack_splits_groups_small_ranges_in_order_and_keeps_large_ones_alone() -> None:
+    from sluice.pipeline.source.ranges import pack_splits
+
+    small = [OffsetRange(f"t{i}", p, 0, 100) for i in range(5) for p in range(4)]
+    big = OffsetRange("big", 0, 0, 1_000)
+    tasks = pack_splits([*small, big], 450)
+    assert [len(t) for t in tasks] == [4, 4, 4, 4, 4, 1]
+    assert [s for t in tasks for s in t] == [*small, big]  # every split once, in order
+    assert all(sum(s.count for s in t) <= 450 for t in tasks[:-1])
+    assert pack_splits([], 10) == []
+    with pytest.raises(InvalidPositiveIntegerError):
+        pack_splits(small, 0)

@@ -1,0 +1,170 @@
+"""Executor side of a packed task: read many small splits at once with one consumer.
+
+The nightly load packs the small ranges of many topics into one task
+(``sluice.pipeline.source.ranges.pack_splits``). Reading them one after another costs a fetch
+round trip per split (and, with one outstanding Fetch per broker in librdkafka, up to
+``fetch.wait.max.ms`` each while the previous partition's long poll waits on an empty log):
+800 splits of 100 records took minutes. ``read_splits`` instead assigns the first split of every
+partition of the task to one consumer at once, so each Fetch carries all of them, and routes
+each record to its split by (topic, partition). The rules of one split are the split reader's
+(``sluice.pipeline.source.split_reader``, "How the range is bounded"): ``_Cursor`` moves each
+split's position on records and events exactly as there. A second split of the same partition
+(a range cut by ``maxRecordsPerPartition`` whose pieces were packed together) waits for the next
+round, in order. A split that meets an out-of-range error (data loss: it must be re-assigned
+from another offset, which would replace the whole assignment) leaves the round and is finished
+alone by ``read_split`` from where its cursor stood, with the same ``SplitResult``.
+
+Yields ``(index of the split in splits, RecordBatch)``; each split's batches come in offset
+order and its ``SplitResult`` (``results[index]``) is complete when the iterator is exhausted.
+No progress of any split for ``poll_timeout_s`` raises the split reader's timeout for the first
+unfinished split (``BrokersUnreachableError`` when librdkafka could not connect). One thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from sluice.pipeline.source.isolation import READ_COMMITTED, isolation_level
+from sluice.pipeline.source.ranges import OffsetRange
+from sluice.pipeline.source.split_reader import (
+    SplitConsumer,
+    SplitResult,
+    _answered,
+    _BatchBuilder,
+    _Cursor,
+    read_split,
+)
+
+__all__ = ["read_splits"]
+
+_CONSUME_MAX = 10_000
+_RESEEK = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+
+
+def _rounds(splits: Sequence[OffsetRange]) -> list[list[int]]:
+    """Indices of ``splits`` by round: round k holds the k-th split of each partition."""
+    seen: dict[tuple[str, int], int] = {}
+    rounds: list[list[int]] = []
+    for index, split in enumerate(splits):
+        key = (split.topic, split.partition)
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(index)
+    return rounds
+
+
+def read_splits(
+    splits: Sequence[OffsetRange],
+    config: Mapping[str, Any],
+    results: Sequence[SplitResult],
+    *,
+    fail_on_data_loss: bool = True,
+    include_headers: bool = True,
+    batch_rows: int = 4096,
+    poll_timeout_s: float = 120.0,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The records of every split, as ``(index, RecordBatch)``; see the module doc."""
+    reader = SplitConsumer(config)
+    committed = isolation_level(config) == READ_COMMITTED
+    try:
+        for round_ in _rounds(splits):
+            alone: list[tuple[int, _Cursor]] = []
+            yield from _round(
+                reader, splits, results, round_, alone, committed, fail_on_data_loss,
+                include_headers, batch_rows, poll_timeout_s,
+            )  # fmt: skip
+            for index, cursor in alone:  # out of range: finished alone (module doc)
+                rest = OffsetRange(splits[index].topic, splits[index].partition,
+                                   cursor.position, splits[index].end)  # fmt: skip
+                for batch in read_split(
+                    rest, config, fail_on_data_loss=fail_on_data_loss,
+                    include_headers=include_headers, batch_rows=batch_rows,
+                    poll_timeout_s=poll_timeout_s, result=results[index],
+                ):  # fmt: skip
+                    yield index, batch
+    finally:
+        reader.close()
+
+
+def _round(
+    reader: SplitConsumer,
+    splits: Sequence[OffsetRange],
+    results: Sequence[SplitResult],
+    indices: list[int],
+    alone: list[tuple[int, _Cursor]],
+    committed: bool,
+    fail: bool,
+    include_headers: bool,
+    batch_rows: int,
+    poll_timeout_s: float,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    began = time.monotonic()
+    consumer = reader.consumer
+    active = [i for i in indices if splits[i].count > 0]
+    if not active:
+        return
+    cursors = {i: _Cursor(splits[i], consumer, committed, fail, results[i]) for i in active}
+    builders = {
+        i: _BatchBuilder(splits[i].topic, splits[i].partition, include_headers) for i in active
+    }
+    by_key = {(splits[i].topic, splits[i].partition): i for i in active}
+    consumer.assign([TopicPartition(splits[i].topic, splits[i].partition, splits[i].start)
+                     for i in active])  # fmt: skip
+    open_ = set(active)
+
+    def emit(i: int) -> Iterator[tuple[int, pa.RecordBatch]]:
+        builder, done = builders[i], i not in open_
+        while len(builder) >= batch_rows or (done and len(builder)):
+            batch, size = builder.build(batch_rows)
+            results[i].rows += batch.num_rows
+            results[i].bytes += size
+            results[i].seconds = time.monotonic() - began
+            yield i, batch
+
+    last_progress = time.monotonic()
+    while open_:
+        wanted = max(1, min(sum(splits[i].end - cursors[i].position for i in open_), _CONSUME_MAX))
+        messages = consumer.consume(num_messages=wanted, timeout=0.5)
+        if reader.failures.fatal is not None:
+            raise KafkaException(reader.failures.fatal)
+        if any(_answered(m) for m in messages):
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > poll_timeout_s:
+            raise cursors[min(open_)].timeout(poll_timeout_s, reader.failures)
+        touched: set[int] = set()
+        for message in messages:
+            i = by_key.get((str(message.topic()), int(message.partition() or 0)), -1)
+            if i not in open_:
+                continue  # a finished split's partition, or a stray event
+            cursor, split = cursors[i], splits[i]
+            error = message.error()
+            if error is not None:
+                if error.code() in _RESEEK:
+                    open_.discard(i)  # finished alone, from cursor.position
+                    alone.append((i, cursor))
+                    touched.add(i)
+                    continue
+                cursor.event(error, message)
+            else:
+                offset: int = message.offset() or 0
+                if offset < cursor.position:
+                    continue
+                if offset >= split.end:
+                    cursor.position = split.end
+                else:
+                    builders[i].messages.append(message)
+                    cursor.position = offset + 1
+            if cursor.position >= split.end:
+                open_.discard(i)
+            touched.add(i)
+        for i in sorted(touched):
+            yield from emit(i)
+    for i in active:
+        results[i].seconds = time.monotonic() - began
