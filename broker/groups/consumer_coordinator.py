@@ -1,0 +1,380 @@
+"""``ConsumerGroupCoordinator``: the KIP-848 consumer group protocol (``group.protocol=consumer``).
+
+One request drives everything: ConsumerGroupHeartbeat (Kafka's
+``GroupMetadataManager.consumerGroupHeartbeat``). Each heartbeat, in Kafka's order:
+
+1. checks the request (a joining member names its subscription and rebalance timeout; the
+   assignor is one of ``group.consumer.assignors``; a regex compiles — RE2/J's full-match
+   semantics through Python's ``re.fullmatch``, equal for the common syntax);
+2. finds the member: epoch 0 joins (a static member whose instance id is held by a member
+   that left with epoch -2 takes over its id's assignment and epoch without a rebalance;
+   held by a live member: UNRELEASED_INSTANCE_ID), epoch -1 leaves, -2 leaves for now (static
+   members only); a positive epoch must be the member's current one, or its previous one
+   while it owns nothing beyond its assignment — else FENCED_MEMBER_EPOCH; an unknown member
+   gets UNKNOWN_MEMBER_ID;
+3. bumps the group epoch when a member joins or leaves, a subscription or assignor changes,
+   or the partition count of a subscribed topic does (regexes resolved over the topics);
+4. recomputes the target assignment when the group epoch is past it;
+5. reconciles the member (``consumer_group.next_assignment``) and answers its epoch and, when
+   it joined, its assignment changed or it reports owning something else, its assignment.
+
+Sessions (``group.consumer.session.timeout.ms``) and revocations (the member's rebalance
+timeout) that expire remove the member, freeing its partitions and bumping the epoch.
+
+A group id is either a classic group's or a consumer group's. This coordinator serves
+Kafka's ``group.consumer.migration.policy=disabled``: a heartbeat for a classic group with
+members is answered GROUP_ID_NOT_FOUND, an Empty classic group is converted (dropped from the
+classic coordinator); a JoinGroup for a consumer group with members is answered
+INCONSISTENT_GROUP_PROTOCOL by the JoinGroup handler.
+
+Not thread-safe: it runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from sluice.broker.groups.consumer_assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
+from sluice.broker.groups.consumer_group import (
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    next_assignment,
+)
+from sluice.broker.groups.coordinator import GroupCoordinator
+from sluice.broker.protocol.errors import Errors
+
+__all__ = ["ConsumerGroupCoordinator", "HeartbeatResult", "CONFIG_DEFAULTS"]
+
+#: The broker keys of the consumer group protocol, with Kafka's defaults
+#: (``GroupCoordinatorConfig``). Whatever the migration policy, groups convert only when
+#: empty: Kafka's ``disabled`` (no online upgrade of a classic group with members).
+CONFIG_DEFAULTS: Mapping[str, str] = {
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.assignors": "uniform,range",
+    "group.consumer.max.size": str(2**31 - 1),
+    "group.consumer.migration.policy": "bidirectional",
+}
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """The answer: ``assignment`` None when it is not sent (unchanged)."""
+
+    error: Errors
+    member_id: str
+    member_epoch: int
+    assignment: Assignment | None = None
+
+
+def _fail(error: Errors, member_id: str, epoch: int) -> HeartbeatResult:
+    return HeartbeatResult(error, member_id, epoch)
+
+
+class ConsumerGroupCoordinator:
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 5_000,
+        assignors: Sequence[str] = ("uniform", "range"),
+        max_size: int = 2**31 - 1,
+        classic: GroupCoordinator | None = None,
+    ) -> None:
+        self.session_timeout = session_timeout_ms / 1000
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignors = [a for a in assignors if a in ASSIGNORS] or [DEFAULT_ASSIGNOR]
+        self.max_size = max_size
+        self.classic = classic
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    def _ensure_expiry_task(self) -> None:
+        if self._expiry_task is None or self._expiry_task.done():
+            with contextlib.suppress(RuntimeError):  # off the loop: the caller expires
+                loop = asyncio.get_running_loop()
+                self._expiry_task = loop.create_task(self._expire_loop())
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            self.expire_sessions()
+
+    def close(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            self._expiry_task = None
+
+    @staticmethod
+    def _now() -> float:
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:
+            return time.monotonic()
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        topics: Mapping[str, int],
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_names: Sequence[str] | None = None,
+        subscribed_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: Mapping[str, frozenset[int]] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat (see the module docstring); ``topics``: every
+        non-internal topic's partition count, to resolve subscriptions against."""
+        bad = self._check(group_id, member_id, member_epoch, rebalance_timeout_ms,
+                          subscribed_names, subscribed_regex, server_assignor)  # fmt: skip
+        if bad is not None:
+            return _fail(bad, member_id, member_epoch)
+        classic = self.classic.describe(group_id) if self.classic is not None else None
+        if classic is not None and group_id not in self.groups:
+            if classic.members:
+                return _fail(Errors.GROUP_ID_NOT_FOUND, member_id, member_epoch)
+            self.classic.delete_group(group_id)  # type: ignore[union-attr]
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_epoch != 0:
+                return _fail(Errors.UNKNOWN_MEMBER_ID, member_id, member_epoch)
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        self._ensure_expiry_task()
+        if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(group, member_id, instance_id, member_epoch)
+        found = self._member(group, member_id, member_epoch, instance_id, owned)
+        if isinstance(found, Errors):
+            return _fail(found, member_id, member_epoch)
+        member, joined = found
+        if joined and member.member_id not in group.members and len(group.members) >= self.max_size:
+            return _fail(Errors.GROUP_MAX_SIZE_REACHED, member_id, member_epoch)
+        changed = joined and member.member_id not in group.members
+        changed |= self._subscribe(member, subscribed_names, subscribed_regex, server_assignor)
+        member.client_id, member.client_host = client_id or member.client_id, client_host
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        now = self._now()
+        member.session_deadline = now + self.session_timeout
+        group.update_member(member)
+        # One bump per heartbeat, whatever moved (Kafka's bumpGroupEpoch).
+        if self._refresh_metadata(group, topics) or changed:
+            group.group_epoch += 1
+        if group.group_epoch > group.target_epoch:
+            self._compute_target(group, topics)
+        before = dict(member.assigned)
+        self._reconcile(group, member, owned, now)
+        send = (
+            member_epoch == 0
+            or member.assigned != before
+            or (owned is not None and dict(owned) != member.assigned)
+        )
+        return HeartbeatResult(
+            Errors.NONE, member.member_id, member.member_epoch,
+            dict(member.assigned) if send else None,
+        )  # fmt: skip
+
+    def _check(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        rebalance_timeout_ms: int,
+        names: Sequence[str] | None,
+        regex: str | None,
+        assignor: str | None,
+    ) -> Errors | None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
+        if not group_id or (epoch != 0 and not member_id) or epoch < STATIC_LEAVE_EPOCH:
+            return Errors.INVALID_REQUEST
+        if epoch == 0 and (rebalance_timeout_ms < 0 or (not names and not regex)):
+            return Errors.INVALID_REQUEST
+        if names and regex:
+            return Errors.INVALID_REQUEST
+        if assignor is not None and assignor not in self.assignors:
+            return Errors.UNSUPPORTED_ASSIGNOR
+        if regex:
+            try:
+                re.compile(regex)
+            except re.error:
+                return Errors.INVALID_REGULAR_EXPRESSION
+        return None
+
+    def _member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        instance_id: str | None,
+        owned: Mapping[str, frozenset[int]] | None,
+    ) -> tuple[ConsumerMember, bool] | Errors:
+        """The member the heartbeat is from (a copy to update), and whether it joined."""
+        if epoch == 0:
+            member_id = member_id or str(uuid.uuid4())
+            if instance_id is not None:
+                holder = group.static_members.get(instance_id)
+                if holder is not None and holder != member_id:
+                    old = group.members[holder]
+                    if old.member_epoch != STATIC_LEAVE_EPOCH:
+                        return Errors.UNRELEASED_INSTANCE_ID
+                    # The restarted static member takes its place: no rebalance.
+                    group.remove_member(holder)
+                    taken = replace(old, member_id=member_id,
+                                    member_epoch=old.previous_member_epoch)  # fmt: skip
+                    group.target[member_id] = group.target.get(holder, {})
+                    group.update_member(taken)
+                    return replace(taken), False
+            existing = group.members.get(member_id)
+            if existing is not None:
+                return replace(existing), False
+            return ConsumerMember(member_id, instance_id=instance_id), True
+        member = group.members.get(member_id)
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if epoch > member.member_epoch:
+            return Errors.FENCED_MEMBER_EPOCH
+        if epoch < member.member_epoch:
+            # Kafka accepts the previous epoch from a member whose response was lost, if it
+            # owns nothing it was not given.
+            assigned = member.assigned
+            subset = owned is not None and all(
+                ps <= assigned.get(t, frozenset()) for t, ps in owned.items()
+            )
+            if epoch != member.previous_member_epoch or not subset:
+                return Errors.FENCED_MEMBER_EPOCH
+        return replace(member), False
+
+    @staticmethod
+    def _subscribe(
+        member: ConsumerMember,
+        names: Sequence[str] | None,
+        regex: str | None,
+        assignor: str | None,
+    ) -> bool:
+        """Apply a (changed) subscription; whether it changed."""
+        before = (member.subscribed_names, member.subscribed_regex, member.server_assignor)
+        if names is not None:
+            member.subscribed_names, member.subscribed_regex = tuple(sorted(set(names))), None
+        elif regex is not None:
+            member.subscribed_names, member.subscribed_regex = (), regex
+        if assignor is not None:
+            member.server_assignor = assignor
+        return before != (member.subscribed_names, member.subscribed_regex, member.server_assignor)
+
+    @staticmethod
+    def subscription(member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
+        """The existing topics a member subscribes to, its regex resolved (full match)."""
+        if member.subscribed_regex:
+            pattern = re.compile(member.subscribed_regex)
+            return frozenset(t for t in topics if pattern.fullmatch(t))
+        return frozenset(t for t in member.subscribed_names if t in topics)
+
+    def _refresh_metadata(self, group: ConsumerGroup, topics: Mapping[str, int]) -> bool:
+        """Note the partition counts of the subscribed topics; whether they changed."""
+        subscribed: set[str] = set()
+        for m in group.members.values():
+            subscribed |= self.subscription(m, topics)
+        metadata = {t: topics[t] for t in sorted(subscribed)}
+        if metadata == group.subscribed_metadata:
+            return False
+        group.subscribed_metadata = metadata
+        return True
+
+    def _compute_target(self, group: ConsumerGroup, topics: Mapping[str, int]) -> None:
+        preferred = sorted(m.server_assignor for m in group.members.values() if m.server_assignor)
+        name = preferred[0] if preferred else self.assignors[0]
+        assign = ASSIGNORS[name]
+        subs = {m.member_id: self.subscription(m, topics) for m in group.members.values()}
+        group.target = assign(subs, group.subscribed_metadata, group.target)
+        group.target_epoch = group.group_epoch
+
+    def _reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        owned: Mapping[str, frozenset[int]] | None,
+        now: float,
+    ) -> None:
+        """Kafka's ``CurrentAssignmentBuilder.build`` for one heartbeat."""
+        target = group.target.get(member.member_id, {})
+        state = member.state
+        if state is MemberState.STABLE and member.member_epoch == group.target_epoch:
+            return
+        if state is MemberState.UNREVOKED_PARTITIONS:
+            if owned is None or any(
+                ps & owned.get(t, frozenset()) for t, ps in member.pending_revocation.items()
+            ):
+                return  # still owns some of what it must give up
+            member.pending_revocation = {}
+            group.update_member(member)
+        state, epoch, assigned, pending = next_assignment(
+            member, group.target_epoch, target, group.owners, owned
+        )
+        if epoch != member.member_epoch:
+            member.previous_member_epoch = member.member_epoch
+        member.state, member.member_epoch = state, epoch
+        member.assigned, member.pending_revocation = assigned, pending
+        member.revocation_deadline = (
+            now + member.rebalance_timeout_ms / 1000
+            if state is MemberState.UNREVOKED_PARTITIONS
+            else None
+        )
+        group.update_member(member)
+
+    def _leave(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, epoch: int
+    ) -> HeartbeatResult:
+        if instance_id is not None and member_id not in group.members:
+            member_id = group.static_members.get(instance_id, member_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return _fail(Errors.UNKNOWN_MEMBER_ID, member_id, epoch)
+        if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # Kept, with its assignment, until it comes back or its session expires.
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, epoch
+            return HeartbeatResult(Errors.NONE, member_id, epoch)
+        self._remove(group, member_id)
+        return HeartbeatResult(Errors.NONE, member_id, LEAVE_EPOCH)
+
+    def _remove(self, group: ConsumerGroup, member_id: str) -> None:
+        group.remove_member(member_id)
+        group.group_epoch += 1
+
+    def expire_sessions(self) -> list[tuple[str, str]]:
+        """Remove the members whose session or revocation timed out: (group, member) ids."""
+        now, gone = self._now(), []
+        for group in self.groups.values():
+            for member in list(group.members.values()):
+                late = member.revocation_deadline is not None and member.revocation_deadline < now
+                if member.session_deadline < now or late:
+                    self._remove(group, member.member_id)
+                    gone.append((group.group_id, member.member_id))
+        return gone
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
