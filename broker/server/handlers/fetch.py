@@ -279,11 +279,11 @@ def _open_session(
         len(requested),
     )  # fmt: skip
     session.dirty = {tp for tp, rest in read.at_rest.items() if not rest}
-    session.touched_ms = loop_ms()
+    session.touched_ms = _loop_ms()
     return session.id
 
 
-def loop_ms() -> float:
+def _loop_ms() -> float:
     return asyncio.get_running_loop().time() * 1000
 
 
@@ -342,7 +342,7 @@ async def _fetch_incremental(
 def _touch_idle(ctx: BrokerContext, replica_id: int, session: FetchSession, read: _Read) -> None:
     """Renew the caught-up time of the follower's partitions this fetch did not read (module
     docstring), once per ``_TOUCH_MS`` or an eighth of ``replica.lag.time.max.ms``."""
-    now = loop_ms()
+    now = _loop_ms()
     if now - session.touched_ms < min(_TOUCH_MS, ctx.replicas.max_lag_ms / 8):
         return
     session.touched_ms = now
