@@ -311,6 +311,7 @@ class ConsumerGroupCoordinator:
         assign = ASSIGNORS[name]
         subs = {m.member_id: self.subscription(m, topics) for m in group.members.values()}
         group.target = assign(subs, group.subscribed_metadata, group.target)
+        group.assignor = name
         group.target_epoch = group.group_epoch
 
     def _reconcile(

@@ -128,6 +128,8 @@ class ConsumerGroup:
     owners: dict[tuple[str, int], str] = field(default_factory=dict)
     #: The partition counts of the subscribed topics the target was computed from.
     subscribed_metadata: dict[str, int] = field(default_factory=dict)
+    #: The assignor that computed the target.
+    assignor: str = "uniform"
     #: instance id → member id, for static members.
     static_members: dict[str, str] = field(default_factory=dict)
 

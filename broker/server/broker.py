@@ -67,6 +67,7 @@ from sluice.broker.cluster.topic_metadata import (
     MetadataUnavailableError,
 )
 from sluice.broker.config import BrokerConfig, ConfigError
+from sluice.broker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import TOPIC as OFFSETS_TOPIC
 from sluice.broker.groups.offset_store import OffsetCommitFailedError, OffsetStore
@@ -183,6 +184,8 @@ class Broker:
             store_group=self.offsets.store_group,
             has_offsets=lambda group: bool(self.offsets.committed(group)),
         )
+        # KIP-848's groups (group.protocol=consumer), at Kafka's group.consumer.* defaults.
+        self.consumer_groups = ConsumerGroupCoordinator(classic=self.groups)
         try:
             self.scram_credentials: ScramStore = (
                 FileScramStore(config.log_dirs[0]) if self.zk is None else ZkScramStore(self.zk)
@@ -402,6 +405,7 @@ class Broker:
         self._shutdown_step = "closing connections"
         await self.acceptor.close(CONNECTIONS_CLOSE_TIMEOUT)
         self.groups.close()
+        self.consumer_groups.close()
         self.transactions.close()
         self._shutdown_step = "stopping the replicas"
         try:

@@ -15,7 +15,8 @@ What it offers:
   partitions this broker leads (``leader_or_error``), appends, followers' fetch positions.
 * ``log_manager``: the :class:`~sluice.broker.log.log_manager.LogManager` — the log dirs and
   the moves between them (DescribeLogDirs, AlterReplicaLogDirs).
-* ``offsets``, ``groups``: committed offsets and the group coordinator.
+* ``offsets``, ``groups``: committed offsets and the group coordinator; ``consumer_groups``
+  the KIP-848 consumer groups'.
 * ``purgatory``, ``metrics``: where fetches wait for appends; the Prometheus metrics.
 * ``handlers``: the API keys served (what ApiVersions advertises).
 * ``topics``: topic administration with the broker's own limits
@@ -53,6 +54,7 @@ from typing import Any, Protocol, TypeVar
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.zk_data import BrokerInfo
 from sluice.broker.config import BrokerConfig
+from sluice.broker.groups.consumer_coordinator import ConsumerGroupCoordinator
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.groups.offset_store import OffsetStore
 from sluice.broker.log.log_manager import LogManager
@@ -119,6 +121,9 @@ class BrokerContext(Protocol):
 
     @property
     def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def consumer_groups(self) -> ConsumerGroupCoordinator: ...
 
     @property
     def purgatory(self) -> FetchPurgatory: ...
