@@ -63,7 +63,7 @@ from sluice.broker.cluster.zk_data import (
     ConfigChangesZNode,
     ZkDataError,
 )
-from sluice.broker.config import BrokerConfig
+from sluice.broker.config import BrokerConfig, ConfigError
 from sluice.broker.log.log_config import TOPIC_KEYS
 from sluice.common.atomic_file import write_atomically
 
@@ -144,11 +144,18 @@ class FileConfigStore:
     def _load(self) -> dict[str, dict[str, str]]:
         if not self.path.exists():
             return {}
-        doc = json.loads(self.path.read_text(encoding="utf-8"))
+        # A damaged file stops the broker with one line (a ConfigError: exit 2) that says how
+        # to recover, rather than a traceback: it holds only what AlterConfigs set.
+        recover = "fix it, or remove it to drop the dynamic broker configs set through AlterConfigs"
+        try:
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{self.path}: expected JSON, found {exc}; {recover}") from None
         brokers = doc.get("brokers") if isinstance(doc, dict) else None
-        if doc.get("version") != 1 or not isinstance(brokers, dict):
-            raise ValueError(
-                f"{self.path}: expected {{'version': 1, 'brokers': {{...}}}}, found {doc!r}"
+        if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(brokers, dict):
+            raise ConfigError(
+                f"{self.path}: expected {{'version': 1, 'brokers': {{...}}}}, found "
+                f"{str(doc)[:200]}; {recover}"
             )
         return {str(k): {str(a): str(b) for a, b in v.items()} for k, v in brokers.items()}
 

@@ -14,7 +14,7 @@ from sluice.broker.cluster.zk_data import (
     ConfigChangeNotificationZNode,
     ZkDataError,
 )
-from sluice.broker.config import BrokerConfig
+from sluice.broker.config import BrokerConfig, ConfigError
 from sluice.broker.server.dynamic_broker_config import (
     CONFIG_FILE,
     DEFAULT_ENTITY,
@@ -105,3 +105,24 @@ def test_zookeeper_payloads_are_kafkas() -> None:
         "brokers",
         "<default>",
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"version": 1, "brok', "expected JSON, found"),
+        ('{"version": 2, "brokers": {}}', "expected {'version': 1, 'brokers': {...}}, found"),
+        ("[1, 2]", "expected {'version': 1, 'brokers': {...}}, found [1, 2]"),
+    ],
+)
+def test_a_damaged_file_is_one_config_error_naming_it_and_the_way_out(
+    tmp_path: Path, text: str, found: str
+) -> None:
+    store = FileConfigStore(tmp_path)
+    store.path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        store.read("0")
+    message = str(caught.value)
+    assert message.startswith(f"{store.path}: {found}")
+    assert "remove it to drop the dynamic broker configs" in message
+    assert "\n" not in message
