@@ -29,6 +29,7 @@ from sluice.pipeline.audit import config as audit_config
 from sluice.pipeline.consumer import config as consumer_config
 from sluice.pipeline.load import config as load_config
 from sluice.pipeline.mirror import config as mirror_config
+from sluice.pipeline.table import iceberg_catalog
 from sluice.schemas import basic_auth, limits, server
 
 __all__ = ["SECTIONS", "Section", "main", "render"]
@@ -81,6 +82,13 @@ SECTIONS: tuple[Section, ...] = (
         "jobs/nightly_load.py --config FILE`). A key that is neither declared nor in a family is "
         "refused, naming the nearest declared key. Declared in `sluice.pipeline.load.config`.",
         (("", load_config.CONFIG_DEF),),
+    ),
+    Section(
+        "Iceberg tables",
+        "The `iceberg.*` keys of a load or an audit with Apache Iceberg tables (see "
+        "[iceberg.md](iceberg.md)), in the same file, under the names of Iceberg's Kafka "
+        "Connect sink. Declared in `sluice.pipeline.table.iceberg_catalog`.",
+        (("", iceberg_catalog.CONFIG_DEF),),
     ),
     Section(
         "Mirror",
