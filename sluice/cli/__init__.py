@@ -51,7 +51,7 @@ commands, after Kafka's scripts:
   sluice load --config conf/nightly_load.properties             the nightly load
   sluice mirror [run|lag] --config conf/mirror.properties       the mirror
   sluice audit --config conf/audit.properties                   the audit
-  sluice table describe|compact|expire-snapshots|remove-orphans --topic T   the load's Iceberg tables
+  sluice table describe|compact|expire-snapshots|remove-orphans --topic T   Iceberg tables
 
 exit status: 0 done, 1 failed, 2 usage or configuration error, 3 a service did not answer.
 `sluice COMMAND --help` shows a command's actions and options with their defaults.
