@@ -2,7 +2,9 @@
 
 ``sluice topics create|list|describe|delete`` (kafka-topics.sh), ``sluice produce``
 (kafka-console-producer.sh: one message per stdin line, optional key separator) and
-``sluice consume`` (kafka-console-consumer.sh: from the beginning, an offset or a time).
+``sluice consume`` (kafka-console-consumer.sh: from the beginning, an offset or a time); with
+``--value-format avro`` they are kafka-avro-console-producer/-consumer (JSON lines in and
+out, Avro through the registry: ``sluice.cli.value_formats``).
 
 Honest by construction: reading commands never create a topic (``describe`` asks with
 DescribeTopics, whose Metadata request does not allow auto-creation, as Kafka's tool does);
@@ -42,6 +44,7 @@ from sluice.cli.errors import (
     unreachable,
 )
 from sluice.cli.kafka_clients import client_config
+from sluice.cli.value_formats import add_value_format_arguments, value_format
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # How long a command waits for the cluster before it says it could not reach it.
@@ -83,6 +86,7 @@ def add_parsers(sub: Any) -> Any:
     produce.add_argument("--compression", default="none")
     produce.add_argument("--timeout-ms", type=int, default=30_000,
                          help="give up on a message not acknowledged after this long")  # fmt: skip
+    add_value_format_arguments(produce, producing=True)
     produce.set_defaults(func=produce_lines)
 
     consume = sub.add_parser("consume", help="print messages of a topic")
@@ -98,6 +102,7 @@ def add_parsers(sub: Any) -> Any:
     consume.add_argument("--timeout-ms", type=int, default=10_000,
                          help="stop after this long without a message")  # fmt: skip
     consume.add_argument("--print-key", action="store_true")
+    add_value_format_arguments(consume, producing=False)
     consume.set_defaults(func=consume_messages)
     return actions
 
@@ -224,6 +229,7 @@ def produce_lines(args: argparse.Namespace) -> int:
         else:
             errors.append(err)
 
+    encoding = value_format(args, producing=True)
     producer = Producer(client_config(args.bootstrap_server, **{"acks": args.acks,
                          "compression.type": args.compression,
                          "message.timeout.ms": args.timeout_ms}))  # fmt: skip
@@ -233,7 +239,8 @@ def produce_lines(args: argparse.Namespace) -> int:
         key: str | None = None
         if args.key_separator and args.key_separator in line:
             key, line = line.split(args.key_separator, 1)
-        producer.produce(args.topic, value=line.encode(), key=key.encode() if key else None,
+        value = encoding.encode(line, count + 1)
+        producer.produce(args.topic, value=value, key=key.encode() if key else None,
                          on_delivery=report)  # fmt: skip
         producer.poll(0)
         count += 1
@@ -259,6 +266,7 @@ def _start_time_ms(text: str) -> int:
 
 
 def consume_messages(args: argparse.Namespace) -> int:
+    decoding = value_format(args, producing=False)
     consumer = Consumer({
         **client_config(args.bootstrap_server),
         "group.id": args.group or f"sluice-console-{int(time.time())}",
@@ -306,7 +314,7 @@ def consume_messages(args: argparse.Namespace) -> int:
             last = time.monotonic()
             seen += 1
             raw_value, raw_key = msg.value(), msg.key()
-            value = raw_value.decode(errors="replace") if raw_value is not None else "null"
+            value = decoding.decode(raw_value)
             if args.print_key:
                 key = raw_key.decode(errors="replace") if raw_key is not None else "null"
                 print(f"{key}\t{value}")
