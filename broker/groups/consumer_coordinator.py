@@ -377,5 +377,28 @@ class ConsumerGroupCoordinator:
                     gone.append((group.group_id, member.member_id))
         return gone
 
+    def validate_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> Errors | None:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit`` (not transactional); None when
+        ``group_id`` is no consumer group (the classic coordinator's then).
+
+        A commit with a negative epoch (``assign()``, the admin client) is accepted while the
+        group has no members; a member commits with its current epoch (else
+        STALE_MEMBER_EPOCH) through OffsetCommit v9+ (else UNSUPPORTED_VERSION, as Kafka)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not group.members:
+            return Errors.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return Errors.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return Errors.STALE_MEMBER_EPOCH
+        return Errors.NONE
+
     def describe(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)

@@ -205,7 +205,8 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 5),
             # v0: an empty topic list means every topic (v1+: null does).
             _spec(ApiKey.METADATA, "Metadata", 0, 8, handler_min=1),
-            _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 7, handler_min=2),
+            # v9: the consumer group protocol's members commit with their epoch (KIP-848).
+            _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 9, handler_min=2),
             _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 5, handler_min=1),
             _spec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 2),
             _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 5),

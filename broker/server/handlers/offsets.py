@@ -1,11 +1,12 @@
-"""OffsetCommit (v2–7), OffsetFetch (v1–5). (FindCoordinator is ``find_coordinator``'s.)
+"""OffsetCommit (v2–9), OffsetFetch (v1–5). (FindCoordinator is ``find_coordinator``'s.)
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition (a standalone
 broker leads them all); another broker answers NOT_COORDINATOR. Commits are stored durably in
 ``__consumer_offsets`` (see ``sluice.broker.groups.offset_store``) before they are acknowledged.
 Commits are checked against the group coordinator's generations (Kafka's rules: a member
 commits for its current generation; ``assign()`` consumers commit with generation -1 while
-the group has no members).
+the group has no members). A consumer group's (KIP-848) members commit with their member
+epoch through v9 (``ConsumerGroupCoordinator.validate_commit``); v8 is v7 made flexible.
 """
 
 from __future__ import annotations
@@ -39,20 +40,26 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> bytes:
     # Members of a managed group commit for their generation; assign() consumers with -1.
     # KafkaApis: READ on the group for all, then READ on each topic.
     group_readable = allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id)
-    group_error = (
-        Errors.GROUP_AUTHORIZATION_FAILED
-        if not group_readable
-        else (
-            ctx.groups.validate_commit(
+    if not group_readable:
+        group_error = Errors.GROUP_AUTHORIZATION_FAILED
+    elif not ctx.offsets.coordinates(body.group_id):
+        group_error = Errors.NOT_COORDINATOR
+    else:
+        # A consumer group's (KIP-848) member commits with its member epoch; else classic.
+        consumer_error = ctx.consumer_groups.validate_commit(
+            body.group_id, body.member_id, body.generation_id_or_member_epoch,
+            request.api_version,
+        )  # fmt: skip
+        group_error = (
+            consumer_error
+            if consumer_error is not None
+            else ctx.groups.validate_commit(
                 body.group_id,
                 body.generation_id_or_member_epoch,
                 body.member_id,
                 getattr(body, "group_instance_id", None),
-            )  # fmt: skip
-            if ctx.offsets.coordinates(body.group_id)
-            else Errors.NOT_COORDINATOR
+            )
         )
-    )
     for t in body.topics:
         partitions: list[dict[str, Any]] = []
         readable = allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)

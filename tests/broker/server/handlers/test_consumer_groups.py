@@ -92,3 +92,31 @@ def test_a_classic_group_is_not_a_consumer_group(broker: BrokerProcess) -> None:
             assert _describe(client, group).error_code == Errors.GROUP_ID_NOT_FOUND
     finally:
         c.close()
+
+
+def _commit(client: WireClient, version: int, group: str, member: str, epoch: int,
+            topic: str) -> int:  # fmt: skip
+    body = request(ApiKey.OFFSET_COMMIT, version, {
+        "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
+        "group_instance_id": None, "retention_time": -1,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}],
+    })  # fmt: skip
+    return int(client.call(body).topics[0].partitions[0].error_code)
+
+
+def test_members_commit_with_their_member_epoch(broker: BrokerProcess) -> None:
+    topic, group = unique("cg"), unique("cg-commit")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    with WireClient(broker.port) as client:
+        assert _join(client, group, "m1", topic).member_epoch == 1
+        assert _commit(client, 9, group, "m1", 1, topic) == Errors.NONE
+        assert _commit(client, 9, group, "m1", 0, topic) == Errors.STALE_MEMBER_EPOCH
+        assert _commit(client, 9, group, "zz", 1, topic) == Errors.UNKNOWN_MEMBER_ID
+        # Kafka: only OffsetCommit v9+ carries a member epoch.
+        assert _commit(client, 7, group, "m1", 1, topic) == Errors.UNSUPPORTED_VERSION
+        assert _commit(client, 9, group, "", -1, topic) == Errors.UNKNOWN_MEMBER_ID
+        assert _beat(client, group, "m1", -1).member_epoch == -1
+        # Empty, the group takes assign()-style commits.
+        assert _commit(client, 9, group, "", -1, topic) == Errors.NONE
