@@ -281,7 +281,7 @@ def _fetch_response(
             "acknowledge_error_code": answer.get("acknowledge_error_code", Errors.NONE),
             "current_leader": _leader(ctx, topic, partition) if topic in ids else
                               {"leader_id": -1, "leader_epoch": -1},
-            "records": answer.get("records"),
+            "records": answer.get("records", b""),
             "acquired_records": answer.get("acquired_records", []),
         })  # fmt: skip
     return respond(request, {
