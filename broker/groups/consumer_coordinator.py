@@ -126,9 +126,20 @@ class ConsumerGroupCoordinator:
         except RuntimeError:
             return time.monotonic()
 
-    def has_members(self, group_id: str) -> bool:
+    def claim_for_classic(self, group_id: str) -> bool:
+        """Whether a classic JoinGroup may have ``group_id``: not while a consumer group with
+        members holds it (INCONSISTENT_GROUP_PROTOCOL); an empty one is dropped (converted)."""
         group = self.groups.get(group_id)
-        return group is not None and bool(group.members)
+        if group is None:
+            return True
+        if group.members:
+            return False
+        del self.groups[group_id]
+        return True
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every consumer group."""
+        return [(g, "consumer", group.state()) for g, group in sorted(self.groups.items())]
 
     def heartbeat(
         self,

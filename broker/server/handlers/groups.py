@@ -5,7 +5,9 @@ JoinGroup v0 has no rebalance timeout: the session timeout stands in, as in Kafk
 v4 a member may join without an id and gets one at once; from v4 it is asked to rejoin
 with the id it was given (MEMBER_ID_REQUIRED). LeaveGroup v0–2 names one member; v3+ a list.
 A broker that does not lead the group's ``__consumer_offsets`` partition answers
-NOT_COORDINATOR (a standalone broker leads them all).
+NOT_COORDINATOR (a standalone broker leads them all). An id a consumer group (KIP-848) holds
+with members is refused to JoinGroup (INCONSISTENT_GROUP_PROTOCOL), listed by ListGroups with
+its state, and Dead to DescribeGroups, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> bytes:
     if refused or not ctx.offsets.coordinates(body.group_id):
         code = Errors.GROUP_AUTHORIZATION_FAILED if refused else Errors.NOT_COORDINATOR
         return respond(request, {"throttle_time": 0, "error_code": code,
+                                 "generation_id": -1, "protocol_name": "", "leader": "",
+                                 "member_id": body.member_id, "members": []})  # fmt: skip
+    if not ctx.consumer_groups.claim_for_classic(body.group_id):
+        # A consumer group (KIP-848) with members has the id: no classic member joins it
+        # (Kafka's group.consumer.migration.policy=disabled).
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": Errors.INCONSISTENT_GROUP_PROTOCOL,
                                  "generation_id": -1, "protocol_name": "", "leader": "",
                                  "member_id": body.member_id, "members": []})  # fmt: skip
     session_ms = ms(body.session_timeout)
@@ -137,7 +146,10 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> bytes:
 
 
 async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
-    groups = ctx.groups.list_groups(sorted(ctx.offsets.groups()))
+    consumer = ctx.consumer_groups.list_groups()
+    held = {g for g, _t, _s in consumer}
+    classic = ctx.groups.list_groups(sorted(set(ctx.offsets.groups()) - held))
+    groups = sorted(classic + consumer)
     # KafkaApis: DESCRIBE on the cluster lists every group, else those one may DESCRIBE.
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         groups = [
@@ -163,7 +175,9 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
             continue
         group = ctx.groups.describe(group_id)
         if group is None:
-            state = GroupState.EMPTY.value if group_id in ctx.offsets.groups() else "Dead"
+            # A consumer group (KIP-848) is no classic group: Dead, as Kafka answers v0-5.
+            known = group_id in ctx.offsets.groups() and not ctx.consumer_groups.describe(group_id)
+            state = GroupState.EMPTY.value if known else "Dead"
             described.append({"error_code": Errors.NONE, "group_id": group_id, "group_state": state,
                               "protocol_type": "", "protocol_data": "", "members": []})  # fmt: skip
             continue

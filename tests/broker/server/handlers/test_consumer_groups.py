@@ -120,3 +120,23 @@ def test_members_commit_with_their_member_epoch(broker: BrokerProcess) -> None:
         assert _beat(client, group, "m1", -1).member_epoch == -1
         # Empty, the group takes assign()-style commits.
         assert _commit(client, 9, group, "", -1, topic) == Errors.NONE
+
+
+def test_a_consumer_group_is_not_a_classic_group(broker: BrokerProcess) -> None:
+    topic, group = unique("cg"), unique("cg-mixed")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    join_classic = request(ApiKey.JOIN_GROUP, 5, {
+        "group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    })  # fmt: skip
+    with WireClient(broker.port) as client:
+        assert _join(client, group, "m1", topic).error_code == Errors.NONE
+        assert client.call(join_classic).error_code == Errors.INCONSISTENT_GROUP_PROTOCOL
+        listed = client.call(request(ApiKey.LIST_GROUPS, 2, {}))
+        assert (group, "consumer") in {(g.group_id, g.protocol_type) for g in listed.groups}
+        described = client.call(request(ApiKey.DESCRIBE_GROUPS, 2, {"groups": [group]}))
+        assert described.groups[0].group_state == "Dead"
+        # Empty, it converts: the classic member is asked for its member id (v4+).
+        assert _beat(client, group, "m1", -1).member_epoch == -1
+        assert client.call(join_classic).error_code == Errors.MEMBER_ID_REQUIRED
