@@ -42,16 +42,10 @@ from sluice.broker.log.errors import OffsetOutOfRangeError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
-from sluice.broker.security.acl import AclOperation, ResourceType
-from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
-from sluice.broker.server.handlers.share_groups import now_ms
+from sluice.broker.server.handlers.share_groups import now_ms, share_partition
 from sluice.broker.server.responses import respond
-from sluice.broker.share.share_partition import (
-    InvalidRecordStateError,
-    LogBatch,
-    SharePartition,
-)
+from sluice.broker.share.share_partition import InvalidRecordStateError, LogBatch
 from sluice.broker.share.share_session import (
     FINAL_EPOCH,
     OPEN_EPOCH,
@@ -121,24 +115,6 @@ def _leader(ctx: BrokerContext, topic: str, partition: int) -> dict[str, int]:
     return {"leader_id": ctx.config.broker_id, "leader_epoch": leading.leader_epoch}
 
 
-def _share_partition(
-    ctx: BrokerContext, group_id: str, topic: str, partition: int
-) -> SharePartition | int:
-    """The group's share-partition of a partition this broker leads, or the error code."""
-    if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic):
-        return Errors.TOPIC_AUTHORIZATION_FAILED
-    leading, error = ctx.replicas.leader_or_error(topic, partition)
-    if leading is None:
-        return error
-    plog = leading.log
-    sp = ctx.share.partition(
-        group_id, topic, partition, lambda: (plog.log_start_offset, plog.high_watermark)
-    )
-    if sp.start_offset < plog.log_start_offset:  # retention passed it
-        sp.reset_start(plog.log_start_offset)
-    return sp
-
-
 def _acknowledge(
     ctx: BrokerContext, body: Any, topics: Iterable[Any], names: dict[uuid.UUID, str]
 ) -> dict[tuple[str, int], int]:
@@ -155,7 +131,7 @@ def _acknowledge(
                 results[(str(t.topic_id), p.partition_index)] = Errors.UNKNOWN_TOPIC_ID
                 continue
             key = (name, p.partition_index)
-            sp = _share_partition(ctx, body.group_id, name, p.partition_index)
+            sp = share_partition(ctx, body.group_id, name, p.partition_index)
             if isinstance(sp, int):
                 results[key] = sp
                 continue
@@ -184,7 +160,7 @@ def _acquire(
         answer = answers.setdefault((topic, partition), {})
         if answer.get("acquired_records"):
             continue
-        sp = _share_partition(ctx, body.group_id, topic, partition)
+        sp = share_partition(ctx, body.group_id, topic, partition)
         if isinstance(sp, int):
             answer["error_code"] = sp
             continue

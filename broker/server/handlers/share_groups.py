@@ -6,7 +6,8 @@ coordinator with FindCoordinator (key type 0, as a group), which answers the lea
 group's ``__consumer_offsets`` partition; a heartbeat to any other broker is answered
 NOT_COORDINATOR. The assignment names topics by id, every partition of every subscribed topic
 that exists (``ShareGroup``'s assignor); a subscribed topic that does not exist is left out
-until it does.
+until it does. The share-partitions of an assignment are created with it (``share_partition``),
+at the position ``share.auto.offset.reset`` names.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sluice.broker.share.share_group import (
     ShareGroup,
     UnknownShareMemberError,
 )
+from sluice.broker.share.share_partition import SharePartition
 
 #: Kafka's share groups use the simple assignor (the name ShareGroupDescribe reports).
 ASSIGNOR = "simple"
@@ -39,6 +41,25 @@ def fenced_code() -> int:
     """FENCED_MEMBER_EPOCH (110) once the error registry has it; until then UNKNOWN_MEMBER_ID,
     which makes the client rejoin at epoch 0 just the same."""
     return int(getattr(Errors, "FENCED_MEMBER_EPOCH", Errors.UNKNOWN_MEMBER_ID))
+
+
+def share_partition(
+    ctx: BrokerContext, group_id: str, topic: str, partition: int
+) -> SharePartition | int:
+    """The group's share-partition of a partition this broker leads (created at the position
+    ``share.auto.offset.reset`` names if new), or the error code."""
+    if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic):
+        return Errors.TOPIC_AUTHORIZATION_FAILED
+    leading, error = ctx.replicas.leader_or_error(topic, partition)
+    if leading is None:
+        return error
+    plog = leading.log
+    sp = ctx.share.partition(
+        group_id, topic, partition, lambda: (plog.log_start_offset, plog.high_watermark)
+    )
+    if sp.start_offset < plog.log_start_offset:  # retention passed it
+        sp.reset_start(plog.log_start_offset)
+    return sp
 
 
 def is_coordinator(ctx: BrokerContext, group_id: str) -> bool:
@@ -83,6 +104,13 @@ async def handle_share_group_heartbeat(ctx: BrokerContext, request: Request) -> 
         return error(Errors.UNKNOWN_MEMBER_ID, str(exc))
     except FencedShareMemberError as exc:
         return error(fenced_code(), str(exc))
+    if member is not None:
+        # Kafka initialises a share-partition's state when the group is first assigned it
+        # (InitializeShareGroupState), so "latest" means the log end at assignment, not at
+        # the member's first fetch. Here: the partitions this broker leads.
+        for topic, assigned in member.assignment.items():
+            for p in assigned:
+                share_partition(ctx, group_id, topic, p)
     if member is None:  # left
         return respond(request, {
             "throttle_time": 0, "error_code": Errors.NONE, "member_id": body.member_id,
