@@ -337,6 +337,7 @@ class ReplicaManager:
             return -1, Errors.OFFSET_OUT_OF_RANGE
         p.log.increment_log_start_offset(target)
         log.info("%s: log start offset now %d (DeleteRecords)", p.tp, p.log.log_start_offset)
+        self._on_hw(p.tp)  # fetch sessions answer the new log start (followers follow it)
         return p.log.log_start_offset, Errors.NONE
 
     def under_replicated(self) -> int:

@@ -26,7 +26,9 @@ opens one (it sends session id 0, epoch -1), kafka-python and the Java client do
 A follower's session also renews, once per ``_TOUCH_MS`` (at most an eighth of
 ``replica.lag.time.max.ms``), the caught-up time of the partitions its fetches did not read:
 each was at rest at the leader's log end when last read and nothing was appended since, so
-its follower is still caught up, as Kafka records on every fetch.
+its follower is still caught up, as Kafka records on every fetch. A partition whose log start
+or high watermark moved without a notification (retention moves the log start) is marked
+changed then, so the follower follows it.
 
 Isolation (KIP-98): every answer carries the partition's last stable offset. A
 ``read_committed`` fetch (``isolation_level`` 1) reads only up to it, and gets the aborted
@@ -347,5 +349,15 @@ def _touch_idle(ctx: BrokerContext, replica_id: int, session: FetchSession, read
         return
     session.touched_ms = now
     for tp, cp in session.partitions.items():
-        if tp not in read.answers:
-            ctx.replicas.record_follower_fetch(replica_id, tp.topic, tp.partition, cp.fetch_offset)
+        if tp in read.answers:
+            continue
+        ctx.replicas.record_follower_fetch(replica_id, tp.topic, tp.partition, cp.fetch_offset)
+        # What moved without a notification (retention's log start) is answered too.
+        leading = ctx.replicas.leader_partition(tp.topic, tp.partition)
+        answered = (cp.log_start, cp.high_watermark)
+        if (
+            leading is None
+            or (leading.log.log_start_offset, leading.log.high_watermark) != answered
+        ):
+            session.dirty.add(tp)
+            session.wake.set()
