@@ -113,12 +113,16 @@ class ShareCoordinator:
                 self._release(group_id, member.member_id)
 
     def _remove(self, group_id: str, member_id: str) -> None:
+        """The member left: its records return. Its session stays until the member closes
+        it: a leaving client sends its last acknowledgements (epoch -1) alongside the leave,
+        in either order, and must find the session there."""
         self.groups[group_id].leave(member_id)
-        self._release(group_id, member_id)
+        self._release(group_id, member_id, close=False)
 
-    def _release(self, group_id: str, member_id: str) -> None:
-        """The member is gone: its session closes and its records return."""
-        self.sessions.pop((group_id, member_id), None)
+    def _release(self, group_id: str, member_id: str, *, close: bool = True) -> None:
+        """The member is gone (``close``: its session closes too); its records return."""
+        if close:
+            self.sessions.pop((group_id, member_id), None)
         changed = [
             (topic, p)
             for (g, topic, p), sp in self.partitions.items()
