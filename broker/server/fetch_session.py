@@ -38,12 +38,14 @@ stable offset for a consumer). So an incremental fetch reads the partitions its 
 plus the dirty ones, and no others: a partition neither named nor dirty was at rest when last
 read and nothing has happened to it since.
 
-**Eviction** (``max.incremental.fetch.session.cache.slots``, Kafka's default 1000): a new
-session takes a free slot; else it evicts the least recently used session unused for
-``eviction_ms`` (Kafka's ``min.incremental.fetch.session.eviction.ms``, 120 s); else the
-least valuable session if the new one is worth at least as much — sessions ordered by
-followers' ("privileged") above consumers', then by size, then by id. A follower's session
-evicts only consumers' sessions (any of them); a consumer's never evicts a follower's.
+**Eviction** (``max.incremental.fetch.session.cache.slots``, Kafka's default 1000): opening a
+session first removes every session unused for ``eviction_ms`` (Kafka's
+``min.incremental.fetch.session.eviction.ms``, 120 s; Kafka removes one only when it needs the
+slot, but here a forgotten session would go on being marked on every change to its
+partitions). The new session then takes a free slot, else evicts the least valuable session
+if the new one is worth at least as much — sessions ordered by followers' ("privileged")
+above consumers', then by size, then by id. A follower's session evicts only consumers'
+sessions (any of them); a consumer's never evicts a follower's.
 
 Not thread-safe: the fetch handler and the notifications run on the broker's event loop.
 """
@@ -237,8 +239,12 @@ class FetchSessionCache:
         """Open a session over ``partitions`` (a full fetch's, with their answered values), or
         None if there is no slot and none may be evicted for it."""
         now = self._clock()
+        # Sessions unused past the eviction time go now rather than when a slot is needed (as
+        # Kafka): each holds a place in the partitions' index that every change walks.
+        for stale in [s for s in self.sessions.values() if now - s.last_used_ms > self.eviction_ms]:
+            self.remove(stale.id)
         if len(self.sessions) >= self.max_slots and not self._evict_for(
-            (privileged, len(partitions), 0), now
+            (privileged, len(partitions), 0)
         ):
             return None
         session_id = self._rng.randint(1, _MAX_EPOCH)
@@ -260,14 +266,9 @@ class FetchSessionCache:
             session.wake.set()  # a fetch still waiting in it answers now
         return session
 
-    def _evict_for(self, key: tuple[bool, int, int], now: float) -> bool:
-        """Kafka's ``FetchSessionCache.tryEvict``."""
-        if not self.sessions:
-            return False
-        oldest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
-        if now - oldest.last_used_ms > self.eviction_ms:
-            self.remove(oldest.id)
-            return True
+    def _evict_for(self, key: tuple[bool, int, int]) -> bool:
+        """Kafka's ``FetchSessionCache.tryEvict`` once the stale sessions are gone: evict the
+        least valuable session the new one (``key``) may evict, if it is worth no more."""
         # A follower's session may evict any consumer's; a consumer's only a smaller one of
         # a consumer (its key sorts below every follower's).
         candidates = [s for s in self.sessions.values() if not (key[0] and s.privileged)]

@@ -4,7 +4,8 @@ the client last sent it, the epoch it must send next, and the partitions marked 
 Random sequences of full fetches (opening sessions), incremental fetches with right and
 wrong epochs, closes, partition changes and the clock moving; after each step the cache's
 sessions, their partitions, epochs and dirty sets must be the model's, the cache must hold at
-most its slots, and no consumer session may have evicted a follower's unless it was stale.
+most its slots, sessions unused past the eviction time go when one opens, and no session may
+evict a follower's.
 ``CachedPartition.must_respond`` is checked against Kafka's rule separately.
 """
 
@@ -62,9 +63,10 @@ class SessionMachine(RuleBasedStateMachine):
         for session_id in gone:
             lost = before.pop(session_id)
             stale = self.now - lost.last_used > EVICTION_MS
-            # Only a stale session, or a consumer's worth no more than the new one.
-            assert stale or not lost.privileged, "a follower's session was evicted"
-            assert stale or privileged or len(lost.parts) <= self._opening
+            # Only a consumer's session worth no more than the new one (stale ones are gone).
+            assert not stale
+            assert not lost.privileged, "a follower's session was evicted"
+            assert privileged or len(lost.parts) <= self._opening
 
     @rule(privileged=st.booleans(), parts=partition_sets)
     def open_session(self, privileged: bool, parts: dict[TopicPartition, int]) -> None:
@@ -72,7 +74,10 @@ class SessionMachine(RuleBasedStateMachine):
         context = self.cache.context(0, INITIAL_EPOCH, requested, [], privileged=privileged)
         assert context.kind is ContextKind.FULL
         assert context.named == list(parts)
-        full = len(self.cache) >= SLOTS
+        # Opening a session removes those unused for longer than the eviction time.
+        for gone in [i for i, m in self.model.items() if self.now - m.last_used > EVICTION_MS]:
+            del self.model[gone]
+        full = len(self.model) >= SLOTS
         self._opening = len(parts)
         session = self.cache.create(privileged, requested)
         self._evicted(privileged, self.model)
