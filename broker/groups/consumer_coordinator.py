@@ -18,6 +18,10 @@ One request drives everything: ConsumerGroupHeartbeat (Kafka's
 5. reconciles the member (``consumer_group.next_assignment``) and answers its epoch and, when
    it joined, its assignment changed or it reports owning something else, its assignment.
 
+**Durable groups**: each heartbeat's changes are written to ``__consumer_offsets`` as Kafka
+4 writes them (``consumer_group_records``) before it is answered (:meth:`persist`), and a
+broker that takes a partition over rebuilds its groups from them (:meth:`load_groups`).
+
 Sessions (``group.consumer.session.timeout.ms``) and revocations (the member's rebalance
 timeout) that expire remove the member, freeing its partitions and bumping the epoch.
 
@@ -34,10 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sluice.broker.groups.consumer_assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
@@ -47,10 +52,13 @@ from sluice.broker.groups.consumer_group import (
     MemberState,
     next_assignment,
 )
+from sluice.broker.groups.consumer_group_records import group_records, load_group
 from sluice.broker.groups.coordinator import GroupCoordinator
 from sluice.broker.protocol.errors import Errors
 
 __all__ = ["ConsumerGroupCoordinator", "HeartbeatResult", "CONFIG_DEFAULTS"]
+
+log = logging.getLogger(__name__)
 
 #: The broker keys of the consumer group protocol, with Kafka's defaults
 #: (``GroupCoordinatorConfig``). Whatever the migration policy, groups convert only when
@@ -66,6 +74,12 @@ CONFIG_DEFAULTS: Mapping[str, str] = {
     "group.consumer.max.size": str(2**31 - 1),
     "group.consumer.migration.policy": "bidirectional",
 }
+
+#: Writes a group's records (key, value; None a tombstone) durably:
+#: ``OffsetStore.store_consumer_records``.
+StoreRecords = Callable[[str, Sequence[tuple[bytes, bytes | None]]], Awaitable[None]]
+#: The cluster's non-internal topics: name → (partition count, topic id).
+TopicsView = Callable[[], Mapping[str, tuple[int, uuid.UUID]]]
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -94,13 +108,24 @@ class ConsumerGroupCoordinator:
         assignors: Sequence[str] = ("uniform", "range"),
         max_size: int = 2**31 - 1,
         classic: GroupCoordinator | None = None,
+        store: StoreRecords | None = None,
+        topics: TopicsView | None = None,
     ) -> None:
+        """``store`` makes each heartbeat's changes durable before it is answered
+        (:meth:`persist`); ``topics`` gives the topic ids records are written with and the
+        partition counts subscriptions resolve against when a group is loaded or expires.
+        Without them groups live in memory only."""
         self.session_timeout = session_timeout_ms / 1000
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignors = [a for a in assignors if a in ASSIGNORS] or [DEFAULT_ASSIGNOR]
         self.max_size = max_size
         self.classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
+        self._store = store
+        self._topics = topics
+        # group → the records last written for it (what the next write is a difference from)
+        self._written: dict[str, dict[bytes, bytes]] = {}
+        self._store_tasks: set[asyncio.Task[None]] = set()
         self._expiry_task: asyncio.Task[None] | None = None
 
     def _ensure_expiry_task(self) -> None:
@@ -112,9 +137,69 @@ class ConsumerGroupCoordinator:
     async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(0.25)
-            self.expire_sessions()
+            for group_id in sorted({g for g, _m in self.expire_sessions()}):
+                task = asyncio.get_running_loop().create_task(self._persist_quietly(group_id))
+                self._store_tasks.add(task)
+                task.add_done_callback(self._store_tasks.discard)
+
+    async def _persist_quietly(self, group_id: str) -> None:
+        try:
+            await self.persist(group_id)
+        except Exception:  # the next heartbeat's write carries the difference again
+            log.warning("storing consumer group %s failed", group_id, exc_info=True)
+
+    async def persist(self, group_id: str) -> None:
+        """Write what changed in ``group_id`` since the last write (Kafka's coordinator
+        writes a heartbeat's records before answering it). Raises what the store raises
+        (``OffsetCommitFailedError``); the difference is then written by the next call."""
+        if self._store is None or self._topics is None:
+            return
+        group = self.groups.get(group_id)
+        ids = {name: topic_id for name, (_n, topic_id) in self._topics().items()}
+        now = {} if group is None else group_records(group, ids)
+        before = self._written.get(group_id, {})
+        changes: list[tuple[bytes, bytes | None]] = [
+            (k, v) for k, v in now.items() if before.get(k) != v
+        ]
+        changes += [(k, None) for k in before if k not in now]
+        if not changes:
+            return
+        self._written[group_id] = now  # before the await: a concurrent call writes only its own
+        try:
+            await self._store(group_id, changes)
+        except BaseException:
+            if self._written.get(group_id) is now:
+                self._written[group_id] = before
+            raise
+
+    def load_groups(self, stored: Mapping[str, Mapping[bytes, bytes]]) -> list[str]:
+        """Rebuild the consumer groups of a ``__consumer_offsets`` partition this broker
+        now leads from their records (``OffsetStore.consumer_records_in``); their ids."""
+        topics = self._topics() if self._topics is not None else {}
+        names = {topic_id: name for name, (_n, topic_id) in topics.items()}
+        counts = {name: n for name, (n, _id) in topics.items()}
+        deadline = self._now() + self.session_timeout
+        for group_id, records in stored.items():
+            group = load_group(group_id, records, names, deadline)
+            subscribed: set[str] = set()
+            for m in group.members.values():
+                subscribed |= self.subscription(m, counts)
+            group.subscribed_metadata = {t: counts[t] for t in sorted(subscribed)}
+            self.groups[group_id] = group
+            self._written[group_id] = dict(records)
+        return sorted(stored)
+
+    def unload_groups(self, belongs: Callable[[str], bool]) -> list[str]:
+        """Forget the groups of a partition this broker no longer leads."""
+        gone = [g for g in self.groups if belongs(g)]
+        for group_id in gone:
+            del self.groups[group_id]
+            self._written.pop(group_id, None)
+        return gone
 
     def close(self) -> None:
+        for task in self._store_tasks:
+            task.cancel()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             self._expiry_task = None

@@ -12,7 +12,10 @@ A group's offsets live in partition ``abs(java_hash(group)) % offsets.topic.num.
 Each commit request is one batch; each committed partition one record, in Kafka's binary
 schemas (``sluice.broker.groups.offsets_topic_records``): key version 1 (group, topic,
 partition), value ``OffsetCommitValue`` v3 (offset, leader epoch, metadata, commit timestamp)
-or null once the offset is deleted. A group's metadata (:meth:`OffsetStore.store_group`) is key
+or null once the offset is deleted. A consumer group's (KIP-848) records — key types 3 and
+5–8, Kafka 4's — are kept as they are, the last value per key
+(:meth:`OffsetStore.store_consumer_records`, :meth:`OffsetStore.consumer_records_in`). A
+group's metadata (:meth:`OffsetStore.store_group`) is key
 version 2 with a ``GroupMetadataValue`` v3 (null once the group is gone); a partition's load
 reads its groups' last records back, and the group coordinator rebuilds its groups from them
 (:meth:`OffsetStore.groups_in`, ``GroupCoordinator.load_groups``). Every record has a key (a
@@ -74,6 +77,7 @@ from sluice.broker.groups.offsets_topic_records import (
     decode_legacy_key,
     decode_legacy_value,
     decode_offset_commit_value,
+    decode_record_key,
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
@@ -88,6 +92,9 @@ from sluice.broker.log.records import decode_batch, encode_batch
 from sluice.broker.protocol.errors import Errors
 
 log = logging.getLogger(__name__)
+
+#: The record types of Kafka 4's consumer groups (KIP-848) this store keeps, as they are.
+CONSUMER_GROUP_RECORD_TYPES = frozenset({3, 5, 6, 7, 8})
 
 TOPIC = "__consumer_offsets"
 COMPACT_SLACK = 10_000
@@ -158,6 +165,8 @@ class OffsetStore:
         # offsets partition → its transactional offsets without a marker yet
         self._pending: dict[int, PendingTxnOffsets[CommittedOffset]] = {}
         self._group_metadata: dict[str, GroupMetadataValue] = {}
+        # consumer group (KIP-848) → its live records, key bytes → value bytes
+        self._consumer_records: dict[str, dict[bytes, bytes]] = {}
         # partition → the JSON keys still in its log (see "Migration" in the module docstring)
         self._legacy: dict[int, dict[bytes, Key]] = {}
         self.loaded: set[int] = set()
@@ -243,6 +252,9 @@ class OffsetStore:
             legacy[key] = (k.group, k.topic, k.partition)
             self._set_offset(k, appended, None if value is None else decode_legacy_value(value))
             return
+        if len(key) >= 2 and (key[0] << 8 | key[1]) in CONSUMER_GROUP_RECORD_TYPES:
+            self._keep_consumer_record(key, value)
+            return
         decoded = decode_key(key)
         if decoded is None:  # a record type of a newer Kafka: skipped, as Kafka's loader does
             log.warning("%s: skipping a record with key version %d", TOPIC, key[0] << 8 | key[1])
@@ -253,6 +265,17 @@ class OffsetStore:
             self._group_metadata.pop(decoded.group, None)
         else:
             self._group_metadata[decoded.group] = decode_group_metadata_value(value)
+
+    def _keep_consumer_record(self, key: bytes, value: bytes | None) -> None:
+        """A consumer group's record: its last value per key (a tombstone removes it)."""
+        _type, decoded = decode_record_key(key)
+        records = self._consumer_records.setdefault(decoded.group, {})
+        if value is None:
+            records.pop(key, None)
+            if not records:
+                del self._consumer_records[decoded.group]
+        else:
+            records[key] = value
 
     @staticmethod
     def _replay_txn(
@@ -304,6 +327,8 @@ class OffsetStore:
             self._appended.pop(key, None)
         for group in [g for g in self._group_metadata if self.partition_for(g) == partition]:
             del self._group_metadata[group]
+        for group in [g for g in self._consumer_records if self.partition_for(g) == partition]:
+            del self._consumer_records[group]
         self._legacy.pop(partition, None)
         self._pending.pop(partition, None)
 
@@ -317,6 +342,12 @@ class OffsetStore:
                 _group_record(g, v)
                 for g, v in sorted(self._group_metadata.items())
                 if self.partition_for(g) == partition
+            ]
+            records += [
+                (k, v)
+                for g, held in sorted(self._consumer_records.items())
+                if self.partition_for(g) == partition
+                for k, v in held.items()
             ]
             self._legacy.pop(partition, None)
         partition_log.roll()
@@ -460,6 +491,26 @@ class OffsetStore:
                 self._group_metadata.pop(group, None)
             else:
                 self._group_metadata[group] = value
+
+    async def store_consumer_records(
+        self, group: str, records: Sequence[tuple[bytes, bytes | None]]
+    ) -> None:
+        """Durably write a consumer group's (KIP-848) records (key and value bytes, None a
+        tombstone) in one batch, as Kafka's coordinator writes a heartbeat's records."""
+        await self._write(self.partition_for(group), list(records))
+        with self._lock:
+            for key, value in records:
+                self._keep_consumer_record(key, value)
+
+    def consumer_records_in(self, partition: int) -> dict[str, dict[bytes, bytes]]:
+        """Consumer group id → its live records, of every consumer group of ``partition``:
+        what ``ConsumerGroupCoordinator.load_groups`` rebuilds the groups from."""
+        with self._lock:
+            return {
+                g: dict(held)
+                for g, held in self._consumer_records.items()
+                if self.partition_for(g) == partition
+            }
 
     def group_metadata(self, group: str) -> GroupMetadataValue | None:
         """The group's last stored metadata, if this broker loaded its partition."""

@@ -116,6 +116,64 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """The key of a consumer group's group-wide records (types 3 and 6)."""
+
+    group: str
+
+
+@dataclass(frozen=True)
+class ConsumerMemberKey:
+    """The key of a consumer group member's records (types 5, 7 and 8)."""
+
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True)
+class ConsumerTopicPartitions:
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    topic_partitions: tuple[ConsumerTopicPartitions, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState: 0 stable, 1 unrevoked, 2 unreleased partitions
+    assigned_partitions: tuple[ConsumerTopicPartitions, ...]
+    partitions_pending_revocation: tuple[ConsumerTopicPartitions, ...]
+
+
 # -- the schemas, as data -------------------------------------------------------------------
 
 #: The last version of an open range ("3+").
@@ -214,14 +272,104 @@ SCHEMAS: dict[str, Schema] = {
             flexible_from=4,
             versions=(0, 4),
         ),  # fmt: skip
+        # Kafka 4's consumer groups (KIP-848): one record per group-wide fact and per member
+        # fact, every value version 0 and flexible. Tagged fields of later Kafkas (the
+        # classic member metadata, assignment epochs and timestamps) are skipped.
+        *(
+            Schema(name, (Field("group", "string"),), ConsumerGroupKey, versions=(t, t))
+            for name, t in (
+                ("ConsumerGroupMetadataKey", 3),
+                ("ConsumerGroupTargetAssignmentMetadataKey", 6),
+            )
+        ),
+        *(
+            Schema(
+                name,
+                (Field("group", "string"), Field("member_id", "string")),
+                ConsumerMemberKey,
+                versions=(t, t),
+            )
+            for name, t in (
+                ("ConsumerGroupMemberMetadataKey", 5),
+                ("ConsumerGroupTargetAssignmentMemberKey", 7),
+                ("ConsumerGroupCurrentMemberAssignmentKey", 8),
+            )
+        ),  # fmt: skip
+        Schema(
+            "ConsumerGroupMetadataValue",
+            (Field("epoch", "int32"), Field("metadata_hash", "int64", default=0, tag=0)),
+            ConsumerGroupMetadataValue,
+            flexible_from=0,
+        ),
+        Schema(
+            "ConsumerGroupMemberMetadataValue",
+            (
+                Field("instance_id", "string?"),
+                Field("rack_id", "string?"),
+                Field("client_id", "string"),
+                Field("client_host", "string"),
+                Field("subscribed_topic_names", "[string]"),
+                Field("subscribed_topic_regex", "string?"),
+                Field("rebalance_timeout_ms", "int32"),
+                Field("server_assignor", "string?"),
+            ),
+            ConsumerGroupMemberMetadataValue,
+            flexible_from=0,
+        ),
+        Schema(
+            "ConsumerTopicPartitions",
+            (Field("topic_id", "uuid"), Field("partitions", "[int32]")),
+            ConsumerTopicPartitions,
+            flexible_from=0,
+        ),
+        Schema(
+            "ConsumerGroupTargetAssignmentMetadataValue",
+            (Field("assignment_epoch", "int32"),),
+            ConsumerGroupTargetAssignmentMetadataValue,
+            flexible_from=0,
+        ),
+        Schema(
+            "ConsumerGroupTargetAssignmentMemberValue",
+            (Field("topic_partitions", "[ConsumerTopicPartitions]"),),
+            ConsumerGroupTargetAssignmentMemberValue,
+            flexible_from=0,
+        ),
+        Schema(
+            "ConsumerGroupCurrentMemberAssignmentValue",
+            (
+                Field("member_epoch", "int32"),
+                Field("previous_member_epoch", "int32"),
+                Field("state", "int8"),
+                Field("assigned_partitions", "[ConsumerTopicPartitions]"),
+                Field("partitions_pending_revocation", "[ConsumerTopicPartitions]"),
+            ),
+            ConsumerGroupCurrentMemberAssignmentValue,
+            flexible_from=0,
+        ),
     )
 }
-#: Key version (the record type) → the key's schema.
-KEY_TYPES: dict[int, str] = {0: "OffsetCommitKey", 1: "OffsetCommitKey", 2: "GroupMetadataKey"}
+#: Key version (the record type) → the key's schema. Type 4 (Kafka 4.0's partition metadata,
+#: replaced by the group's metadata hash in 4.1) is not read: it carries nothing the group
+#: needs back, and a reader skips unknown types.
+KEY_TYPES: dict[int, str] = {
+    0: "OffsetCommitKey",
+    1: "OffsetCommitKey",
+    2: "GroupMetadataKey",
+    3: "ConsumerGroupMetadataKey",
+    5: "ConsumerGroupMemberMetadataKey",
+    6: "ConsumerGroupTargetAssignmentMetadataKey",
+    7: "ConsumerGroupTargetAssignmentMemberKey",
+    8: "ConsumerGroupCurrentMemberAssignmentKey",
+}
 #: A key's schema → its value's schema.
 VALUE_OF_KEY: dict[str, str] = {
     "OffsetCommitKey": "OffsetCommitValue",
     "GroupMetadataKey": "GroupMetadataValue",
+    "ConsumerGroupMetadataKey": "ConsumerGroupMetadataValue",
+    "ConsumerGroupMemberMetadataKey": "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupTargetAssignmentMetadataKey": "ConsumerGroupTargetAssignmentMetadataValue",
+    "ConsumerGroupTargetAssignmentMemberKey": "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupCurrentMemberAssignmentKey": "ConsumerGroupCurrentMemberAssignmentValue",
 }
 
 _INTS = {

@@ -185,7 +185,15 @@ class Broker:
             has_offsets=lambda group: bool(self.offsets.committed(group)),
         )
         # KIP-848's groups (group.protocol=consumer), at Kafka's group.consumer.* defaults.
-        self.consumer_groups = ConsumerGroupCoordinator(classic=self.groups)
+        self.consumer_groups = ConsumerGroupCoordinator(
+            classic=self.groups,
+            store=self.offsets.store_consumer_records,
+            topics=lambda: {
+                name: (info.partitions, info.topic_id)
+                for name, info in self.cluster.topics().items()
+                if not info.internal
+            },
+        )
         try:
             self.scram_credentials: ScramStore = (
                 FileScramStore(config.log_dirs[0]) if self.zk is None else ZkScramStore(self.zk)
@@ -290,10 +298,16 @@ class Broker:
                 tp.partition, partition_log, compact=self.config.standalone
             )
             groups = self.groups.load_groups(self.offsets.groups_in(tp.partition))
+            groups += self.consumer_groups.load_groups(
+                self.offsets.consumer_records_in(tp.partition)
+            )
             log.info("coordinating groups of %s (%d committed offsets, %d groups loaded)",
                      tp, live, len(groups))  # fmt: skip
         else:
             self.groups.unload_groups(
+                lambda group: self.offsets.partition_for(group) == tp.partition
+            )
+            self.consumer_groups.unload_groups(
                 lambda group: self.offsets.partition_for(group) == tp.partition
             )
             self.offsets.unload_partition(tp.partition)

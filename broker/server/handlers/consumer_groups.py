@@ -6,7 +6,8 @@ Assignments travel by topic id (the ids of ``ctx.cluster``'s topics); a member's
 partitions naming an id the broker does not know are dropped, as Kafka's coordinator ignores
 them. Subscriptions resolve against the non-internal topics. A broker that does not lead the
 group's ``__consumer_offsets`` partition answers NOT_COORDINATOR; the member APIs need READ
-on the group, describe DESCRIBE, as in Kafka's ``KafkaApis``.
+on the group, describe DESCRIBE, as in Kafka's ``KafkaApis``. A heartbeat is answered once
+its changes are in ``__consumer_offsets``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any
 
 from sluice.broker.groups.consumer_assignors import Assignment
 from sluice.broker.groups.consumer_group import ConsumerGroup
+from sluice.broker.groups.offset_store import OffsetCommitFailedError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import CURRENT_PEER, BrokerContext
+from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
 
 #: ConsumerGroupDescribe's member_type: -1 unknown, 0 classic, 1 consumer (KIP-1099).
@@ -84,6 +87,13 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, request: Request) 
         client_id=request.header.client_id or "",
         client_host=CURRENT_PEER.get(),
     )
+    try:
+        # Answered once durable, as Kafka's coordinator answers after its records' write.
+        await ctx.consumer_groups.persist(body.group_id)
+    except OffsetCommitFailedError as exc:
+        return respond(request, {"throttle_time": 0, "error_code": coordinator_code_for(exc),
+                                 "member_id": result.member_id, "member_epoch": -1,
+                                 "heartbeat_interval": interval})  # fmt: skip
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": _by_id(result.assignment, ids)}

@@ -61,7 +61,9 @@ def test_group_metadata_key_is_version_2_group():
 
 
 def test_unknown_key_versions_are_skipped():
-    assert decode_key(struct.pack(">h", 3) + b"whatever") is None
+    assert decode_key(struct.pack(">h", 99) + b"whatever") is None
+    # Kafka 4.0's partition metadata (type 4) is not read either.
+    assert decode_key(struct.pack(">h", 4) + s("g")) is None
 
 
 def test_offset_commit_value_v3_as_kafka_3_writes_it():
@@ -218,7 +220,7 @@ def test_record_types_are_data():
     )
     key = encode_record_key(0, OffsetCommitKey("g", "t", 1))
     assert decode_record_key(key) == (0, OffsetCommitKey("g", "t", 1))
-    assert decode_record_key(struct.pack(">h", 3) + s("g")) == (3, None)
+    assert decode_record_key(struct.pack(">h", 4) + s("g")) == (4, None)
     with pytest.raises(ValueError, match="expected version"):
         encode_value("GroupMetadataValue", 5, None)
 
