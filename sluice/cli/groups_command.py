@@ -1,7 +1,8 @@
 """``sluice groups list|describe|reset-offsets`` (Kafka's kafka-consumer-groups.sh).
 
 ``describe`` shows, per partition, the committed offset, the log end, the lag and the owning
-member (from the group's current assignment). ``reset-offsets`` moves a group's committed
+member (from the group's current assignment), for classic groups and consumer groups
+(KIP-848) alike, naming which the group is. ``reset-offsets`` moves a group's committed
 offsets — to the earliest or latest offset, to the first offset at a time, to an offset, or
 shifted — printing the plan; without ``--execute`` (or with ``--dry-run``) it changes nothing.
 As in Kafka, a reset needs the group to have no active members: a running consumer would
@@ -30,6 +31,10 @@ _KAFKA_STATE_NAMES = {
     "COMPLETING_REBALANCING": "CompletingRebalance",
     "UNKNOWN": "Unknown",
 }
+# The group's protocol (librdkafka's ConsumerGroupType): classic (JoinGroup/SyncGroup) or
+# consumer (KIP-848, group.protocol=consumer; described through ConsumerGroupDescribe, whose
+# Assigning and Reconciling states librdkafka reports as Unknown).
+_KINDS = {"CLASSIC": " (classic)", "CONSUMER": " (consumer)"}
 
 
 def add_parser(sub: Any) -> Any:
@@ -100,7 +105,9 @@ def groups_describe(args: argparse.Namespace) -> int:
         state = _KAFKA_STATE_NAMES.get(
             getattr(description.state, "name", ""), str(description.state)
         )
-        print(f"Group {args.group}: {state}, {len(description.members)} members\n")
+        kind = _KINDS.get(getattr(getattr(description, "type", None), "name", ""), "")
+        members = len(description.members)
+        print(f"Group {args.group}{kind}: {state}, {members} members\n")
         header = f"{'TOPIC':<24} {'PARTITION':>9} {'CURRENT-OFFSET':>15} {'LOG-END-OFFSET':>15}"
         print(f"{header} {'LAG':>8}  OWNER")
         for topic, partition in sorted(set(committed) | set(owners)):

@@ -4,6 +4,8 @@ fencing, describe, and a classic group's id refused."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -140,3 +142,20 @@ def test_a_consumer_group_is_not_a_classic_group(broker: BrokerProcess) -> None:
         # Empty, it converts: the classic member is asked for its member id (v4+).
         assert _beat(client, group, "m1", -1).member_epoch == -1
         assert client.call(join_classic).error_code == Errors.MEMBER_ID_REQUIRED
+
+
+def test_the_cli_describes_a_consumer_group(broker: BrokerProcess) -> None:
+    topic, group = unique("cg"), unique("cg-cli")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    with WireClient(broker.port) as client:
+        assert _join(client, group, "m1", topic).member_epoch == 1
+        described = subprocess.run(
+            [sys.executable, "-m", "sluice", "groups", "describe", "--group", group,
+             "--bootstrap-server", broker.bootstrap],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert described.returncode == 0, described.stderr
+    assert f"Group {group} (consumer): Stable, 1 members" in described.stdout
+    owners = [line.split()[-2] for line in described.stdout.splitlines()
+              if line.startswith(topic)]  # fmt: skip
+    assert owners == ["m1", "m1"]
