@@ -218,3 +218,29 @@ class ShareCoordinator:
 
     def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
         return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
+
+    # -- administration (Describe/Alter/DeleteShareGroupOffsets) ------------------------------
+
+    def start_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> start offset of every share-partition the group has (loaded
+        or only written)."""
+        out: dict[tuple[str, int], int] = {}
+        for key, (start, _records) in self.store.load(group_id).items():
+            topic, _, partition = key.rpartition(":")
+            out[(topic, int(partition))] = start
+        for (topic, p), sp in self.group_partitions(group_id).items():
+            out[(topic, p)] = sp.start_offset
+        return out
+
+    def is_empty(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is None or not group.members
+
+    def forget(self, group_id: str, topic: str) -> bool:
+        """Drop the group's share-partitions of ``topic`` (DeleteShareGroupOffsets); whether
+        it had any."""
+        keys = [k for k in self.start_offsets(group_id) if k[0] == topic]
+        for t, p in keys:
+            self.partitions.pop((group_id, t, p), None)
+        self.store.delete(group_id, [partition_key(t, p) for t, p in keys])
+        return bool(keys)

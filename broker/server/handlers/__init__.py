@@ -34,6 +34,7 @@ from sluice.broker.server.handlers import (
     partition_admin,
     produce,
     security,
+    share_admin,
     share_fetch,
     share_groups,
     topics,
@@ -87,6 +88,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SHARE_GROUP_DESCRIBE: share_groups.handle_share_group_describe,
     ApiKey.SHARE_FETCH: share_fetch.handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_fetch.handle_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_admin.handle_describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_admin.handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_admin.handle_delete_share_group_offsets,
     # Until ApiKey lists them: the keys from Kafka's message definitions.
     DESCRIBE_ACLS: acls.handle_describe_acls,
     CREATE_ACLS: acls.handle_create_acls,

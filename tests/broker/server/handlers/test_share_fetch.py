@@ -167,7 +167,7 @@ def drain(
     return got
 
 
-def _join(broker: BrokerProcess, group: str, topic: str, n: int) -> list[ShareMember]:
+def join_group(broker: BrokerProcess, group: str, topic: str, n: int) -> list[ShareMember]:
     members = [ShareMember(broker, group, topic) for _ in range(n)]
     for m in members:
         m.heartbeat()
@@ -181,7 +181,7 @@ def _join(broker: BrokerProcess, group: str, topic: str, n: int) -> list[ShareMe
 def test_two_members_share_every_record_once(broker: BrokerProcess) -> None:
     topic, group = unique("share"), unique("sg")
     broker.create_topic(topic, 2)
-    a, b = _join(broker, group, topic, 2)
+    a, b = join_group(broker, group, topic, 2)
     try:
         produce(broker, topic, 2, 40)
         got = drain([a, b])
@@ -205,7 +205,7 @@ def test_two_members_share_every_record_once(broker: BrokerProcess) -> None:
 def test_released_comes_back_rejected_and_over_the_limit_do_not(broker: BrokerProcess) -> None:
     topic, group = unique("share"), unique("sg")
     broker.create_topic(topic, 1)
-    (a, b) = _join(broker, group, topic, 2)
+    (a, b) = join_group(broker, group, topic, 2)
     try:
         produce(broker, topic, 1, 3)
         first = acquired(a.fetch(max_wait=2000))
@@ -239,7 +239,7 @@ def test_released_comes_back_rejected_and_over_the_limit_do_not(broker: BrokerPr
 def test_session_epochs(broker: BrokerProcess) -> None:
     topic, group = unique("share"), unique("sg")
     broker.create_topic(topic, 1)
-    (a,) = _join(broker, group, topic, 1)
+    (a,) = join_group(broker, group, topic, 1)
     try:
         a.session_epoch = 5  # the session is at 1
         assert a.fetch().error_code != Errors.NONE
@@ -266,7 +266,7 @@ def test_kill_9_keeps_what_was_acknowledged(start_broker: StartBroker) -> None:
     broker = start_broker()
     topic, group = "share-restart", "sg-restart"
     broker.create_topic(topic, 2)
-    (a,) = _join(broker, group, topic, 1)
+    (a,) = join_group(broker, group, topic, 1)
     produce(broker, topic, 2, 20)
     held: dict[tuple[int, int], int] = {}
     deadline = time.monotonic() + 20
