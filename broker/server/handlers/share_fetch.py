@@ -43,7 +43,7 @@ from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
-from sluice.broker.server.handlers.share_groups import now_ms, share_partition
+from sluice.broker.server.handlers.share_groups import is_coordinator, now_ms, share_partition
 from sluice.broker.server.responses import respond
 from sluice.broker.share.share_partition import InvalidRecordStateError, LogBatch
 from sluice.broker.share.share_session import (
@@ -200,8 +200,16 @@ async def handle_share_fetch(ctx: BrokerContext, request: Request) -> bytes:
     session = _session(ctx, body, fetch=True)
     if isinstance(session, int):
         return _fetch_error(request, session)
-    group = ctx.share.group(body.group_id)
-    if group is not None and body.member_id not in group.members:
+    # Membership is known only to the group's coordinator, and only since members last
+    # heartbeated to it (it is not persisted): elsewhere, or before any heartbeat, the fetch
+    # is served on the member's word, as the share-partition's leader cannot check it.
+    group = ctx.share.groups.get(body.group_id)
+    if (
+        group is not None
+        and group.members
+        and body.member_id not in group.members
+        and is_coordinator(ctx, body.group_id)
+    ):
         return _fetch_error(request, Errors.UNKNOWN_MEMBER_ID)
     for t in body.forgotten_topics_data:
         for p in t.partitions:
