@@ -103,7 +103,7 @@ from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
 from sluice.pipeline.load.split_writer import SplitWriter
-from sluice.pipeline.load.verify import account, scan_staged
+from sluice.pipeline.load.verify import StagedScan, account, scan_staged
 from sluice.pipeline.source.avro_columns import (
     OutputLayout,
     ReaderSchema,
@@ -122,7 +122,7 @@ from sluice.pipeline.source.ranges import (
     split_ranges,
 )
 from sluice.pipeline.source.split_reader import BrokersUnreachableError, SplitResult
-from sluice.pipeline.table.commit import TableWriter
+from sluice.pipeline.table.commit import PublishedRun, StagedRun, TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
 from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord
 
@@ -553,6 +553,27 @@ def _finish(report: LoadReport, config: LoadConfig, say: Callable[[str], None]) 
     return report
 
 
+def _publish(staged: StagedRun, report: LoadReport, scan: StagedScan, spark: Any) -> PublishedRun:
+    """The commit step, the one place a table format decides how a verified run becomes
+    visible: here the Camus-style Parquet table's manifest (every range with rows and bytes,
+    the resume offsets, per-date counts, files, data loss, schema ids, error counts) written
+    into the staged run and published with one no-replace rename. ``report`` and ``scan`` are
+    the verified figures and files; nothing before this step is visible to readers."""
+    manifest = staged.manifest(
+        [RangeRecord(p.range, p.rows, p.bytes) for p in report.partitions],
+        scan.files,  # the data files and the error table's
+        row_counts=scan.row_counts,
+        schema_ids=report.schema_ids,
+        data_loss=report.data_loss,
+        error_counts=scan.error_counts,
+    )
+    staged.write_manifest(manifest)
+    _crash_point("manifest", spark)
+    published = staged.publish()
+    _crash_point("published", spark)
+    return published
+
+
 def _run(
     config: LoadConfig,
     consumer: Mapping[str, Any],
@@ -591,18 +612,7 @@ def _run(
             report.progress["rows_per_second"] = round(done / seconds, 1) if seconds else 0.0
         _crash_point("staged", spark)
         with _phase(report, "commit", say, announce=False):
-            manifest = staged.manifest(
-                [RangeRecord(p.range, p.rows, p.bytes) for p in report.partitions],
-                scan.files,  # the data files and the error table's
-                row_counts=scan.row_counts,
-                schema_ids=report.schema_ids,
-                data_loss=report.data_loss,
-                error_counts=scan.error_counts,
-            )
-            staged.write_manifest(manifest)
-            _crash_point("manifest", spark)
-            published = staged.publish()
-            _crash_point("published", spark)
+            published = _publish(staged, report, scan, spark)
     except BaseException:
         if os.environ.get("SLUICE_CRASH_AT") is None:
             with suppress(OSError):
