@@ -9,7 +9,8 @@ State, per share-partition::
 
 Invariants (``check`` asserts them; every mutator keeps them):
 
-* ``start_offset <= end_offset``; ``records`` holds exactly the offsets in between.
+* ``start_offset <= end_offset``; ``records`` holds exactly the offsets in between, at most
+  ``max_record_locks`` of them once any was acquired past the window (a restore may hold more).
 * ``records[start_offset]`` is not done with (else ``start_offset`` would have moved past it),
   unless the partition has nothing in flight (``start_offset == end_offset``).
 * An ACQUIRED record has a member and a lock deadline; no other state has either.
@@ -24,9 +25,12 @@ Transitions (Kafka's ``RecordState``)::
     ACQUIRED --REJECT or GAP--> ARCHIVED
 
 ``acquire`` hands out the AVAILABLE records first, then new offsets from the log (what the
-caller read, described batch by batch), at most ``max_records`` per call and never more than
-``max_record_locks`` ACQUIRED at once. Offsets the log does not hold (compacted away) and
-control records (transaction markers) are ARCHIVED as they are reached, never delivered.
+caller read, described batch by batch), at most ``max_records`` per call. New offsets are taken
+only while the in-flight window ``end_offset - start_offset`` is below ``max_record_locks``
+(Kafka's ``group.share.partition.max.record.locks``): a record held at the start stops the
+partition from running ahead, and bounds ``records`` at that many. Offsets the log does not
+hold (compacted away) and control records (transaction markers) are ARCHIVED as they are
+reached, never delivered.
 
 Time is passed in (``now_ms``): the class does no I/O and keeps no clock, so tests drive lock
 expiry directly. Not thread-safe: used on the broker's event loop only.
@@ -157,13 +161,18 @@ class SharePartition:
         log read from ``next_fetch_offset``, in order) hold below ``high_watermark``; returns
         the acquired ranges, each of one delivery count."""
         self.expire(now_ms)
-        budget = min(max_records, self.max_record_locks - self.acquired_count())
+        budget = max_records
         out: list[AcquiredRange] = []
         deadline = now_ms + self.lock_ms
         for batch in batches:
             for offset in range(max(batch.base, self.start_offset), batch.last + 1):
                 if offset >= high_watermark or budget <= 0:
                     return self._finish(out)
+                if (
+                    offset >= self.end_offset
+                    and offset - self.start_offset >= self.max_record_locks
+                ):
+                    return self._finish(out)  # the in-flight window is full
                 self._archive_gap_before(offset)
                 if offset >= self.end_offset:
                     self.records[offset] = InFlightRecord()

@@ -44,7 +44,7 @@ def test_max_records_and_the_lock_cap() -> None:
     sp = partition()
     log = [LogBatch(0, 9)]
     assert spans(sp.acquire("a", log, high_watermark=10, max_records=3, now_ms=0)) == [(0, 2)]
-    # Four locks at most: one more for b, then nothing until one is released.
+    # A window of four in flight: one more for b, then nothing until the start moves.
     assert spans(sp.acquire("b", log, high_watermark=10, max_records=9, now_ms=0)) == [(3, 3)]
     assert sp.acquire("b", log, high_watermark=10, max_records=9, now_ms=0) == []
     with pytest.raises(InvalidRecordStateError):

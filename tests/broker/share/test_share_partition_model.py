@@ -88,11 +88,12 @@ class SharePartitionModel(RuleBasedStateMachine):
             member, read, high_watermark=self.hw, max_records=max_records, now_ms=self.now
         )
         self._expire()
-        held = sum(1 for r in self.model.values() if r.state is RecordState.ACQUIRED)
-        budget = min(max_records, MAX_LOCKS - held)
+        budget = max_records
+        end = len(self.model)  # the model holds every offset from 0 that was reached
+        start = next((o for o in range(end) if self.model[o].state not in DONE), end)
         expected: list[AcquiredRange] = []
         for o in range(offset, self.hw):
-            if budget <= 0:
+            if budget <= 0 or (o >= end and o - start >= MAX_LOCKS):
                 break
             rec = self.model.setdefault(o, Rec())
             if rec.state is not RecordState.AVAILABLE:
