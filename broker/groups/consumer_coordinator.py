@@ -496,5 +496,29 @@ class ConsumerGroupCoordinator:
             return Errors.STALE_MEMBER_EPOCH
         return Errors.NONE
 
+    def delete_group(self, group_id: str) -> Errors:
+        """DeleteGroups' check (Kafka's ``ConsumerGroup.validateDeleteGroup``): a group with
+        members is NON_EMPTY_GROUP; an empty one is forgotten — :meth:`persist` then writes
+        its tombstones. NONE for an id that is no consumer group (classic, or offsets only)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return Errors.NONE
+        if group.members:
+            return Errors.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        return Errors.NONE
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The existing topics a consumer group's members subscribe to (OffsetDelete's
+        GROUP_SUBSCRIBED_TO_TOPIC), regexes resolved."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        counts = {n: c for n, (c, _id) in (self._topics() if self._topics else {}).items()}
+        out: set[str] = set()
+        for m in group.members.values():
+            out |= self.subscription(m, counts) if counts else set(m.subscribed_names)
+        return out
+
     def describe(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)

@@ -3,10 +3,11 @@
 
 DeleteGroups removes a group and its committed offsets (tombstones in ``__consumer_offsets``):
 refused with NON_EMPTY_GROUP while the group has members, GROUP_ID_NOT_FOUND for a group with
-neither members nor offsets. OffsetDelete removes some of a group's committed offsets; a
-partition of a topic the group's members subscribe to is GROUP_SUBSCRIBED_TO_TOPIC (Kafka's
-``GroupCoordinator.handleDeleteOffsets``). Either may raise what a commit raises
-(``OffsetCommitFailedError``), answered with the coordinator's codes.
+neither members nor offsets — classic and consumer (KIP-848) groups alike. OffsetDelete
+removes some of a group's committed offsets; a partition of a topic the group's members
+subscribe to is GROUP_SUBSCRIBED_TO_TOPIC (Kafka's ``GroupCoordinator.handleDeleteOffsets``).
+Either may raise what a commit raises (``OffsetCommitFailedError``), answered with the
+coordinator's codes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from sluice.broker.server.responses import respond
 
 
 def _known(ctx: BrokerContext, group_id: str) -> bool:
-    return ctx.groups.describe(group_id) is not None or bool(ctx.offsets.committed(group_id))
+    return (
+        ctx.groups.describe(group_id) is not None
+        or ctx.consumer_groups.describe(group_id) is not None
+        or bool(ctx.offsets.committed(group_id))
+    )
 
 
 async def handle_delete_groups(ctx: BrokerContext, request: Request) -> bytes:
@@ -40,7 +45,10 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request) -> bytes:
         else:
             code = ctx.groups.delete_group(group_id)
             if code == Errors.NONE:
+                code = ctx.consumer_groups.delete_group(group_id)
+            if code == Errors.NONE:
                 try:
+                    await ctx.consumer_groups.persist(group_id)  # a consumer group's tombstones
                     await ctx.offsets.delete(group_id, list(ctx.offsets.committed(group_id)))
                 except OffsetCommitFailedError as exc:
                     code = coordinator_code_for(exc)
@@ -62,6 +70,7 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request) -> bytes:
     if top != Errors.NONE:
         return respond(request, {"throttle_time": 0, "error_code": top, "topics": []})
     subscribed = ctx.groups.subscribed_topics(group_id)
+    subscribed |= ctx.consumer_groups.subscribed_topics(group_id)
     doomed: list[tuple[str, int]] = []
     for t in body.topics:
         partitions = []

@@ -159,3 +159,22 @@ def test_the_cli_describes_a_consumer_group(broker: BrokerProcess) -> None:
     owners = [line.split()[-2] for line in described.stdout.splitlines()
               if line.startswith(topic)]  # fmt: skip
     assert owners == ["m1", "m1"]
+
+
+def test_deleting_a_consumer_group_and_its_offsets(broker: BrokerProcess) -> None:
+    topic, group = unique("cg"), unique("cg-delete")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    delete = request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]})
+    offset_delete = request(ApiKey.OFFSET_DELETE, 0, {
+        "group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}],
+    })  # fmt: skip
+    with WireClient(broker.port) as client:
+        assert _join(client, group, "m1", topic).member_epoch == 1
+        assert _commit(client, 9, group, "m1", 1, topic) == Errors.NONE
+        refused = client.call(offset_delete).topics[0].partitions[0].error_code
+        assert refused == Errors.GROUP_SUBSCRIBED_TO_TOPIC
+        assert client.call(delete).results[0].error_code == Errors.NON_EMPTY_GROUP
+        assert _beat(client, group, "m1", -1).member_epoch == -1
+        assert client.call(delete).results[0].error_code == Errors.NONE
+        assert _describe(client, group).error_code == Errors.GROUP_ID_NOT_FOUND
+        assert client.call(delete).results[0].error_code == Errors.GROUP_ID_NOT_FOUND
