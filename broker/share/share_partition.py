@@ -129,9 +129,6 @@ class SharePartition:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state is RecordState.ACQUIRED)
-
     def next_fetch_offset(self, now_ms: float) -> int:
         """Where the caller should read the log from: the first AVAILABLE record (after
         expiring locks), else ``end_offset``."""
