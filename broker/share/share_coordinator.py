@@ -30,6 +30,7 @@ from sluice.broker.share.share_partition import AcknowledgeType, RecordState, Sh
 from sluice.broker.share.share_session import (
     OPEN_EPOCH,
     ShareSession,
+    ShareSessionLimitError,
     ShareSessionNotFoundError,
 )
 from sluice.broker.share.share_state_store import ShareStateStore
@@ -40,6 +41,7 @@ DELIVERY_COUNT_LIMIT = 5  # group.share.delivery.count.limit
 PARTITION_MAX_RECORD_LOCKS = 2_000  # group.share.partition.max.record.locks
 HEARTBEAT_INTERVAL_MS = 5_000  # group.share.heartbeat.interval.ms
 SESSION_TIMEOUT_MS = 45_000  # group.share.session.timeout.ms
+MAX_SHARE_SESSIONS = 2_000  # group.share.max.share.sessions
 
 #: The group configs (IncrementalAlterConfigs on a GROUP resource) a share group reads.
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
@@ -63,6 +65,7 @@ class ShareCoordinator:
         max_record_locks: int = PARTITION_MAX_RECORD_LOCKS,
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
+        max_sessions: int = MAX_SHARE_SESSIONS,
     ) -> None:
         self.store = store
         self.lock_ms = lock_ms
@@ -70,6 +73,7 @@ class ShareCoordinator:
         self.max_record_locks = max_record_locks
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
+        self.max_sessions = max_sessions
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -132,21 +136,41 @@ class ShareCoordinator:
 
     # -- sessions -----------------------------------------------------------------------------
 
-    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+    def session(self, group_id: str, member_id: str, epoch: int, now_ms: float) -> ShareSession:
         """The member's session for a request at ``epoch`` (opening one at 0, moving the
-        epoch otherwise); raises the session errors of ``share_session``."""
+        epoch otherwise); raises the session errors of ``share_session``.
+
+        At most ``max_sessions`` exist (each holds a set of partitions, and any client can
+        open one under a member id of its choosing): opening one more first closes those
+        idle for a session timeout, then refuses (SHARE_SESSION_LIMIT_REACHED)."""
         key = (group_id, member_id)
         if epoch == OPEN_EPOCH:
             if key in self.sessions:
                 # A new session replaces the old: what the old one held is released.
                 self._release(group_id, member_id)
+            elif len(self.sessions) >= self.max_sessions:
+                self._close_idle_sessions(now_ms)
+                if len(self.sessions) >= self.max_sessions:
+                    raise ShareSessionLimitError(
+                        f"{len(self.sessions)} share sessions are open, the limit"
+                    )
             session = self.sessions[key] = ShareSession(group_id, member_id)
+            session.used_ms = now_ms
             return session
         session_or_none = self.sessions.get(key)
         if session_or_none is None:
             raise ShareSessionNotFoundError(f"member {member_id} has no share session")
         session_or_none.advance(epoch)
+        session_or_none.used_ms = now_ms
         return session_or_none
+
+    def _close_idle_sessions(self, now_ms: float) -> None:
+        idle = [
+            key for key, s in self.sessions.items()
+            if now_ms - s.used_ms > self.session_timeout_ms
+        ]  # fmt: skip
+        for group_id, member_id in idle:
+            self._release(group_id, member_id)
 
     def close_session(self, group_id: str, member_id: str) -> None:
         """Epoch -1: the session ends, and the records still acquired in it return."""

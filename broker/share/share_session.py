@@ -23,6 +23,10 @@ class ShareSessionNotFoundError(Exception):
     """An epoch other than 0 for a member without a session (SHARE_SESSION_NOT_FOUND)."""
 
 
+class ShareSessionLimitError(Exception):
+    """No room for one more session (SHARE_SESSION_LIMIT_REACHED)."""
+
+
 class InvalidShareSessionEpochError(Exception):
     """An epoch that is not the session's next (INVALID_SHARE_SESSION_EPOCH)."""
 
@@ -32,6 +36,8 @@ class ShareSession:
     group_id: str
     member_id: str
     epoch: int = 0
+    #: when a request last used it (the broker's loop clock, ms)
+    used_ms: float = 0.0
     #: (topic, partition)s the session fetches, in the order first named
     partitions: dict[tuple[str, int], None] = field(default_factory=dict)
 

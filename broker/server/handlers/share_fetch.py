@@ -51,6 +51,7 @@ from sluice.broker.share.share_session import (
     OPEN_EPOCH,
     InvalidShareSessionEpochError,
     ShareSession,
+    ShareSessionLimitError,
     ShareSessionNotFoundError,
 )
 from sluice.common.topic_partition import TopicPartition
@@ -67,7 +68,8 @@ _CONTROL = 0x20
 
 def _code(name: str) -> int:
     """A share error code once the registry has it (INVALID_RECORD_STATE 121,
-    SHARE_SESSION_NOT_FOUND 122, INVALID_SHARE_SESSION_EPOCH 123); until then INVALID_REQUEST,
+    SHARE_SESSION_NOT_FOUND 122, INVALID_SHARE_SESSION_EPOCH 123,
+    SHARE_SESSION_LIMIT_REACHED 133); until then INVALID_REQUEST,
     which the client reports the same way (the acknowledgement or fetch failed)."""
     return int(getattr(Errors, name, Errors.INVALID_REQUEST))
 
@@ -99,7 +101,9 @@ def _session(ctx: BrokerContext, body: Any, *, fetch: bool) -> ShareSession | in
     if epoch == OPEN_EPOCH and not fetch:
         return _code("INVALID_SHARE_SESSION_EPOCH")
     try:
-        return ctx.share.session(body.group_id, body.member_id, epoch)
+        return ctx.share.session(body.group_id, body.member_id, epoch, now_ms())
+    except ShareSessionLimitError:
+        return _code("SHARE_SESSION_LIMIT_REACHED")
     except ShareSessionNotFoundError:
         return _code("SHARE_SESSION_NOT_FOUND")
     except InvalidShareSessionEpochError:

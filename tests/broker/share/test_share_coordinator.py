@@ -14,6 +14,7 @@ from sluice.broker.share.share_group import FencedShareMemberError, UnknownShare
 from sluice.broker.share.share_partition import AcknowledgeType, LogBatch, RecordState
 from sluice.broker.share.share_session import (
     InvalidShareSessionEpochError,
+    ShareSessionLimitError,
     ShareSessionNotFoundError,
 )
 from sluice.broker.share.share_state_store import ShareStateStore
@@ -88,16 +89,27 @@ def test_membership_epochs_leave_and_expiry(tmp_path: Path) -> None:
 def test_session_epochs(tmp_path: Path) -> None:
     c = coordinator(tmp_path)
     with pytest.raises(ShareSessionNotFoundError):
-        c.session("g", "m", 1)
-    session = c.session("g", "m", 0)
-    assert c.session("g", "m", 1) is session
+        c.session("g", "m", 1, now_ms=0)
+    session = c.session("g", "m", 0, now_ms=0)
+    assert c.session("g", "m", 1, now_ms=0) is session
     with pytest.raises(InvalidShareSessionEpochError):
-        c.session("g", "m", 3)
-    assert c.session("g", "m", 2).epoch == 2
+        c.session("g", "m", 3, now_ms=0)
+    assert c.session("g", "m", 2, now_ms=0).epoch == 2
     # Epoch 0 again: a new session, and the old one's records return.
     sp = c.partition("g", "t", 0, lambda: (0, 0))
     sp.acquire("m", [LogBatch(0, 0)], high_watermark=1, max_records=1, now_ms=0)
-    assert c.session("g", "m", 0) is not session
+    assert c.session("g", "m", 0, now_ms=0) is not session
     assert sp.records[0].state is RecordState.AVAILABLE
     c.close_session("g", "m")
     assert ("g", "m") not in c.sessions
+
+
+def test_sessions_are_bounded(tmp_path: Path) -> None:
+    c = ShareCoordinator(ShareStateStore(tmp_path), session_timeout_ms=1000, max_sessions=2)
+    c.session("g", "a", 0, now_ms=0)
+    c.session("g", "b", 0, now_ms=500)
+    with pytest.raises(ShareSessionLimitError):
+        c.session("g", "c", 0, now_ms=900)
+    # a has been idle for over a session timeout: it makes room (b, used at 500, stays).
+    c.session("g", "c", 0, now_ms=1200)
+    assert set(c.sessions) == {("g", "b"), ("g", "c")}
