@@ -242,9 +242,14 @@ class ConsumerGroupCoordinator:
         owned: Mapping[str, frozenset[int]] | None = None,
         client_id: str = "",
         client_host: str = "",
+        client_member_id: bool = False,
     ) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat (see the module docstring); ``topics``: every
-        non-internal topic's partition count, to resolve subscriptions against."""
+        non-internal topic's partition count, to resolve subscriptions against.
+        ``client_member_id``: the member names itself (v1+, KIP-1082), so it may not be
+        empty; v0 members joining without one are given one."""
+        if client_member_id and not member_id:
+            return _fail(Errors.INVALID_REQUEST, member_id, member_epoch)
         bad = self._check(group_id, member_id, member_epoch, rebalance_timeout_ms,
                           subscribed_names, subscribed_regex, server_assignor)  # fmt: skip
         if bad is not None:

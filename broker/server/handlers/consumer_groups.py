@@ -86,6 +86,7 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, request: Request) 
         owned=owned,
         client_id=request.header.client_id or "",
         client_host=CURRENT_PEER.get(),
+        client_member_id=request.api_version >= 1,
     )
     try:
         # Answered once durable, as Kafka's coordinator answers after its records' write.

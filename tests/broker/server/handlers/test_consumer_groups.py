@@ -75,6 +75,8 @@ def test_heartbeat_hands_partitions_over_after_revocation(broker: BrokerProcess)
         assert names == {"m1": topic, "m2": topic}
         assert _beat(client, group, "m1", 7).error_code == Errors.FENCED_MEMBER_EPOCH
         assert _beat(client, group, "zz", 1).error_code == Errors.UNKNOWN_MEMBER_ID
+        # v1 members name themselves (KIP-1082).
+        assert _join(client, group, "", topic).error_code == Errors.INVALID_REQUEST
         left = _beat(client, group, "m2", -1)
         assert (left.error_code, left.member_epoch) == (Errors.NONE, -1)
 
