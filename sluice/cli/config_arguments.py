@@ -4,7 +4,9 @@ arguments, their progress lines, and stopping a Spark session they started.
 * ``add_config_arguments``: ``--config <file>`` and repeatable ``--override key=value``, as
   every client-side command takes them (the mirror accepts them before and after its action,
   hence ``default``).
-* ``progress_printer``: ``[sluice <command> HH:MM:SS] message`` lines on stderr.
+* ``progress_printer``: ``[sluice <command> 2026-11-28T06:00:26Z] message`` lines on stderr
+  (UTC, ISO 8601 with date and zone, as ``sluice load`` stamps its lines: a log kept by cron
+  over several nights stays readable).
 * ``stopping_spark_started_inside``: a context manager that stops the active Spark session on
   the way out if the block started it (a session the caller already had is left running).
 
@@ -14,8 +16,8 @@ Functions only; no state beyond the call.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -48,10 +50,11 @@ def add_config_arguments(
 
 
 def progress_printer(command: str) -> Callable[[str], None]:
-    """A progress callback printing ``[sluice <command> HH:MM:SS] message`` lines to stderr."""
+    """A progress callback printing ``[sluice <command> <UTC time, ISO 8601>] message`` lines
+    to stderr."""
 
     def progress(message: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         print(f"[sluice {command} {stamp}] {message}", file=sys.stderr, flush=True)
 
     return progress

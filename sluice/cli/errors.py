@@ -16,9 +16,15 @@ turns any exception into ``(exit status, one-line message)`` in one place: confi
 errors of every package (every exception type named ``*ConfigError``, and
 ``PropertiesError``) are 2, librdkafka's transport and timeout errors and the registry
 client's connection errors are 3. The traceback is shown only with ``sluice --debug``.
+``unreachable_cause`` finds, in an exception's chain, the failure that means a service did not
+answer (a command that wraps failures in its own error type uses it to tell 3 from 1), and
+``report`` prints a command's one line (the traceback first with ``--debug``).
 """
 
 from __future__ import annotations
+
+import sys
+import traceback
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -37,6 +43,8 @@ __all__ = [
     "ServiceUnreachableError",
     "classify",
     "raise_for_kafka",
+    "report",
+    "unreachable_cause",
 ]
 
 EXIT_OK = 0
@@ -55,6 +63,13 @@ _UNREACHABLE_CODES = frozenset(
         KafkaError._MSG_TIMED_OUT,
         KafkaError._WAIT_COORD,
     }
+)
+
+# The packages' own "did not answer" errors, by type name: importing them here would import
+# the ``spark`` extra (pyarrow, pyiceberg) into every command. ``MetadataError`` is the Kafka
+# source's "no answer to a metadata or offsets request".
+_UNREACHABLE_TYPES = frozenset(
+    {"UnreachableError", "BrokersUnreachableError", "CatalogUnavailableError", "MetadataError"}
 )
 
 
@@ -90,6 +105,36 @@ def raise_for_kafka(exc: KafkaException, what: str, bootstrap: str) -> None:
             f"{what}: no broker of {bootstrap} answered ({reason})"
         ) from exc
     raise CommandError(f"{what}: {reason}") from exc
+
+
+def unreachable_cause(exc: BaseException) -> BaseException | None:
+    """The first exception in ``exc``'s chain (itself, then each ``__cause__``, else
+    ``__context__``: a ``raise ... from None`` keeps the latter) that means a service did not
+    answer: a ``ServiceUnreachableError``, the registry client's connection error, librdkafka's
+    transport or timeout errors, or a package's unreachable error; None when there is none."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ServiceUnreachableError | RegistryConnectionError):
+            return current
+        if isinstance(current, KafkaException):
+            error = current.args[0] if current.args else None
+            if isinstance(error, KafkaError) and unreachable(error):
+                return current
+        if type(current).__name__ in _UNREACHABLE_TYPES:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def report(command: str, code: int, message: str, debug: bool) -> int:
+    """Print ``sluice <command>: <message>`` on stderr (the traceback of the exception being
+    handled first when ``debug``); return ``code``."""
+    if debug:
+        traceback.print_exc()
+    print(f"sluice {command}: {message}", file=sys.stderr, flush=True)
+    return code
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
