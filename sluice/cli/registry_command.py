@@ -9,7 +9,12 @@
   the global mode or a subject's (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT).
 
 The project CLI wires these in with :func:`add_registry_parser`; each leaf parser sets
-``func``, a callable taking the parsed namespace and returning the exit status.
+``func``, a callable taking the parsed namespace and returning the exit status. Failures are
+raised and turned into one line and an exit status by ``sluice.cli.errors.classify``: 1 the
+registry refused the request (an incompatible or invalid schema, 409/422..., with the
+registry's message), 2 bad input (a flag, a schema file that does not exist, a bad config),
+3 the registry did not answer (refused, or no answer within the client's
+``REQUEST_TIMEOUT_S``), naming its URL. ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -21,17 +26,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sluice.cli.errors import classify, report
 from sluice.common.logging_setup import configure
 from sluice.common.properties import load_properties
 from sluice.schemas.client import RegistryClient
-from sluice.schemas.errors import SchemasError
 from sluice.schemas.server import DEFAULT_LISTENER, RegistryConfig, serve
+
+REQUEST_TIMEOUT_S = 10.0
+"""How long a verb waits for the registry's answer to one request (the client's default)."""
+
+DESCRIPTION = (
+    "Run the schema registry (Avro, JSON Schema, Protobuf; the Confluent API), or register, "
+    "list and set modes against one. Exit status: 0 done, 1 the registry refused the request "
+    "(its message is shown), 2 bad input, 3 the registry did not answer within 10 s."
+)
+"""The ``--help`` text: plain words, no reST markup."""
 
 
 def add_registry_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``registry`` with its ``start``, ``register``, ``list`` and ``mode`` subcommands."""
     registry = subparsers.add_parser(
-        "registry", help="schema registry: Avro, JSON Schema, Protobuf (Confluent API)"
+        "registry",
+        help="schema registry: Avro, JSON Schema, Protobuf (Confluent API)",
+        description=DESCRIPTION,
     )
     commands = registry.add_subparsers(dest="registry_command", metavar="ACTION")
     commands.required = True
@@ -102,7 +119,7 @@ def _reference(text: str) -> dict[str, Any]:
 
 
 def _register(args: argparse.Namespace) -> int:
-    with RegistryClient(args.url) as client:
+    with RegistryClient(args.url, timeout=REQUEST_TIMEOUT_S) as client:
         schema_id = client.register(
             args.subject,
             args.file.read_text(encoding="utf-8"),
@@ -114,7 +131,7 @@ def _register(args: argparse.Namespace) -> int:
 
 
 def _mode(args: argparse.Namespace) -> int:
-    with RegistryClient(args.url) as client:
+    with RegistryClient(args.url, timeout=REQUEST_TIMEOUT_S) as client:
         if args.set is not None:
             client.set_mode(args.set, args.subject, force=args.force)
         print(client.get_mode(args.subject))
@@ -122,7 +139,7 @@ def _mode(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with RegistryClient(args.url) as client:
+    with RegistryClient(args.url, timeout=REQUEST_TIMEOUT_S) as client:
         if args.subject is None:
             for subject in client.subjects():
                 print(subject)
@@ -134,14 +151,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice")
+    parser = argparse.ArgumentParser(prog="python -m sluice.cli.registry_command")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     add_registry_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (SchemasError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (Exception, KeyboardInterrupt) as exc:
+        code, message = classify(exc)
+        return report(f"registry {args.registry_command}", code, f"error: {message}", args.debug)
 
 
 if __name__ == "__main__":

@@ -41,13 +41,21 @@ __all__ = ["add_table_parser", "main", "run_table_command"]
 
 ACTIONS = ("describe", "compact", "expire-snapshots", "remove-orphans")
 
+DESCRIPTION = (
+    "Describe and maintain the load's Iceberg tables: the catalog comes from the load's "
+    "config (warehouse.path and the iceberg.* keys) or --warehouse. Exit status: 0 done, "
+    "1 failed (no such table, a commit conflict that outlived the attempts), 2 usage or "
+    "configuration, 3 the catalog did not answer."
+)
+"""The ``--help`` text: plain words, no reST markup."""
+
 
 def add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``table`` and its actions to an ``argparse`` subparsers object."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "table",
         help="describe and maintain the load's Iceberg tables (compact, expire, orphans)",
-        description=__doc__.split("\n")[0],
+        description=DESCRIPTION,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, help_text in (
