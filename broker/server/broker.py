@@ -1,7 +1,8 @@
 """``Broker``: one broker's components and lifecycle; the context every request handler gets.
 
 Components, built once from the config. The only place where standalone and cluster mode
-differ is the cluster view chosen here, and the ZooKeeper client cluster mode needs:
+differ is the cluster view (and the ZooKeeper client cluster mode needs), chosen by
+:func:`~sluice.broker.server.cluster_mode.cluster_view_for`:
 
 * ``cluster``: a :class:`~sluice.broker.cluster.cluster_view.ClusterView` — standalone a
   :class:`~sluice.broker.cluster.single_broker.SingleBrokerCluster` (topics in the first log
@@ -12,7 +13,9 @@ differ is the cluster view chosen here, and the ZooKeeper client cluster mode ne
   makes each local replica leader or follower as the cluster view says, creates and deletes
   the logs, and takes every append (a single broker's appends commit at once);
 * ``offsets`` (committed offsets in ``__consumer_offsets``, appended through the replica
-  manager, loaded for the partitions this broker leads), ``groups``, ``purgatory``, ``metrics``.
+  manager, loaded for the partitions this broker leads), ``groups``, ``purgatory``, ``metrics``;
+  ``group_coordination`` loads and unloads the groups with the offsets partitions this broker
+  leads (:class:`~sluice.broker.server.group_coordination.GroupCoordination`).
 
 Handlers see it only as a :class:`~sluice.broker.server.context.BrokerContext`.
 
@@ -54,15 +57,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.retry import KazooRetry
 from prometheus_client import start_http_server
 
-from sluice.broker.cluster.cluster_metadata import ClusterMetadata
-from sluice.broker.cluster.cluster_view import ClusterView
-from sluice.broker.cluster.local_metadata import LocalMetadataStore
-from sluice.broker.cluster.single_broker import SingleBrokerCluster
 from sluice.broker.cluster.topic_metadata import (
     MetadataUnavailableError,
 )
@@ -75,7 +72,6 @@ from sluice.broker.log.log import Log
 from sluice.broker.log.log_manager import LogManager
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import BrokerConnector
-from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.authorizer import AclAuthorizer
 from sluice.broker.security.errors import CredentialFormatError
@@ -86,6 +82,7 @@ from sluice.broker.server.authorization import (
     authorizer_wanted,
     start_authorizer,
 )
+from sluice.broker.server.cluster_mode import cluster_view_for
 from sluice.broker.server.context import Handler
 from sluice.broker.server.controlled_shutdown import (
     ControlledShutdown,
@@ -94,6 +91,7 @@ from sluice.broker.server.controlled_shutdown import (
 )
 from sluice.broker.server.dispatcher import RequestDispatcher
 from sluice.broker.server.dynamic_broker_config import DynamicBrokerConfig, store_for
+from sluice.broker.server.group_coordination import GroupCoordination
 from sluice.broker.server.handlers import HANDLERS
 from sluice.broker.server.handlers.security import handle_sasl_without_sasl
 from sluice.broker.server.lazy_transaction_coordinator import LazyTransactionCoordinator
@@ -106,7 +104,6 @@ from sluice.broker.server.transaction_host import build_coordinator
 from sluice.broker.share.share_coordinator import ShareCoordinator
 from sluice.broker.share.share_state_store import ShareStateStore
 from sluice.broker.transactions.transaction_log import TOPIC as TRANSACTION_STATE_TOPIC
-from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +117,6 @@ REPLICAS_STOP_TIMEOUT = 5.0
 ZOOKEEPER_STOP_TIMEOUT = 5.0
 CLUSTER_STOP_TIMEOUT = 5.0  # the cluster view's threads, after ZooKeeper is closed
 SHUTDOWN_GRACE = 20.0
-# kazoo's own reconnect backoff grows to an hour; a broker retries ZooKeeper at least every
-# ZOOKEEPER_RETRY_MAX_DELAY seconds (so it reconnects soon after an outage, and kazoo's stop,
-# which waits for the reconnect loop to notice it, returns soon).
-ZOOKEEPER_RETRY_MAX_DELAY = 1.0
 
 
 class Broker:
@@ -133,7 +126,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.port = config.listener.port
-        self.zk, self.cluster = _cluster_view(config)
+        self.zk, self.cluster = cluster_view_for(config)
         self.topics = TopicAdmin(config.log, self.cluster)
         # Dynamic broker configs (AlterConfigs on a BROKER resource): read at startup, then
         # each change swaps in the config with them applied (_reconfigure).
@@ -159,7 +152,8 @@ class Broker:
             min_insync_replicas=config.min_insync_replicas,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             on_high_watermark=self.purgatory.notify,
-            on_role_change=self._on_role_change,
+            # The groups follow the __consumer_offsets partitions led here (built below).
+            on_role_change=lambda *change: self.group_coordination.on_role_change(*change),
             # Cluster mode: a log dir gone offline takes its replicas offline and the
             # controller moves their leadership away (Kafka's LogDirFailureHandler).
             dir_failures=self.log_manager.dir_failures,
@@ -193,6 +187,9 @@ class Broker:
                 for name, info in self.cluster.topics().items()
                 if not info.internal
             },
+        )
+        self.group_coordination = GroupCoordination(
+            self.offsets, self.groups, self.consumer_groups, compact_on_load=config.standalone
         )
         try:
             self.scram_credentials: ScramStore = (
@@ -285,32 +282,6 @@ class Broker:
         if result.error != Errors.NONE or result.info is None:
             raise OffsetCommitFailedError(result.error, result.message or "")
         return result.info.first_offset
-
-    def _on_role_change(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
-        """Coordinate the groups of the offsets partitions this broker leads."""
-        if tp.topic != OFFSETS_TOPIC:
-            return
-        if role is Role.LEADER and partition_log is not None:
-            # Only a standalone broker rewrites a mostly stale partition as it loads it (at
-            # startup, before it serves): in a cluster the rewrite would run on the event loop
-            # while serving, and followers would have to follow the moved log start.
-            live = self.offsets.load_partition(
-                tp.partition, partition_log, compact=self.config.standalone
-            )
-            groups = self.groups.load_groups(self.offsets.groups_in(tp.partition))
-            groups += self.consumer_groups.load_groups(
-                self.offsets.consumer_records_in(tp.partition)
-            )
-            log.info("coordinating groups of %s (%d committed offsets, %d groups loaded)",
-                     tp, live, len(groups))  # fmt: skip
-        else:
-            self.groups.unload_groups(
-                lambda group: self.offsets.partition_for(group) == tp.partition
-            )
-            self.consumer_groups.unload_groups(
-                lambda group: self.offsets.partition_for(group) == tp.partition
-            )
-            self.offsets.unload_partition(tp.partition)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -467,35 +438,3 @@ class Broker:
             self._shutdown_step = f"controlled shutdown, attempt {attempt}"
 
         return await self.controlled_shutdown.leave(lambda: zk.connected, self.cluster.stop, step)
-
-
-def _cluster_view(config: BrokerConfig) -> tuple[KazooClient | None, ClusterView]:
-    """Standalone, no ZooKeeper client and a cluster of one over the first log dir; in
-    cluster mode the client and its view of ZooKeeper, where topics, leaders and ISRs live
-    (registered once the listener is bound, so the advertised port is known)."""
-    advertised_port = config.advertised.port or config.listener.port  # set again once bound
-    if config.standalone:
-        store = LocalMetadataStore(config.log_dirs[0], config.broker_id)
-        single = SingleBrokerCluster(
-            store, config.broker_id, listener_host=config.advertised.host,
-            listener_port=advertised_port,
-        )  # fmt: skip
-        return None, single
-    zk = KazooClient(
-        hosts=config.zookeeper_connect,
-        timeout=config.zookeeper_session_timeout_ms / 1000,
-        connection_retry=KazooRetry(max_tries=-1, max_delay=ZOOKEEPER_RETRY_MAX_DELAY),
-    )
-    return zk, ClusterMetadata(
-        zk,
-        config.broker_id,
-        listener_host=config.advertised.host,
-        listener_port=advertised_port,
-        inter_broker_listener=config.listener.name,
-        default_replication_factor=config.default_replication_factor,
-        num_partitions=config.num_partitions,
-        unclean_leader_election=config.unclean_leader_election,
-        # Restarted right after a crash, the broker finds its previous session's
-        # registration still there until that session expires: wait that long.
-        registration_timeout=max(10.0, config.zookeeper_session_timeout_ms / 1000 + 5),
-    )
