@@ -29,9 +29,9 @@ grace) before the newest published load started; later windows are ``open`` for 
 ``warehouse.cutoff=audit`` it is judged like the Kafka tiers (right after a load, or with an
 ``--until`` before the load's start).
 
-Exit status (``sluice audit``): 0 every closed window agrees, 1 some closed window differs,
-2 bad configuration, 3 the audit could not run (a cluster, the registry or a table
-unreadable).
+Exit status (``sluice audit``): 0 every closed window agrees, 1 some closed window differs or
+the audit failed, 2 bad configuration, 3 a service did not answer (a cluster, the registry or
+the Spark master; ``sluice.cli.errors.unreachable_cause`` finds it behind the audit's error).
 
 Threads: :class:`AuditConfig` is immutable; :func:`run_audit` runs on the Spark driver, one
 audit at a time per SparkSession (reading a warehouse table switches a session setting for the
