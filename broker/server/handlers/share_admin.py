@@ -18,8 +18,8 @@ from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
-from sluice.broker.server.handlers.share_groups import is_coordinator, share_partition
 from sluice.broker.server.responses import respond
+from sluice.broker.server.share_access import is_coordinator, share_partition
 from sluice.broker.share.share_partition import DONE
 
 

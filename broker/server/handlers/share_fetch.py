@@ -43,8 +43,8 @@ from sluice.broker.protocol import Request
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.server.context import BrokerContext
-from sluice.broker.server.handlers.share_groups import is_coordinator, now_ms, share_partition
 from sluice.broker.server.responses import respond
+from sluice.broker.server.share_access import is_coordinator, now_ms, share_partition
 from sluice.broker.share.share_partition import InvalidRecordStateError, LogBatch
 from sluice.broker.share.share_session import (
     FINAL_EPOCH,
