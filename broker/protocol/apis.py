@@ -204,7 +204,8 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             # v0 (old-style offset lists): the handler answers it itself.
             _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 5),
             # v0: an empty topic list means every topic (v1+: null does).
-            _spec(ApiKey.METADATA, "Metadata", 0, 8, handler_min=1),
+            # v10+ carries topic ids and v12 asks by them: KIP-848 and share consumers need both.
+            _spec(ApiKey.METADATA, "Metadata", 0, 12, handler_min=1),
             # v9: the consumer group protocol's members commit with their epoch (KIP-848).
             _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 9, handler_min=2),
             _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 5, handler_min=1),

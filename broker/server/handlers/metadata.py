@@ -14,6 +14,7 @@ Auto-creation also needs CREATE on the cluster or on the topic, else TOPIC_AUTHO
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from sluice.broker.cluster.cluster_view import ClusterView
@@ -28,6 +29,9 @@ from sluice.broker.server.responses import respond
 from sluice.common.topic_partition import InvalidTopicError, validate_topic
 
 log = logging.getLogger(__name__)
+
+#: the id a topic entry carries when there is no topic (Kafka's Uuid.ZERO_UUID)
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def handle_api_versions(ctx: BrokerContext, request: Request) -> bytes:
@@ -60,13 +64,20 @@ def _topic_entry(cluster: ClusterView, info: TopicInfo) -> dict[str, Any]:
     return {
         "error_code": Errors.NONE,
         "name": info.name,
+        "topic_id": info.topic_id,  # v10+: KIP-848 and share assignments name topics by id
         "is_internal": info.internal,
         "partitions": partitions,
     }
 
 
+def _error(code: int, name: str | None, topic_id: uuid.UUID = NO_TOPIC_ID) -> dict[str, Any]:
+    """A topic the answer has no partitions for (v10+ carries the id asked, or the zero id)."""
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+
+
 def _refused(name: str) -> dict[str, Any]:
     return {"error_code": Errors.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": [],
+            "topic_id": NO_TOPIC_ID,
             "is_internal": False}  # fmt: skip
 
 
@@ -85,8 +96,16 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
         # v4+ lets the client forbid auto-creation; before v4 it is always allowed.
         allow = getattr(body, "allow_auto_topic_creation", True) and cfg.auto_create_topics
         topics = []
+        by_id: dict[uuid.UUID, str] | None = None
         for requested in body.topics:
             name = requested.name
+            if name is None:  # v12+: asked by topic id (a KIP-848 consumer's assignment)
+                if by_id is None:
+                    by_id = {i.topic_id: n for n, i in cluster.topics().items()}
+                name = by_id.get(requested.topic_id)
+                if name is None:
+                    topics.append(_error(Errors.UNKNOWN_TOPIC_ID, None, requested.topic_id))
+                    continue
             if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 topics.append(_refused(name))
                 continue
@@ -104,16 +123,13 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
                         name, cfg.num_partitions, cfg.default_replication_factor, {},
                     )  # fmt: skip
                 except InvalidTopicError as exc:
-                    topics.append({"error_code": code_for(exc), "name": name, "partitions": []})
+                    topics.append(_error(code_for(exc), name))
                     continue
                 except ADMIN_ERRORS as exc:
                     log.warning("auto-creating topic %s failed: %s", name, exc)
                     info = cluster.get(name)
             if info is None:
-                topics.append(
-                    {"error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                     "partitions": []}
-                )  # fmt: skip
+                topics.append(_error(Errors.UNKNOWN_TOPIC_OR_PARTITION, name))
             else:
                 topics.append(_topic_entry(cluster, info))
     brokers = [

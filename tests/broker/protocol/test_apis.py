@@ -13,7 +13,7 @@ EXPECTED = {
     0: ((0, 8), (0, 8)),
     1: ((0, 11), (0, 11)),
     2: ((0, 5), (0, 5)),
-    3: ((0, 8), (0, 8)),
+    3: ((0, 12), (0, 12)),
     8: ((0, 9), (0, 9)),  # v9 for KIP-848's member epochs (issue 30)
     9: ((0, 5), (0, 5)),
     10: ((0, 2), (0, 2)),
@@ -129,6 +129,7 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
     expected = {(ApiKey.API_VERSIONS, 3)} | {
         (key, v)
         for key in (
+            3,
             8,
             21,
             22,
