@@ -41,6 +41,7 @@ from sluice.pipeline.source.options import (
 )
 from sluice.pipeline.source.split_reader import consumer_settings
 from sluice.pipeline.table.filesystem import UnsupportedTableSchemeError, check_table_scheme
+from sluice.pipeline.table.iceberg_catalog import IcebergConfig, IcebergConfigError
 
 __all__ = ["AVRO_KEYS", "CONFIG_DEF", "LoadConfig", "LoadConfigError"]
 
@@ -65,6 +66,12 @@ def _value_format(value: str) -> str | None:
     if value.lower() in ("binary", "avro"):
         return None
     return f"expected binary or avro, found {value.lower()!r}"
+
+
+def _table_format(value: str) -> str | None:
+    if value.lower() in ("parquet", "iceberg"):
+        return None
+    return f"expected parquet or iceberg, found {value.lower()!r}"
 
 
 def _pattern_error(value: str) -> str | None:
@@ -124,10 +131,16 @@ CONFIG_DEF = (
     )
     .define(
         "warehouse.path", Type.STRING, REQUIRED,
-        Check("a local path, file:// or hdfs:// (no object store)", _atomic_rename),
-        doc="Where tables live. Object stores (s3a://, ...) are refused: they have no atomic "
-        "rename. On a cluster a local path must be one filesystem shared by the driver and "
-        "every worker at the same path.",
+        doc="Where tables live. table.format=parquet: a local path, file:// or hdfs://; "
+        "object stores (s3a://, ...) are refused, they have no atomic rename. "
+        "table.format=iceberg: also s3://. On a cluster a local path must be one filesystem "
+        "shared by the driver and every worker at the same path.",
+    )
+    .define(
+        "table.format", Type.STRING, "parquet", Check("parquet, iceberg", _table_format),
+        doc="parquet: the Camus-style directory layout under <warehouse.path>/<table> "
+        "(docs/nightly-load.md). iceberg: one Apache Iceberg table per topic, committed "
+        "with its offsets (docs/iceberg.md); configured by the iceberg.* keys.",
     )
     .define(
         "table", Type.STRING, "events", Check("a plain directory name", _plain_name),
@@ -234,6 +247,12 @@ CONFIG_DEF = (
         "Any other Spark setting, passed to the SparkSession builder.",
         prefix="spark.",
     )
+    .family(
+        "iceberg.<key>",
+        "table.format=iceberg: the catalog and tables (docs/iceberg.md lists them); refused "
+        "with table.format=parquet.",
+        prefix="iceberg.",
+    )
 )  # fmt: skip
 """Every key of ``conf/nightly_load.properties``, declared once (the module doc)."""
 
@@ -274,6 +293,7 @@ class LoadConfig:
     stall_timeout_ms: int = 300_000
     poll_timeout_ms: int = 120_000
     allow_missing_topics: bool = False
+    iceberg: IcebergConfig | None = None  # table.format=iceberg
 
     @property
     def value_format(self) -> str:
@@ -338,7 +358,9 @@ class LoadConfig:
         avro = _avro(props, get("valueFormat").lower())
         reports = get("reports.path")
         warehouse = to_uri(get("warehouse.path"))
+        iceberg = _iceberg(props, get("table.format").lower(), warehouse)
         return cls(
+            iceberg=iceberg,
             avro=avro,
             bootstrap_servers=get("kafka.bootstrap.servers"),
             topics=topics or (),
@@ -388,6 +410,26 @@ def _avro(props: Mapping[str, str], value_format: str) -> AvroOptions | None:
     try:
         return AvroOptions.parse({"valueFormat": "avro", "onDecodeError": "errorTable", **given})
     except ValueError as exc:
+        raise LoadConfigError(str(exc)) from None
+
+
+def _iceberg(props: Mapping[str, str], table_format: str, warehouse: str) -> IcebergConfig | None:
+    """The ``iceberg.*`` settings of ``table.format=iceberg`` (``None`` for parquet, which
+    refuses them and needs a warehouse with an atomic rename; Iceberg commits through its
+    catalog, so an object store will do)."""
+    if table_format != "iceberg":
+        stray = sorted(k for k in props if k.startswith("iceberg."))
+        if stray:
+            raise LoadConfigError(
+                f"{stray[0]}: expected only with table.format=iceberg, found table.format=parquet"
+            )
+        problem = _atomic_rename(warehouse)
+        if problem:
+            raise LoadConfigError(f"warehouse.path: {problem}")
+        return None
+    try:
+        return IcebergConfig.from_properties(props, warehouse)
+    except IcebergConfigError as exc:
         raise LoadConfigError(str(exc)) from None
 
 

@@ -96,6 +96,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.load import iceberg_tables
 from sluice.pipeline.load.config import LoadConfig, LoadConfigError
 from sluice.pipeline.load.errors import LoadError, UnreachableError
 from sluice.pipeline.load.preflight import preflight
@@ -103,7 +104,7 @@ from sluice.pipeline.load.progress import LoadProgress
 from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
 from sluice.pipeline.load.split_writer import SplitWriter
-from sluice.pipeline.load.verify import StagedScan, account, scan_staged
+from sluice.pipeline.load.verify import StagedScan, account, account_iceberg, scan_staged
 from sluice.pipeline.source.avro_columns import (
     OutputLayout,
     ReaderSchema,
@@ -124,6 +125,7 @@ from sluice.pipeline.source.ranges import (
 from sluice.pipeline.source.split_reader import BrokersUnreachableError, SplitResult
 from sluice.pipeline.table.commit import PublishedRun, StagedRun, TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
+from sluice.pipeline.table.iceberg_run import TopicWriters
 from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord
 
 __all__ = [
@@ -312,6 +314,7 @@ def _read_and_write(
     avro: tuple[ReaderSchema, OutputLayout] | None,
     watch: Callable[[str, int], LoadProgress],
     report: LoadReport,
+    iceberg: Mapping[str, TopicWriters] | None = None,
 ) -> list[SplitResult]:
     """Fetch the planned ranges and write them as Parquet at ``uri``, one Spark task per split
     (``sluice.pipeline.load.split_writer``); return the tasks' results.
@@ -322,7 +325,8 @@ def _read_and_write(
     job's result, whatever filesystem the tasks wrote to. For a typed load the tasks get the
     options with the run's error table and the reader schema resolved in the plan phase — no
     registry request on the driver. The job runs in its own job group, which
-    ``watch(group, splits)`` follows for the progress line."""
+    ``watch(group, splits)`` follows for the progress line. ``iceberg``: the tasks write
+    each topic's Iceberg data and error files instead (``table.format=iceberg``)."""
     typed = None
     timestamp = "timestamp"
     if avro is not None:
@@ -345,6 +349,7 @@ def _read_and_write(
         timestamp=timestamp,
         hold_after_first_batch_s=60.0 if os.environ.get("SLUICE_CRASH_AT") == "read" else 0.0,
         poll_timeout_s=config.split_timeout_s,
+        iceberg=iceberg,
     )
     group = f"sluice-load-{report.run_id}"
     context = spark.sparkContext
@@ -455,15 +460,17 @@ def run_load(
         preflight(config, consumer)
         spark = spark if spark is not None else build_spark(config, say)
         report.spark_app_id = spark.sparkContext.applicationId
-        check_filesystem(spark, config.table_uri, say)
-        # One publish path for every scheme: the rename through the JVM's Hadoop FileContext.
-        writer = TableWriter(config.table_uri, HadoopRenamer.from_spark(spark))
-        report.table = writer.uri
 
         def watch(group: str, splits: int) -> LoadProgress:
             offsets = sum(p.range.count for p in report.partitions)
             return LoadProgress(spark, group, splits=splits, offsets=offsets, say=say, live=live)
 
+        if config.iceberg is not None:  # the catalog commits: no rename, no TableWriter
+            return _run_iceberg(config, consumer, spark, report, say, watch)
+        check_filesystem(spark, config.table_uri, say)
+        # One publish path for every scheme: the rename through the JVM's Hadoop FileContext.
+        writer = TableWriter(config.table_uri, HadoopRenamer.from_spark(spark))
+        report.table = writer.uri
         return _run(config, consumer, spark, writer, report, say, watch)
     except Exception as exc:
         report.finish("failed", "nothing was published", f"{type(exc).__name__}: {exc}")
@@ -501,11 +508,30 @@ def _plan_phase(
         say(f"removed dead staging directory {uri}")
     latest = writer.latest_manifest()
     committed = latest.offsets if latest else {}
+    where = f"table {writer.uri}: " + (
+        f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new"
+    )
+    reads, changed, avro = _plan_reads(config, consumer, committed, report, say, where)
+    return _Plan(latest.run_id if latest else None, reads, changed, avro)
+
+
+def _plan_reads(
+    config: LoadConfig,
+    consumer: Mapping[str, Any],
+    committed: Mapping[str, Mapping[int, int]],
+    report: LoadReport,
+    say: Callable[[str], None],
+    where: str,
+    adjust: Callable[[list[OffsetRange]], list[OffsetRange]] | None = None,
+) -> tuple[list[OffsetRange], bool, tuple[ReaderSchema, OutputLayout] | None]:
+    """The plan from ``committed`` (either table format's resume offsets): the ranges to
+    read, whether any partition moved, the typed read; ``adjust`` (Iceberg's pinning) may cut
+    the planned ranges first. ``where`` opens the plan's progress line."""
     try:
         resolution = _plan(config, consumer, committed, say)
     except OffsetOptionError as exc:
         raise LoadError(str(exc)) from None
-    ranges = resolution.ranges
+    ranges = list(resolution.ranges) if adjust is None else adjust(list(resolution.ranges))
     report.topics = sorted({r.topic for r in ranges})
     report.data_loss = list(resolution.data_loss)
     reads = [r for r in ranges if r.count > 0]
@@ -529,11 +555,7 @@ def _plan_phase(
         )
     ]
     report.partitions = [PartitionReport(r) for r in changed]
-    say(
-        f"table {writer.uri}: "
-        + (f"resuming after load={latest.sequence} ({latest.run_id})" if latest else "new")
-        + f"; {sum(r.count for r in reads)} offsets to read from {len(reads)} partitions"
-    )
+    say(f"{where}; {sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
     avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
     if avro is not None:
         reader = avro[0]
@@ -543,7 +565,7 @@ def _plan_phase(
             "version": reader.version,
         }
         say(f"values: Avro, typed by reader schema {reader.describe()}")
-    return _Plan(latest.run_id if latest else None, reads, bool(changed), avro)
+    return reads, bool(changed), avro
 
 
 def _finish(report: LoadReport, config: LoadConfig, say: Callable[[str], None]) -> LoadReport:
@@ -623,6 +645,76 @@ def _run(
     report.finish(
         "published",
         f"published {report.total_rows} rows as {published.uri}"
+        + (
+            f"; {report.total_errors} undecodable records in its error table {report.errors_path}"
+            if report.total_errors
+            else ""
+        )
+        + (
+            f"; {report.total_lost} offsets LOST (failOnDataLoss=false)" if report.data_loss else ""
+        ),
+    )
+    return _finish(report, config, say)
+
+
+def _run_iceberg(
+    config: LoadConfig,
+    consumer: Mapping[str, Any],
+    spark: Any,
+    report: LoadReport,
+    say: Callable[[str], None],
+    watch: Callable[[str, int], LoadProgress],
+) -> LoadReport:
+    """``_run`` for ``table.format=iceberg`` (``sluice.pipeline.load.iceberg_tables``): plan
+    from the tables' snapshots (pinned topics reproduce a crashed run's ranges), create or
+    check the tables before any read, write the files, account for them, and publish with one
+    conditional catalog commit per table; the parquet path's crash points, ``manifest``
+    falling between the error tables' commits and the data tables'."""
+    with _phase(report, "plan", say, announce=False):
+        run = iceberg_tables.begin(config, consumer)
+        report.table = ", ".join(sorted(run.data))
+        resumed = any(run.committed.values())
+        where = f"tables {report.table}: " + ("resuming from their snapshots" if resumed else "new")
+        if run.pinned:
+            where += f"; {', '.join(sorted(run.pinned))} pinned to a crashed run's ranges"
+        reads, changed, avro = _plan_reads(
+            config, consumer, run.committed, report, say, where,
+            lambda ranges: iceberg_tables.pin(ranges, run.committed, run.pinned),
+        )  # fmt: skip
+        if changed:
+            writers = iceberg_tables.writers(run, avro)
+    if not changed:
+        report.finish("no-new-data", "no new data since the last run: nothing published")
+        return _finish(report, config, say)
+    outcomes: list[SplitResult] = []
+    with _phase(report, "read+write", say):
+        if reads:
+            _crash_during_read(spark)
+            outcomes = _read_and_write(
+                spark, config, consumer, reads, config.warehouse, avro, watch, report, writers
+            )
+    with _phase(report, "verify", say, announce=False):
+        roots = [w.errors.location for w in writers.values() if w.errors is not None]
+        files = account_iceberg(report, reads, outcomes, roots)
+    if report.progress is not None:  # the exact rate, now that the rows are counted
+        seconds = report.phases.get("read+write", 0.0)
+        done = report.total_rows + report.total_errors
+        report.progress["rows_per_second"] = round(done / seconds, 1) if seconds else 0.0
+    _crash_point("staged", spark)
+    offsets: dict[str, dict[int, int]] = {}
+    for part in report.partitions:
+        offsets.setdefault(part.range.topic, {})[part.range.partition] = part.range.end
+    with _phase(report, "commit", say, announce=False):
+        snapshots = iceberg_tables.commit(
+            run, files, offsets, report.run_id, lambda: _crash_point("manifest", spark)
+        )
+        _crash_point("published", spark)
+    committed = ", ".join(f"{t}@{s}" for t, s in sorted(snapshots.items()) if s is not None)
+    if report.total_errors:
+        report.errors_path = ", ".join(sorted(run.errors))
+    report.finish(
+        "published",
+        f"published {report.total_rows} rows to {report.table} (snapshots {committed or 'none'})"
         + (
             f"; {report.total_errors} undecodable records in its error table {report.errors_path}"
             if report.total_errors

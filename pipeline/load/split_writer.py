@@ -45,6 +45,16 @@ not yet dead) replaces it with a complete file of the same records: never a torn
 removes temporary leftovers and files no result names before it publishes
 (``sluice.pipeline.load.verify``).
 
+Iceberg tables
+==============
+With ``iceberg`` set (``table.format=iceberg``: ``IcebergRun.writers``, one ``TopicWriters``
+per topic) a task writes no Camus layout: it streams each topic's batches into one appender
+of that topic's data table (``IcebergFileAppender``, one file per partition value of the
+table's spec) and its undecodable rows into the topic's error table, each file named after
+the first split of its topic in the task plus a random part, written under its final name
+(nothing references it until the driver's catalog commit). The results name the files by
+their full URIs, with sizes and rows; a failed task discards its appenders' files.
+
 Picklable; each ``SplitWriter`` call runs in one task (one thread) and owns its consumer and
 files.
 """
@@ -58,7 +68,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,6 +86,10 @@ from sluice.pipeline.source.packed_reader import read_splits
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult, read_split
 from sluice.pipeline.table.manifest import ERRORS_DIR
+
+if TYPE_CHECKING:  # pyiceberg only where a task writes Iceberg files: its objects bring it
+    from sluice.pipeline.table.iceberg_data_file import IcebergFileAppender, WrittenFile
+    from sluice.pipeline.table.iceberg_run import TopicWriters
 
 __all__ = [
     "ROW_GROUP_ROWS",
@@ -187,6 +201,8 @@ class SplitWriter:
     # this long, so the driver's kill lands while files are half written instead of racing a
     # read that may finish first. Bounded: if no kill comes, the task carries on.
     hold_after_first_batch_s: float = 0.0
+    # table.format=iceberg: each topic's writers (module doc); None: the Camus layout.
+    iceberg: Mapping[str, TopicWriters] | None = None
 
     def __call__(
         self, tasks: Iterable[OffsetRange | Sequence[OffsetRange]]
@@ -204,6 +220,8 @@ class SplitWriter:
         (``packed_reader.read_splits``; one split: ``read_split``), and write them into one
         file per (topic, date) and one error file per topic; one result per split, each
         naming the files its rows went to."""
+        if self.iceberg is not None:
+            return self._write_iceberg(splits, self.iceberg)
         began = time.monotonic()
         fs, root = pafs.FileSystem.from_uri(self.staging_uri)
         # Files are named after the first split of their topic in the task: a retried task
@@ -250,6 +268,61 @@ class SplitWriter:
             if result.split.topic in decoders:
                 result.schema_ids = sorted(decoders[result.split.topic].stats.schema_ids)
             # The whole task's time, files included, shared by its splits by their rows.
+            result.seconds = seconds * result.rows / total
+        return results
+
+    def _write_iceberg(
+        self, splits: Sequence[OffsetRange], writers: Mapping[str, TopicWriters]
+    ) -> list[SplitResult]:
+        """``write_task`` for Iceberg tables (module doc): one appender per topic, the error
+        rows per topic in one call; the results name full URIs."""
+        began = time.monotonic()
+        prefixes: dict[str, str] = {}
+        for split in splits:
+            prefixes.setdefault(split.topic, file_name(split).removesuffix(".parquet"))
+        decoders: dict[str, AvroBatchDecoder] = {}
+        appenders: dict[str, IcebergFileAppender] = {}
+        errors: dict[str, list[pa.RecordBatch]] = {}
+        results = [SplitResult(split) for split in splits]
+        hold = self.hold_after_first_batch_s
+        written: dict[str, list[WrittenFile]] = {}
+        try:
+            for index, batch in self._batches(splits, results):
+                topic = splits[index].topic
+                if self.avro is not None:
+                    batch, bad = self._decoder(decoders, topic).decode(batch)
+                    if bad.num_rows:
+                        errors.setdefault(topic, []).append(bad)
+                        results[index].errors += bad.num_rows
+                if batch.num_rows:
+                    appender = appenders.get(topic)
+                    if appender is None:
+                        appender = appenders[topic] = writers[topic].data.open(
+                            prefixes[topic], row_group_rows=self.row_group_rows
+                        )
+                    appender.add(batch)
+                    if hold:
+                        time.sleep(hold)
+                        hold = 0.0
+            for topic, appender in appenders.items():
+                written[topic] = appender.close()
+            for topic, batches in sorted(errors.items()):
+                target = writers[topic].errors
+                assert target is not None, "a typed load has error tables"
+                table = pa.Table.from_batches(batches)
+                written[topic] = [*written.get(topic, []), *target.write(table, prefixes[topic])]
+        except BaseException:
+            for appender in appenders.values():
+                with contextlib.suppress(Exception):
+                    appender.discard()
+            raise
+        seconds = time.monotonic() - began
+        total = max(sum(r.rows for r in results), 1)
+        for result in results:
+            topic = result.split.topic
+            result.files = [(f.path, f.size, f.rows) for f in written.get(topic, [])]
+            if topic in decoders:
+                result.schema_ids = sorted(decoders[topic].stats.schema_ids)
             result.seconds = seconds * result.rows / total
         return results
 

@@ -23,6 +23,13 @@ is not one shared filesystem for the driver and every worker). Any other disagre
 ``LoadError``. Without this rule a worker that cannot see the driver's disk made a run publish
 "0 rows" and move its offsets past the data.
 
+For ``table.format=iceberg`` (``account_iceberg``) there is no staged directory to scan: the
+files go straight under each table's location and ``IcebergRun.commit`` checks every file the
+results name against its own footer (size, rows) before the catalog commit. What stays is the
+rest of the rule: the results tile every planned range, and per topic the rows of the data
+files the results name equal the rows the tasks wrote, those of its error files the records
+they sent to the error table (fetched = written + errors).
+
 Functions only; each call is for one thread.
 """
 
@@ -45,7 +52,7 @@ from sluice.pipeline.source.split_reader import SplitResult
 from sluice.pipeline.table.commit import StagedRun
 from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, RowCount, is_error_file
 
-__all__ = ["StagedScan", "account", "scan_staged"]
+__all__ = ["StagedScan", "account", "account_iceberg", "scan_staged"]
 
 TopicPartitionKey = tuple[str, int]
 
@@ -255,3 +262,63 @@ def account(
         raise LoadError(f"expected error rows only of partitions read, found {in_error_table}")
     report.dates = list(scan.row_counts)
     report.schema_ids = {t: sorted(ids) for t, ids in sorted(schema_ids.items())}
+
+
+def account_iceberg(
+    report: LoadReport,
+    reads: Sequence[OffsetRange],
+    outcomes: Sequence[SplitResult],
+    error_locations: Collection[str],
+) -> list[tuple[str, int, int]]:
+    """``account`` for Iceberg tables (module doc): fill the report's per-partition numbers
+    from the task results; raise ``StrandedFilesError`` for a planned range the results do not
+    tile, ``LoadError`` when a topic's files do not hold its rows. ``error_locations`` are the
+    error tables' roots. Returns every file the results name, once: (URI, bytes, rows)."""
+    covered: dict[TopicPartitionKey, int] = {}
+    for o in outcomes:
+        key = (o.split.topic, o.split.partition)
+        covered[key] = covered.get(key, 0) + o.split.count
+    untiled = [
+        f"{r.topic}-{r.partition} [{r.start}, {r.end}): task results cover "
+        f"{covered.get((r.topic, r.partition), 0)} of its {r.count} offsets"
+        for r in reads
+        if covered.get((r.topic, r.partition), 0) != r.count
+    ]
+    if untiled:
+        raise StrandedFilesError(
+            f"{len(untiled)} of {len(reads)} planned ranges are not accounted for: "
+            + "; ".join(untiled)
+        )
+    by_tp = {(p.range.topic, p.range.partition): p for p in report.partitions}
+    schema_ids: dict[str, set[int]] = {}
+    wrote: dict[str, list[int]] = {}  # topic -> [data rows, error rows]
+    files: dict[str, tuple[str, int, int]] = {}
+    topic_files: dict[str, dict[str, tuple[int, int]]] = {}
+    for o in outcomes:
+        part = by_tp[o.split.topic, o.split.partition]
+        part.bytes += o.bytes
+        part.seconds += o.seconds
+        part.lost += o.lost
+        part.rows += o.written
+        part.errors += o.errors
+        counts = wrote.setdefault(o.split.topic, [0, 0])
+        counts[0] += o.written
+        counts[1] += o.errors
+        if o.schema_ids:
+            schema_ids.setdefault(o.split.topic, set()).update(o.schema_ids)
+        for path, size, rows in o.files:  # a packed task's file is named by each of its splits
+            files[path] = (path, size, rows)
+            topic_files.setdefault(o.split.topic, {})[path] = (size, rows)
+    roots = tuple(location.rstrip("/") + "/" for location in error_locations)
+    for topic, (data_rows, error_rows) in sorted(wrote.items()):
+        mine = topic_files.get(topic, {})
+        in_errors = sum(rows for path, (_, rows) in mine.items() if path.startswith(roots))
+        in_data = sum(rows for path, (_, rows) in mine.items() if not path.startswith(roots))
+        if (in_data, in_errors) != (data_rows, error_rows):
+            raise LoadError(
+                f"{topic}: expected its files to hold the {data_rows} records its tasks wrote "
+                f"and the {error_rows} they sent to the error table, found {in_data} and "
+                f"{in_errors}"
+            )
+    report.schema_ids = {t: sorted(ids) for t, ids in sorted(schema_ids.items())}
+    return sorted(files.values())

@@ -50,6 +50,7 @@ from sluice.pipeline.table.iceberg_commit import (
     snapshot_offsets,
 )
 from sluice.pipeline.table.iceberg_data_file import IcebergFileWriter, WrittenFile
+from sluice.pipeline.table.partition_spec import DEFAULT_PARTITION_BY, PartitionBy
 
 __all__ = ["IcebergRun", "TopicWriters"]
 
@@ -112,7 +113,11 @@ class IcebergRun:
         topic's writers (module doc). Raises ``IncompatibleTableSchemaError`` naming the
         field, ``TableMissingError``, ``InvalidPartitionByError``; nothing is written then."""
         data = self._prepare(self.data, arrow_schema)
-        errors = self._prepare(self.errors, error_schema) if error_schema is not None else {}
+        errors = (
+            self._prepare(self.errors, error_schema, errors=True)
+            if error_schema is not None
+            else {}
+        )
         return {
             topic: TopicWriters(data[topic], errors.get(topic))
             for table in self.data.values()
@@ -120,13 +125,19 @@ class IcebergRun:
         }
 
     def _prepare(
-        self, tables: dict[str, _Table], schema: pa.Schema
+        self, tables: dict[str, _Table], schema: pa.Schema, *, errors: bool = False
     ) -> dict[str, IcebergFileWriter]:
         writers: dict[str, IcebergFileWriter] = {}
         for table in tables.values():
             # The partition spec of a new table: its first topic's (topics sharing a table
             # share its spec; a conflicting per-topic spec is the configuration's problem).
-            partition_by = self.config.partition_by(table.topics[0])
+            # An error table has no value fields to partition by (undecodable values): it is
+            # partitioned by the day of the Kafka timestamp, whatever the data table's spec.
+            partition_by = (
+                PartitionBy.parse(DEFAULT_PARTITION_BY)
+                if errors
+                else self.config.partition_by(table.topics[0])
+            )
             planned = table.table.plan(
                 schema,
                 partition_by,

@@ -111,9 +111,9 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
         "valueFormat", "schema.registry.url", "valueSchemaSubject", "valueSchemaVersion",
         "valueSchemaId", "valueColumns", "onDecodeError", "stallTimeoutMs",
         "kafkaConsumer.pollTimeoutMs", "allowMissingTopics", "subscribePattern",
-        "startingOffsets", "startingTimestamp", "rowsPerTask",
+        "startingOffsets", "startingTimestamp", "rowsPerTask", "table.format",
     }  # fmt: skip
-    assert CONFIG_DEF.prefixes == ("kafka.", "spark.")
+    assert CONFIG_DEF.prefixes == ("kafka.", "spark.", "iceberg.")
     config = LoadConfig.from_properties(BASE)
     assert (config.table, config.fail_on_data_loss, config.value_format) == (
         "events",
@@ -136,6 +136,8 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
     for name in CONFIG_DEF.names():
         assert f"| `{name}` |" in table
     assert "| `kafka.<key>` |" in table and "| `spark.<key>` |" in table
+    assert "| `iceberg.<key>` |" in table
+    assert config.iceberg is None
 
 
 def test_every_key_of_the_shipped_file_is_declared_and_it_parses() -> None:
@@ -160,6 +162,12 @@ def test_every_key_of_the_shipped_file_is_declared_and_it_parses() -> None:
         ("valueColumns", "struct", "valueColumns: expected only with valueFormat=avro"),
         ("valueFormat", "avro", "schema.registry.url: expected a value, found none"),
         ("warehouse.path", "s3a://b/w", "warehouse.path: s3a://b/w: expected a filesystem"),
+        ("table.format", "delta", "table.format: expected parquet or iceberg, found 'delta'"),
+        (
+            "iceberg.catalog.uri",
+            "sqlite:///x.db",
+            "iceberg.catalog.uri: expected only with table.format=iceberg, found table.format=parq",
+        ),
         ("kafka.bootstrap.servers", " ", "kafka.bootstrap.servers: expected a value, found none"),
         ("failOnDataLoss", "maybe", "failOnDataLoss: expected true or false, found 'maybe'"),
         ("minPartitions", "0", "minPartitions: expected a positive integer, found '0'"),
@@ -176,3 +184,31 @@ def test_a_bad_value_names_the_key_the_expectation_and_the_value(
 def test_a_blank_key_takes_its_default() -> None:
     config = LoadConfig.from_properties({**BASE, "table": "", "failOnDataLoss": " "})
     assert (config.table, config.fail_on_data_loss) == ("events", True)
+
+
+def test_table_format_iceberg_parses_the_iceberg_keys_and_allows_an_object_store() -> None:
+    config = LoadConfig.from_properties(
+        {
+            **BASE,
+            "table.format": "iceberg",
+            "iceberg.tables.default-partition-by": "day(event_time)",
+        }
+    )
+    assert config.iceberg is not None
+    assert (
+        config.iceberg.catalog_properties["uri"] == "sqlite:////tmp/warehouse/_iceberg_catalog.db"
+    )
+    assert str(config.iceberg.default_partition_by.terms[0].field) == "event_time"
+    on_s3 = LoadConfig.from_properties(
+        {**BASE, "table.format": "iceberg", "warehouse.path": "s3://bucket/wh",
+         "iceberg.catalog.uri": "postgresql+psycopg2://u:p@db/cat"}
+    )  # fmt: skip
+    assert on_s3.iceberg is not None and on_s3.warehouse == "s3://bucket/wh"
+    with pytest.raises(LoadConfigError, match="iceberg.catalog.uri: expected a value when the"):
+        LoadConfig.from_properties(
+            {**BASE, "table.format": "iceberg", "warehouse.path": "s3://b/w"}
+        )
+    with pytest.raises(LoadConfigError, match="iceberg.tables.default-partition-by"):
+        LoadConfig.from_properties(
+            {**BASE, "table.format": "iceberg", "iceberg.tables.default-partition-by": "week(x)"}
+        )
