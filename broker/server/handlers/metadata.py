@@ -104,7 +104,9 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
                     by_id = {i.topic_id: n for n, i in cluster.topics().items()}
                 name = by_id.get(requested.topic_id)
                 if name is None:
-                    topics.append(_error(Errors.UNKNOWN_TOPIC_ID, None, requested.topic_id))
+                    # The answer's name is nullable from v12 only; before, the empty name.
+                    unnamed = None if request.api_version >= 12 else ""
+                    topics.append(_error(Errors.UNKNOWN_TOPIC_ID, unnamed, requested.topic_id))
                     continue
             if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 topics.append(_refused(name))

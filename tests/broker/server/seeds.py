@@ -9,6 +9,7 @@ topic another test reads, so what a surviving mutation writes or deletes harms n
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from typing import Any
 
@@ -48,7 +49,9 @@ def _values(batch: bytes) -> dict[int, dict[str, Any]]:
     return {
         ApiKey.API_VERSIONS: {"client_software_name": "sluice-fuzz",
                               "client_software_version": "1.0"},
-        ApiKey.METADATA: {"topics": [{"name": FUZZ_TOPIC}], "allow_auto_topic_creation": True,
+        # v10+ names the topic's id beside its name (the zero id: asked by name).
+        ApiKey.METADATA: {"topics": [{"name": FUZZ_TOPIC, "topic_id": uuid.UUID(int=0)}],
+                          "allow_auto_topic_creation": True,
                           "include_cluster_authorized_operations": False,
                           "include_topic_authorized_operations": False},
         ApiKey.PRODUCE: {"acks": -1, "timeout": 5000, "transactional_id": None,
