@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sluice.schemas.errors import InvalidCompatibilityLevelError
-from sluice.schemas.schema_type import ParsedSchema
+from sluice.schemas.schema_type import ParsedSchema, verdict_trailer
 
 
 class CompatibilityLevel(enum.StrEnum):
@@ -107,11 +107,9 @@ def _check_pair(
     new_is_reader: bool,
 ) -> list[str]:
     if new.schema_type is not old.schema.schema_type:
-        return [
-            "Incompatible because of different schema type",
-            f"{{oldSchemaVersion: {old.version}}}",
-            f"{{compatibility: '{level.value}'}}",
-        ]
+        return ["Incompatible because of different schema type"] + verdict_trailer(
+            old.version, level.value
+        )
     reader, writer = (new, old.schema) if new_is_reader else (old.schema, new)
     return reader.incompatibilities(
         writer,

@@ -25,7 +25,7 @@ from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.json_schema_diff import diff
 from sluice.schemas.json_text import JsonSyntaxError, JsonTooDeepError, loads
 from sluice.schemas.limits import MAX_SAFE_DEPTH
-from sluice.schemas.schema_type import ParsedSchema, SchemaType
+from sluice.schemas.schema_type import ParsedSchema, SchemaType, verdict_trailer
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,8 @@ class JsonSchema(ParsedSchema):
         found = [d for d in diff(writer.document, self.document) if not d.compatible]
         if not found:
             return []
-        return [d.message(update_role=reader_role, original_role=writer_role) for d in found] + [
-            f"{{oldSchemaVersion: {old_version}}}",
-            f"{{compatibility: '{level}'}}",
-        ]
+        messages = [d.message(update_role=reader_role, original_role=writer_role) for d in found]
+        return messages + verdict_trailer(old_version, level)
 
 
 def parse_json_schema(text: str) -> JsonSchema:

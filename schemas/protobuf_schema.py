@@ -72,7 +72,7 @@ from grpc_tools import _protoc_compiler
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.protobuf_schema_diff import diff
-from sluice.schemas.schema_type import ParsedSchema, ResolvedReference, SchemaType
+from sluice.schemas.schema_type import ParsedSchema, ResolvedReference, SchemaType, verdict_trailer
 
 SERIALIZED = "serialized"
 _FILE_NAME = "schema.proto"
@@ -126,10 +126,7 @@ class ProtobufSchema(ParsedSchema):
         if not found:
             return []
         messages = [d.message(update_role=reader_role, original_role=writer_role) for d in found]
-        return messages + [
-            f"{{oldSchemaVersion: {old_version}}}",
-            f"{{compatibility: '{level}'}}",
-        ]
+        return messages + verdict_trailer(old_version, level)
 
 
 def parse_protobuf_schema(

@@ -91,6 +91,12 @@ class ParsedSchema(abc.ABC):
         ``"old"``; ``old_version`` and ``level`` go into the messages as Confluent puts them."""
 
 
+def verdict_trailer(old_version: int, level: str) -> list[str]:
+    """The two lines Confluent ends every non-Avro 409 message list with, naming the version
+    checked against and the compatibility level (Avro puts both inside its one message)."""
+    return [f"{{oldSchemaVersion: {old_version}}}", f"{{compatibility: '{level}'}}"]
+
+
 @dataclasses.dataclass(frozen=True)
 class ResolvedReference:
     """A schema reference with the schema it names: ``schema`` is known to the referring
