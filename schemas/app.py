@@ -46,6 +46,8 @@ limit]``                                                    "schema", ...}]``
                                                             ``{"compatibilityLevel"}``
 ``GET|PUT|DELETE /mode``, ``GET|PUT|DELETE /mode/{s}``      ``{"mode"}`` → ``{"mode"}``
 ``GET /contexts``                                           ``[".", ".ctx", ...]``
+``/contexts/{ctx}/…`` (any route above)                     the route in the context ``ctx``
+                                                            (:mod:`sluice.schemas.context_path`)
 ``GET /v1/metadata/id``, ``GET /v1/metadata/version``       the server's id and version
 ==========================================================  ===================================
 
@@ -74,6 +76,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from sluice.schemas.basic_auth import BasicAuthenticator, BasicAuthMiddleware
+from sluice.schemas.context_path import ContextPrefix
 from sluice.schemas.errors import InvalidSchemaError, RegistryError
 from sluice.schemas.limits import MAX_SCHEMA_DEPTH_KEY, RegistryLimits
 from sluice.schemas.registry import Registry
@@ -106,6 +109,8 @@ def create_app(
         middleware.append(
             Middleware(BodySizeLimit, max_bytes=limits.max_body_size, content_type=CONTENT_TYPE)
         )
+    # Innermost: a /contexts/{ctx}/ URL becomes the plain request it stands for.
+    middleware.append(Middleware(ContextPrefix, content_type=CONTENT_TYPE))
     app = Starlette(
         routes=RegistryRoutes(registry, limits).routes(),
         middleware=middleware,

@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from starlette.testclient import TestClient
 
+from sluice.schemas.context_path import rewrite
 from sluice.schemas.limits import RegistryLimits
 from tests.schemas.in_process import in_process_registry
 
@@ -92,4 +93,88 @@ def test_a_context_in_import_mode(app: TestClient) -> None:
     app.put("/config/:.src:", json={"compatibility": "NONE"})
     assert app.get("/config/:.src:orders-value?defaultToGlobal=true").json() == {
         "compatibilityLevel": "NONE"
+    }
+
+
+# Confluent's ContextFilterTest cases, as the path and query a request is served as.
+@pytest.mark.parametrize(
+    ("path", "query", "expected"),
+    [
+        (
+            "/contexts/.test-ctx/subjects/test-subject/versions",
+            "",
+            "/subjects/:.test-ctx:test-subject/versions",
+        ),
+        ("/contexts/:.:/subjects/test-subject/versions", "", "/subjects/test-subject/versions"),
+        ("/contexts/:.:/subjects", "", "/subjects?subjectPrefix="),
+        (
+            "/contexts/test-ctx/subjects/test-subject/versions",
+            "",
+            "/subjects/:.test-ctx:test-subject/versions",
+        ),
+        ("/contexts/.test-ctx/subjects/test-subject/", "", "/subjects/:.test-ctx:test-subject"),
+        ("/contexts/.test-ctx/schemas/ids/1/", "", "/schemas/ids/1?subject=:.test-ctx:"),
+        ("/contexts/:.:/schemas/", "subjectPrefix=:*:", "/schemas?subjectPrefix=:*:"),
+        (
+            "/contexts/.test-ctx/subjects/:.test-ctx:test-subject/versions",
+            "",
+            "/subjects/:.test-ctx:test-subject/versions",
+        ),
+        (
+            "/contexts/.test-ctx/subjects/%3A.test-ctx%3Atest-subject/versions",
+            "",
+            "/subjects/%3A.test-ctx%3Atest-subject/versions",
+        ),
+        (
+            "/contexts/.test-ctx/subjects/slash%2Fin%2Fmiddle/",
+            "",
+            "/subjects/:.test-ctx:slash%2Fin%2Fmiddle",
+        ),
+        ("/contexts/.test-ctx/config/test-subject", "", "/config/:.test-ctx:test-subject"),
+        ("/contexts/.test-ctx/config", "", "/config/:.test-ctx:"),
+        ("/contexts/.test-ctx/mode/test-subject", "", "/mode/:.test-ctx:test-subject"),
+        ("/contexts/.test-ctx/mode", "", "/mode/:.test-ctx:"),
+        ("/contexts/:.:/mode", "", "/mode"),
+        ("/contexts/.c/subjects", "subjectPrefix=orders", "/subjects?subjectPrefix=:.c:orders"),
+    ],
+)
+def test_context_urls_rewrite_as_confluents_filter(path: str, query: str, expected: str) -> None:
+    expected_path, _, expected_query = expected.partition("?")
+    assert rewrite(path, query) == (expected_path, expected_query)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/chc/live",
+        "/other/config/test",
+        "/subjects/contexts/versions",
+        "/contexts",
+        "/contexts/.foo",
+    ],
+)
+def test_paths_without_a_context_prefix_are_left_alone(path: str) -> None:
+    assert rewrite(path, "") is None
+
+
+def test_a_context_url_is_served_in_that_context(app: TestClient) -> None:
+    base = "/contexts/.billing"
+    assert app.post(f"{base}/subjects/orders-value/versions", json={"schema": '"int"'}).json() == {
+        "id": 1
+    }
+    assert app.post("/subjects/orders-value/versions", json={"schema": '"long"'}).json() == {
+        "id": 1
+    }
+    assert app.get("/subjects/:.billing:orders-value/versions/1").json()["schema"] == '"int"'
+    assert app.get(f"{base}/subjects/orders-value/versions/1").json()["schema"] == '"int"'
+    assert app.get(f"{base}/schemas/ids/1").json() == {"schema": '"int"'}
+    assert app.get("/schemas/ids/1").json() == {"schema": '"long"'}
+    assert app.get(f"{base}/subjects").json() == [":.billing:orders-value"]
+    assert app.put(f"{base}/config", json={"compatibility": "NONE"}).status_code == 200
+    assert app.get("/config/:.billing:").json()["compatibilityLevel"] == "NONE"
+    refused = app.get("/contexts/a:b/subjects")
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error_code": 400,
+        "message": "Context name 'a:b' cannot contain a colon",
     }
