@@ -2,8 +2,9 @@
 
 Only keys Sluice acts on are read; the rest of a Kafka file is ignored, so a real
 ``server.properties`` works as a starting point — but a key that is not a Kafka broker key
-(``KAFKA_BROKER_KEYS``, Kafka 3.3's full list, and Sluice's own) is logged as a warning naming
-it, as Kafka logs unknown keys: a typo does not go unnoticed. Sluice's own keys are marked
+(``sluice.broker.kafka_broker_keys``: Kafka 3.3's full list, Kafka 4's group coordinator keys)
+nor Sluice's own is logged as a warning naming it, as Kafka logs unknown keys: a typo does not
+go unnoticed. Sluice's own keys are marked
 (Sluice) in their docs.
 
 Listeners: ``listeners`` lists ``NAME://host:port`` entries; a name's security protocol is
@@ -40,10 +41,12 @@ stopped halfway through a request) for ``connections.max.idle.ms`` is closed. A
 
 Every key Sluice reads here is declared once, in :data:`CONFIG_DEF` (name, type, default,
 valid values, doc): the "broker" section of ``docs/configuration.md`` is generated from it, with
-the transaction coordinator's keys (``sluice.broker.transactions.transaction_config``) in a
-section of their own; the ``log.*`` keys and ``message.max.bytes`` are ``LogConfig``'s
-(``sluice.broker.log.log_config``). A blank value takes the default; a malformed value raises
-``ConfigError`` naming the key, what was expected and what was found.
+the transaction coordinator's keys (``sluice.broker.transactions.transaction_config``) and the
+group coordinator's ``group.consumer.*`` / ``group.share.*`` keys
+(``sluice.broker.groups.group_coordinator_config``) in sections of their own; the ``log.*``
+keys and ``message.max.bytes`` are ``LogConfig``'s (``sluice.broker.log.log_config``). A blank
+value takes the default; a malformed value raises ``ConfigError`` naming the key, what was
+expected and what was found.
 """
 
 from __future__ import annotations
@@ -55,6 +58,13 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from sluice.broker.groups import group_coordinator_config
+from sluice.broker.groups.group_coordinator_config import (
+    ConsumerGroupConfig,
+    GroupConfigError,
+    ShareGroupConfig,
+)
+from sluice.broker.kafka_broker_keys import KAFKA_4_GROUP_KEYS, KAFKA_BROKER_KEYS, OTHER_KEYS
 from sluice.broker.log.log_config import LogConfig
 from sluice.broker.security.client import InterBrokerSecurity, inter_broker_security
 from sluice.broker.security.errors import SecurityError
@@ -73,122 +83,6 @@ SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 KAFKA_DEFAULT_SASL_MECHANISM: Final = "GSSAPI"
 #: Kafka's "no limit" (``Int.MaxValue``) for the connection limits.
 MAX_INT32: Final = 2_147_483_647
-
-#: Every broker key of Kafka 3.3 (``KafkaConfig``), so that a real server.properties does not
-#: warn for keys Sluice does not act on.
-KAFKA_BROKER_KEYS: Final = frozenset(
-    """
-    advertised.listeners alter.config.policy.class.name
-    alter.log.dirs.replication.quota.window.num
-    alter.log.dirs.replication.quota.window.size.seconds authorizer.class.name
-    auto.create.topics.enable auto.leader.rebalance.enable background.threads
-    broker.heartbeat.interval.ms broker.id broker.id.generation.enable broker.rack
-    broker.session.timeout.ms client.quota.callback.class compression.type
-    connection.failed.authentication.delay.ms connections.max.idle.ms connections.max.reauth.ms
-    control.plane.listener.name controlled.shutdown.enable controlled.shutdown.max.retries
-    controlled.shutdown.retry.backoff.ms controller.listener.names
-    controller.quorum.append.linger.ms controller.quorum.election.backoff.max.ms
-    controller.quorum.election.timeout.ms controller.quorum.fetch.timeout.ms
-    controller.quorum.request.timeout.ms controller.quorum.retry.backoff.ms
-    controller.quorum.voters controller.quota.window.num controller.quota.window.size.seconds
-    controller.socket.timeout.ms create.topic.policy.class.name default.replication.factor
-    delegation.token.expiry.check.interval.ms delegation.token.expiry.time.ms
-    delegation.token.master.key delegation.token.max.lifetime.ms delegation.token.secret.key
-    delete.records.purgatory.purge.interval.requests delete.topic.enable early.start.listeners
-    fetch.max.bytes fetch.purgatory.purge.interval.requests group.initial.rebalance.delay.ms
-    group.max.session.timeout.ms group.max.size group.min.session.timeout.ms
-    initial.broker.registration.timeout.ms inter.broker.listener.name
-    inter.broker.protocol.version kafka.metrics.polling.interval.secs kafka.metrics.reporters
-    leader.imbalance.check.interval.seconds leader.imbalance.per.broker.percentage
-    listener.security.protocol.map listeners log.cleaner.backoff.ms
-    log.cleaner.dedupe.buffer.size log.cleaner.delete.retention.ms log.cleaner.enable
-    log.cleaner.io.buffer.load.factor log.cleaner.io.buffer.size
-    log.cleaner.io.max.bytes.per.second log.cleaner.max.compaction.lag.ms
-    log.cleaner.min.cleanable.ratio log.cleaner.min.compaction.lag.ms log.cleaner.threads
-    log.cleanup.policy log.dir log.dirs log.flush.interval.messages log.flush.interval.ms
-    log.flush.offset.checkpoint.interval.ms log.flush.scheduler.interval.ms
-    log.flush.start.offset.checkpoint.interval.ms log.index.interval.bytes
-    log.index.size.max.bytes log.message.downconversion.enable log.message.format.version
-    log.message.timestamp.difference.max.ms log.message.timestamp.type log.preallocate
-    log.retention.bytes log.retention.check.interval.ms log.retention.hours
-    log.retention.minutes log.retention.ms log.roll.hours log.roll.jitter.hours
-    log.roll.jitter.ms log.roll.ms log.segment.bytes log.segment.delete.delay.ms
-    max.connection.creation.rate max.connections max.connections.per.ip
-    max.connections.per.ip.overrides max.incremental.fetch.session.cache.slots message.max.bytes
-    metadata.log.dir metadata.log.max.record.bytes.between.snapshots metadata.log.segment.bytes
-    metadata.log.segment.min.bytes metadata.log.segment.ms metadata.max.idle.interval.ms
-    metadata.max.retention.bytes metadata.max.retention.ms metric.reporters metrics.num.samples
-    metrics.recording.level metrics.sample.window.ms min.insync.replicas node.id num.io.threads
-    num.network.threads num.partitions num.recovery.threads.per.data.dir
-    num.replica.alter.log.dirs.threads num.replica.fetchers offset.metadata.max.bytes
-    offsets.commit.required.acks offsets.commit.timeout.ms offsets.load.buffer.size
-    offsets.retention.check.interval.ms offsets.retention.minutes
-    offsets.topic.compression.codec offsets.topic.num.partitions
-    offsets.topic.replication.factor offsets.topic.segment.bytes
-    password.encoder.cipher.algorithm password.encoder.iterations password.encoder.key.length
-    password.encoder.keyfactory.algorithm password.encoder.old.secret password.encoder.secret
-    principal.builder.class process.roles producer.purgatory.purge.interval.requests
-    queued.max.request.bytes queued.max.requests quota.window.num quota.window.size.seconds
-    remote.log.index.file.cache.total.size.bytes remote.log.manager.task.interval.ms
-    remote.log.manager.task.retry.backoff.max.ms remote.log.manager.task.retry.backoff.ms
-    remote.log.manager.task.retry.jitter remote.log.manager.thread.pool.size
-    remote.log.metadata.manager.class.name remote.log.metadata.manager.class.path
-    remote.log.metadata.manager.impl.prefix remote.log.metadata.manager.listener.name
-    remote.log.reader.max.pending.tasks remote.log.reader.threads
-    remote.log.storage.manager.class.name remote.log.storage.manager.class.path
-    remote.log.storage.manager.impl.prefix remote.log.storage.system.enable
-    replica.fetch.backoff.ms replica.fetch.max.bytes replica.fetch.min.bytes
-    replica.fetch.response.max.bytes replica.fetch.wait.max.ms
-    replica.high.watermark.checkpoint.interval.ms replica.lag.time.max.ms replica.selector.class
-    replica.socket.receive.buffer.bytes replica.socket.timeout.ms replication.quota.window.num
-    replication.quota.window.size.seconds request.timeout.ms reserved.broker.max.id
-    sasl.client.callback.handler.class sasl.enabled.mechanisms sasl.jaas.config
-    sasl.kerberos.kinit.cmd sasl.kerberos.min.time.before.relogin
-    sasl.kerberos.principal.to.local.rules sasl.kerberos.service.name
-    sasl.kerberos.ticket.renew.jitter sasl.kerberos.ticket.renew.window.factor
-    sasl.login.callback.handler.class sasl.login.class sasl.login.connect.timeout.ms
-    sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
-    sasl.login.refresh.min.period.seconds sasl.login.refresh.window.factor
-    sasl.login.refresh.window.jitter sasl.login.retry.backoff.max.ms sasl.login.retry.backoff.ms
-    sasl.mechanism.controller.protocol sasl.mechanism.inter.broker.protocol
-    sasl.oauthbearer.clock.skew.seconds sasl.oauthbearer.expected.audience
-    sasl.oauthbearer.expected.issuer sasl.oauthbearer.jwks.endpoint.refresh.ms
-    sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
-    sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.jwks.endpoint.url
-    sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name
-    sasl.oauthbearer.token.endpoint.url sasl.server.callback.handler.class
-    sasl.server.max.receive.size security.inter.broker.protocol security.providers
-    socket.connection.setup.timeout.max.ms socket.connection.setup.timeout.ms
-    socket.listen.backlog.size socket.receive.buffer.bytes socket.request.max.bytes
-    socket.send.buffer.bytes ssl.cipher.suites ssl.client.auth ssl.enabled.protocols
-    ssl.endpoint.identification.algorithm ssl.engine.factory.class ssl.key.password
-    ssl.keymanager.algorithm ssl.keystore.certificate.chain ssl.keystore.key
-    ssl.keystore.location ssl.keystore.password ssl.keystore.type ssl.principal.mapping.rules
-    ssl.protocol ssl.provider ssl.secure.random.implementation ssl.trustmanager.algorithm
-    ssl.truststore.certificates ssl.truststore.location ssl.truststore.password
-    ssl.truststore.type transaction.abort.timed.out.transaction.cleanup.interval.ms
-    transaction.max.timeout.ms transaction.remove.expired.transaction.cleanup.interval.ms
-    transaction.state.log.load.buffer.size transaction.state.log.min.isr
-    transaction.state.log.num.partitions transaction.state.log.replication.factor
-    transaction.state.log.segment.bytes transactional.id.expiration.ms
-    unclean.leader.election.enable zookeeper.clientCnxnSocket zookeeper.connect
-    zookeeper.connection.timeout.ms zookeeper.max.in.flight.requests
-    zookeeper.session.timeout.ms zookeeper.set.acl zookeeper.ssl.cipher.suites
-    zookeeper.ssl.client.enable zookeeper.ssl.crl.enable zookeeper.ssl.enabled.protocols
-    zookeeper.ssl.endpoint.identification.algorithm zookeeper.ssl.keystore.location
-    zookeeper.ssl.keystore.password zookeeper.ssl.keystore.type zookeeper.ssl.ocsp.enable
-    zookeeper.ssl.protocol zookeeper.ssl.truststore.location zookeeper.ssl.truststore.password
-    zookeeper.ssl.truststore.type
-    """.split()  # noqa: SIM905  (a word list reads better than 270 quoted strings)
-)
-# Keys of Kafka's ACL authorizer, newer Kafka versions, and Sluice's own.
-OTHER_KEYS: Final = frozenset(
-    """
-    super.users allow.everyone.if.no.acl.found log.local.retention.ms log.local.retention.bytes
-    log.message.timestamp.before.max.ms log.message.timestamp.after.max.ms
-    log.read.flushed.only
-    """.split()  # noqa: SIM905  (a word list reads better than 270 quoted strings)
-)
 
 
 class ConfigError(ValueError):
@@ -382,6 +276,11 @@ CONFIG_DEF: Final = (
         "The transaction coordinator's: see the transactions section.",
     )
     .family("log.*, message.max.bytes", "The logs' defaults: `sluice.broker.log.log_config`.")
+    .family(
+        "group.consumer.*, group.share.*",
+        "The group coordinator's (KIP-848 consumer groups, KIP-932 share groups): see the "
+        "groups section.",
+    )
 )  # fmt: skip
 
 
@@ -534,6 +433,15 @@ def _inter_broker_security(props: Mapping[str, str], listener: Listener) -> Inte
     return security
 
 
+_KNOWN_KEYS: Final = (
+    KAFKA_BROKER_KEYS,
+    KAFKA_4_GROUP_KEYS,
+    OTHER_KEYS,
+    CONFIG_DEF.keys,
+    group_coordinator_config.CONFIG_DEF.keys,
+)
+
+
 def unknown_keys(props: Mapping[str, str]) -> list[str]:
     """The keys of ``props`` that are no Kafka broker key (nor Sluice's own), sorted."""
     unknown = []
@@ -546,7 +454,7 @@ def unknown_keys(props: Mapping[str, str]) -> list[str]:
             head, _, rest = bare.partition(".")
             if head.upper() in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER") and rest:
                 bare = rest
-        if bare not in KAFKA_BROKER_KEYS and bare not in OTHER_KEYS and bare not in CONFIG_DEF.keys:
+        if not any(bare in known for known in _KNOWN_KEYS):
             unknown.append(key)
     return sorted(unknown)
 
@@ -631,6 +539,10 @@ class BrokerConfig:
     )
     log: LogConfig = LogConfig()
     transactions: TransactionConfig = TransactionConfig()
+    #: the ``group.consumer.*`` keys (KIP-848's groups) and the ``group.share.*`` keys
+    #: (KIP-932's share groups)
+    consumer_groups: ConsumerGroupConfig = ConsumerGroupConfig()
+    share_groups: ShareGroupConfig = ShareGroupConfig()
 
     @property
     def standalone(self) -> bool:
@@ -644,7 +556,9 @@ class BrokerConfig:
             _log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         try:
             transactions = TransactionConfig.from_properties(props)
-        except TransactionConfigError as exc:
+            consumer_groups = ConsumerGroupConfig.from_properties(props)
+            share_groups = ShareGroupConfig.from_properties(props)
+        except (TransactionConfigError, GroupConfigError) as exc:
             raise ConfigError(str(exc)) from None
         values = CONFIG_DEF.parse(props)
         endpoints = _Endpoints.of(props, values)
@@ -671,6 +585,8 @@ class BrokerConfig:
             max_connections_per_ip_overrides=_per_ip_overrides(props),
             log=log,
             transactions=transactions,
+            consumer_groups=consumer_groups,
+            share_groups=share_groups,
         )
         if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
             raise ConfigError(

@@ -25,10 +25,11 @@ broker that takes a partition over rebuilds its groups from them (:meth:`load_gr
 Sessions (``group.consumer.session.timeout.ms``) and revocations (the member's rebalance
 timeout) that expire remove the member, freeing its partitions and bumping the epoch.
 
-A group id is either a classic group's or a consumer group's. This coordinator serves
-Kafka's ``group.consumer.migration.policy=disabled``: a heartbeat for a classic group with
-members is answered GROUP_ID_NOT_FOUND, an Empty classic group is converted (dropped from the
-classic coordinator); a JoinGroup for a consumer group with members is answered
+A group id is either a classic group's or a consumer group's. A group with members is never
+converted online — Kafka's ``group.consumer.migration.policy=disabled``, whatever that key
+says (empty groups convert under every policy, as in Kafka): a heartbeat for a classic group
+with members is answered GROUP_ID_NOT_FOUND, an Empty classic group is converted (dropped from
+the classic coordinator); a JoinGroup for a consumer group with members is answered
 INCONSISTENT_GROUP_PROTOCOL by the JoinGroup handler.
 
 Not thread-safe: it runs on the broker's event loop.
@@ -54,26 +55,12 @@ from sluice.broker.groups.consumer_group import (
 )
 from sluice.broker.groups.consumer_group_records import group_records, load_group
 from sluice.broker.groups.coordinator import GroupCoordinator
+from sluice.broker.groups.group_coordinator_config import ConsumerGroupConfig
 from sluice.broker.protocol.errors import Errors
 
-__all__ = ["ConsumerGroupCoordinator", "HeartbeatResult", "CONFIG_DEFAULTS"]
+__all__ = ["ConsumerGroupCoordinator", "HeartbeatResult"]
 
 log = logging.getLogger(__name__)
-
-#: The broker keys of the consumer group protocol, with Kafka's defaults
-#: (``GroupCoordinatorConfig``). Whatever the migration policy, groups convert only when
-#: empty: Kafka's ``disabled`` (no online upgrade of a classic group with members).
-CONFIG_DEFAULTS: Mapping[str, str] = {
-    "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.min.heartbeat.interval.ms": "5000",
-    "group.consumer.max.heartbeat.interval.ms": "15000",
-    "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.min.session.timeout.ms": "45000",
-    "group.consumer.max.session.timeout.ms": "60000",
-    "group.consumer.assignors": "uniform,range",
-    "group.consumer.max.size": str(2**31 - 1),
-    "group.consumer.migration.policy": "bidirectional",
-}
 
 #: Writes a group's records (key, value; None a tombstone) durably:
 #: ``OffsetStore.store_consumer_records``.
@@ -102,23 +89,24 @@ def _fail(error: Errors, member_id: str, epoch: int) -> HeartbeatResult:
 class ConsumerGroupCoordinator:
     def __init__(
         self,
+        config: ConsumerGroupConfig | None = None,
         *,
-        session_timeout_ms: int = 45_000,
-        heartbeat_interval_ms: int = 5_000,
-        assignors: Sequence[str] = ("uniform", "range"),
-        max_size: int = 2**31 - 1,
         classic: GroupCoordinator | None = None,
         store: StoreRecords | None = None,
         topics: TopicsView | None = None,
     ) -> None:
-        """``store`` makes each heartbeat's changes durable before it is answered
-        (:meth:`persist`); ``topics`` gives the topic ids records are written with and the
-        partition counts subscriptions resolve against when a group is loaded or expires.
-        Without them groups live in memory only."""
-        self.session_timeout = session_timeout_ms / 1000
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.assignors = [a for a in assignors if a in ASSIGNORS] or [DEFAULT_ASSIGNOR]
-        self.max_size = max_size
+        """``config``: the broker's ``group.consumer.*`` keys (Kafka's defaults when None) — the
+        session timeout, the heartbeat interval members are given, the assignors (the first
+        the default) and the largest group. ``store`` makes each heartbeat's changes durable
+        before it is answered (:meth:`persist`); ``topics`` gives the topic ids records are
+        written with and the partition counts subscriptions resolve against when a group is
+        loaded or expires. Without them groups live in memory only."""
+        config = config if config is not None else ConsumerGroupConfig()
+        self.config = config
+        self.session_timeout = config.session_timeout_ms / 1000
+        self.heartbeat_interval_ms = config.heartbeat_interval_ms
+        self.assignors = [a for a in config.assignors if a in ASSIGNORS] or [DEFAULT_ASSIGNOR]
+        self.max_size = config.max_size
         self.classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
         self._store = store

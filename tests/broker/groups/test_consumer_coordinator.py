@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from sluice.broker.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatResult
 from sluice.broker.groups.coordinator import GroupCoordinator
+from sluice.broker.groups.group_coordinator_config import ConsumerGroupConfig
 from sluice.broker.protocol.errors import Errors
 
 TOPICS = {"t": 6}
@@ -118,7 +119,7 @@ def test_static_member_comes_back_without_a_rebalance() -> None:
 
 
 def test_sessions_expire() -> None:
-    c = Clock(session_timeout_ms=45_000)
+    c = Clock()  # group.consumer.session.timeout.ms: Kafka's 45 s
     join(c, "m1")
     join(c, "m2")
     c.now += 30
@@ -126,6 +127,30 @@ def test_sessions_expire() -> None:
     c.now += 20
     assert c.expire_sessions() == [("g", "m1")]
     assert beat(c, "m2", 2, {}).assignment == {"t": frozenset(range(6))}
+
+
+def test_the_group_consumer_keys_are_what_the_coordinator_applies() -> None:
+    config = ConsumerGroupConfig.from_properties({
+        "group.consumer.session.timeout.ms": "50000",
+        "group.consumer.heartbeat.interval.ms": "7000",
+        "group.consumer.max.size": "2",
+        "group.consumer.assignors":
+            "range,org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+    })  # fmt: skip
+    c = Clock(config)
+    assert c.heartbeat_interval_ms == 7000  # what every heartbeat response carries
+    join(c, "m1")
+    c.now += 46  # past Kafka's default 45 s, within the configured 50 s
+    assert c.expire_sessions() == []
+    join(c, "m2")
+    assert join(c, "m3").error is Errors.GROUP_MAX_SIZE_REACHED
+    group = c.describe("g")
+    assert group is not None and group.assignor == "range"  # the first is the default
+    assert join(c, "m1", server_assignor="uniform").error is Errors.NONE
+    assert group.assignor == "uniform"
+    assert join(c, "m4", server_assignor="sticky").error is Errors.UNSUPPORTED_ASSIGNOR
+    c.now += 51  # both last heard from 51 s ago
+    assert sorted(m for _g, m in c.expire_sessions()) == ["m1", "m2"]
 
 
 def test_regex_subscription_follows_new_topics() -> None:
@@ -191,7 +216,7 @@ actions = st.lists(
 def test_no_partition_is_ever_owned_by_two_clients(
     steps: list[tuple[str, int]], assignor: str
 ) -> None:
-    c = Clock(assignors=(assignor,))
+    c = Clock(ConsumerGroupConfig(assignors=(assignor,)))
     topics = {"t": 4, "u": 2}
     clients: dict[str, Client] = {}
     subscriptions: dict[str, list[str]] = {}
