@@ -301,9 +301,11 @@ class ConsumerGroupCoordinator:
         """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
         if not group_id or (epoch != 0 and not member_id) or epoch < STATIC_LEAVE_EPOCH:
             return Errors.INVALID_REQUEST
-        if epoch == 0 and (rebalance_timeout_ms < 0 or (not names and not regex)):
-            return Errors.INVALID_REQUEST
-        if names and regex:
+        # Kafka 4 accepts a join with an empty list of names or an empty regex (a member
+        # subscribed to nothing), and names and a regex together (librdkafka sends both: the
+        # plain topics of its subscription and its regexes combined into one); only a join
+        # with neither field is refused.
+        if epoch == 0 and (rebalance_timeout_ms < 0 or (names is None and regex is None)):
             return Errors.INVALID_REQUEST
         if assignor is not None and assignor not in self.assignors:
             return Errors.UNSUPPORTED_ASSIGNOR
@@ -365,23 +367,28 @@ class ConsumerGroupCoordinator:
         regex: str | None,
         assignor: str | None,
     ) -> bool:
-        """Apply a (changed) subscription; whether it changed."""
+        """Apply a (changed) subscription; whether it changed. The names and the regex are
+        two fields, each replaced when the request carries it (null: unchanged), as Kafka's
+        ``maybeUpdateSubscribedTopicNames`` / ``maybeUpdateSubscribedTopicRegex``; an empty
+        regex is none."""
         before = (member.subscribed_names, member.subscribed_regex, member.server_assignor)
         if names is not None:
-            member.subscribed_names, member.subscribed_regex = tuple(sorted(set(names))), None
-        elif regex is not None:
-            member.subscribed_names, member.subscribed_regex = (), regex
+            member.subscribed_names = tuple(sorted(set(names)))
+        if regex is not None:
+            member.subscribed_regex = regex or None
         if assignor is not None:
             member.server_assignor = assignor
         return before != (member.subscribed_names, member.subscribed_regex, member.server_assignor)
 
     @staticmethod
     def subscription(member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
-        """The existing topics a member subscribes to, its regex resolved (full match)."""
+        """The existing topics a member subscribes to: its names, and the topics its regex
+        matches (full match)."""
+        named = frozenset(t for t in member.subscribed_names if t in topics)
         if member.subscribed_regex:
             pattern = re.compile(member.subscribed_regex)
-            return frozenset(t for t in topics if pattern.fullmatch(t))
-        return frozenset(t for t in member.subscribed_names if t in topics)
+            return named | frozenset(t for t in topics if pattern.fullmatch(t))
+        return named
 
     def _refresh_metadata(self, group: ConsumerGroup, topics: Mapping[str, int]) -> bool:
         """Note the partition counts of the subscribed topics; whether they changed."""

@@ -162,6 +162,29 @@ def test_regex_subscription_follows_new_topics() -> None:
     assert r.assignment == {"orders-1": frozenset({0, 1}), "orders-2": frozenset({0})}
 
 
+def test_names_and_a_regex_together_as_librdkafka_sends_them() -> None:
+    # librdkafka's subscribe(["^orders-.", "audit"]): the names without the regexes, and the
+    # regexes combined into one (kept with their "^"); a regex-only subscription sends an empty
+    # list of names, a names-only one an empty regex. Kafka 4 takes both fields as given.
+    c = ConsumerGroupCoordinator()
+    r = join(c, "m1", subscribed_names=[], subscribed_regex="(^orders-.)", topics={"other": 1})
+    assert (r.error, r.assignment) == (Errors.NONE, {})  # nothing matches yet
+    topics = {"other": 1, "orders-1": 2}
+    r = beat(c, "m1", r.member_epoch, r.assignment, topics=topics)  # the topic appeared
+    assert r.assignment == {"orders-1": frozenset({0, 1})}
+    r = c.heartbeat("g", "m1", r.member_epoch, topics=topics, owned=r.assignment,
+                    subscribed_names=["other"], subscribed_regex="(^orders-.)")  # fmt: skip
+    assert r.assignment == {"orders-1": frozenset({0, 1}), "other": frozenset({0})}
+    r = c.heartbeat("g", "m1", r.member_epoch, topics=topics, owned=r.assignment,
+                    subscribed_names=["other"], subscribed_regex="")  # fmt: skip
+    group = c.describe("g")
+    assert group is not None and group.members["m1"].subscribed_regex is None
+    assert r.assignment == {"other": frozenset({0})}  # orders-1 revoked
+    # A join naming neither field is refused; one with an empty list is a member of nothing.
+    assert join(c, "m2", subscribed_names=None).error is Errors.INVALID_REQUEST
+    assert join(c, "m2", subscribed_names=[]).error is Errors.NONE
+
+
 def test_a_classic_group_with_members_is_not_a_consumer_group() -> None:
     classic = GroupCoordinator()
     c = ConsumerGroupCoordinator(classic=classic)
