@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.broker import config as broker_config
+from sluice.broker.groups import group_coordinator_config
 from sluice.broker.transactions import transaction_config
 from sluice.common.config_def import ConfigDef
 from sluice.pipeline.audit import config as audit_config
@@ -64,6 +65,13 @@ SECTIONS: tuple[Section, ...] = (
         "The transaction coordinator's keys, in the broker's file. Declared in "
         "`sluice.broker.transactions.transaction_config`.",
         (("", transaction_config.CONFIG_DEF),),
+    ),
+    Section(
+        "Groups",
+        "The group coordinator's keys for KIP-848 consumer groups (`group.protocol=consumer`) "
+        "and KIP-932 share groups, in the broker's file, under Kafka 4's names with its "
+        "defaults and bounds. Declared in `sluice.broker.groups.group_coordinator_config`.",
+        (("", group_coordinator_config.CONFIG_DEF),),
     ),
     Section(
         "Schema registry",
