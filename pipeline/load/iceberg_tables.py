@@ -10,27 +10,40 @@ snapshot, write, one conditional commit per table); this module adapts it to the
   run's two commits) reads exactly the crashed run's ranges, ``[committed, pinned)``;
 * **schemas**: the run's Arrow schema — the typed layout's (``to_arrow_schema``) or the
   source's Kafka columns — and, for a typed load, the error table's;
-* **errors**: a catalog that does not answer, a table that is missing or incompatible, or a
-  conflicting commit becomes a ``LoadError`` (exit 1), naming what the table layer named.
+* **errors**: a catalog that does not answer — at the plan, while the tables are created or
+  checked, or at the commit — becomes an ``UnreachableError`` (exit 3) naming the catalog and
+  its URI (password hidden); a PostgreSQL catalog gives up a connection after libpq's
+  ``connect_timeout`` (``iceberg_catalog.CONNECT_TIMEOUT_S``, 10 s, unless the URI sets
+  one). A table that is missing or incompatible, or a conflicting commit, becomes a
+  ``LoadError`` (exit 1), naming what the table layer named. A catalog that stops answering
+  *during* a commit leaves the outcome to the catalog (its swap is one conditional update):
+  the rerun resumes from whatever snapshot is current, so nothing lands twice.
 
 Functions only; for the driver's one thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
 from sluice.pipeline.load.config import LoadConfig
-from sluice.pipeline.load.errors import LoadError
+from sluice.pipeline.load.errors import LoadError, UnreachableError
 from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA, OutputLayout, ReaderSchema
 from sluice.pipeline.source.metadata import KafkaMetadata
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import ARROW_SCHEMA
-from sluice.pipeline.table.iceberg_catalog import CatalogUnavailableError
+from sluice.pipeline.table.iceberg_catalog import (
+    CatalogUnavailableError,
+    IcebergConfig,
+    is_unavailable,
+    one_line,
+    redacted,
+)
 from sluice.pipeline.table.iceberg_commit import (
     DataFileMismatchError,
     IcebergCommitConflictError,
@@ -41,7 +54,32 @@ from sluice.pipeline.table.iceberg_run import IcebergRun, TopicWriters
 from sluice.pipeline.table.iceberg_schema import IncompatibleTableSchemaError
 from sluice.pipeline.table.partition_spec import InvalidPartitionByError
 
-__all__ = ["arrow_schemas", "begin", "commit", "pin", "writers"]
+__all__ = ["arrow_schemas", "begin", "check_catalog", "commit", "pin", "writers"]
+
+
+@contextmanager
+def _catalog_answering(config: IcebergConfig, doing: str) -> Iterator[None]:
+    """Turn "the catalog did not answer" (at ``open_catalog`` or any later query) into an
+    ``UnreachableError`` naming the catalog; anything else passes."""
+    try:
+        yield
+    except CatalogUnavailableError as exc:
+        raise UnreachableError(f"iceberg catalog, {doing}: {exc}") from None
+    except Exception as exc:
+        if not is_unavailable(exc):
+            raise
+        uri = config.catalog_properties.get("uri", "")
+        raise UnreachableError(
+            f"iceberg catalog, {doing}: catalog {config.catalog_name} ({redacted(uri)}) "
+            f"stopped answering: {one_line(exc)}"
+        ) from None
+
+
+def check_catalog(config: IcebergConfig) -> None:
+    """Open the catalog once (what the preflight can do before Spark starts): an
+    ``UnreachableError`` naming it when it does not answer within its connect timeout."""
+    with _catalog_answering(config, "before the load"):
+        config.open_catalog()
 
 
 def begin(config: LoadConfig, consumer: Mapping[str, Any]) -> IcebergRun:
@@ -54,10 +92,8 @@ def begin(config: LoadConfig, consumer: Mapping[str, Any]) -> IcebergRun:
         with KafkaMetadata(consumer) as metadata:
             assigned, _ = metadata.assigned_bounds(config.strategy)
         topics = sorted({tp.topic for tp in assigned})
-    try:
+    with _catalog_answering(config.iceberg, "planning"):
         return IcebergRun.begin(config.iceberg, topics)
-    except CatalogUnavailableError as exc:
-        raise LoadError(f"iceberg catalog: {exc}") from None
 
 
 def pin(
@@ -103,13 +139,13 @@ def writers(
     before anything is read."""
     data, errors = arrow_schemas(avro)
     try:
-        return run.writers(data, errors)
+        with _catalog_answering(run.config, "creating or checking the tables"):
+            return run.writers(data, errors)
     except (
         IncompatibleTableSchemaError,
         TableMissingError,
         InvalidPartitionByError,
         IcebergCommitConflictError,
-        CatalogUnavailableError,
     ) as exc:
         raise LoadError(f"{type(exc).__name__}: {exc}") from None
 
@@ -126,6 +162,7 @@ def commit(
     that does not match its footer is a ``LoadError``."""
     written = [WrittenFile(path, size, rows) for path, size, rows in files]
     try:
-        return run.commit(written, offsets, run_id, between=between)
-    except (IcebergCommitConflictError, DataFileMismatchError, CatalogUnavailableError) as exc:
+        with _catalog_answering(run.config, "committing"):
+            return run.commit(written, offsets, run_id, between=between)
+    except (IcebergCommitConflictError, DataFileMismatchError) as exc:
         raise LoadError(f"{type(exc).__name__}: {exc}") from None

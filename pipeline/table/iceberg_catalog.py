@@ -14,6 +14,14 @@ Catalogs
   pw@host:5432/db`` (Debian's ``postgresql``; tested, ``sluice.testing.postgres``). The SQL
   catalog's commit is ``UPDATE iceberg_tables SET metadata_location = new WHERE ... AND
   metadata_location = old`` — a compare-and-swap on one row, atomic in both databases.
+  **Connect timeout**: libpq waits for a connection without limit by default, so a catalog
+  host that drops packets (or a port that accepts and never answers) would hang the load;
+  ``open_catalog`` adds libpq's own ``connect_timeout=10`` (``CONNECT_TIMEOUT_S``) to a
+  PostgreSQL URI that sets none. libpq applies it to each address the host name resolves to
+  and to the whole handshake (TCP, TLS negotiation, start-up), so one connection gives up
+  within 10 s per address; the URI's own ``?connect_timeout=N`` wins (libpq treats values
+  under 2 as 2). Every connection the catalog opens later has the same bound; a query on a
+  connection that was answering and then went silent has none (the kernel's TCP timeouts).
 * ``rest``, ``hive``, ``glue``: passed to pyiceberg's ``load_catalog`` unchanged, with every
   ``iceberg.catalog.<property>``. **Untested** in Sluice (no such service on the test machine).
 
@@ -51,15 +59,22 @@ from sluice.pipeline.table.partition_spec import (
 
 __all__ = [
     "CATALOG_FILE",
+    "CONNECT_TIMEOUT_S",
     "CONFIG_DEF",
     "CatalogUnavailableError",
     "IcebergConfig",
     "IcebergConfigError",
     "is_unavailable",
+    "one_line",
+    "redacted",
+    "with_connect_timeout",
 ]
 
 CATALOG_FILE = "_iceberg_catalog.db"
 """The embedded SQLite catalog's file name inside the warehouse."""
+
+CONNECT_TIMEOUT_S = 10
+"""libpq's ``connect_timeout`` for a PostgreSQL catalog whose URI sets none (module doc)."""
 
 ERRORS_SUFFIX = "_errors"
 _TABLE_PREFIX = "iceberg.table."
@@ -225,20 +240,52 @@ class IcebergConfig:
         properties = dict(self.catalog_properties)
         if properties["type"] == "sql":
             properties.setdefault("init_catalog_tables", "true")
-            uri = properties["uri"]
+            uri = properties["uri"] = with_connect_timeout(properties["uri"])
             if uri.startswith("sqlite:///"):  # the directory of the file must exist
                 import os
 
                 os.makedirs(os.path.dirname(uri[len("sqlite:///") :]) or ".", exist_ok=True)
         try:
+            if properties["type"] == "sql" and _is_postgres(properties["uri"]):
+                _probe(properties["uri"])
             return load_catalog(self.catalog_name, **properties)
         except Exception as exc:  # SQLAlchemy's OperationalError, requests' ConnectionError...
             if is_unavailable(exc):
                 raise CatalogUnavailableError(
-                    f"catalog {self.catalog_name} ({_redacted(properties['uri'])}) did not "
-                    f"answer: {type(exc).__name__}: {exc}"
+                    f"catalog {self.catalog_name} ({redacted(properties['uri'])}) did not "
+                    f"answer: {one_line(exc)}"
                 ) from exc
             raise
+
+
+def with_connect_timeout(uri: str) -> str:
+    """``uri`` with ``connect_timeout=CONNECT_TIMEOUT_S`` when it is a PostgreSQL URI that
+    sets none (module doc); any other URI as it is."""
+    if not _is_postgres(uri):
+        return uri
+    from urllib.parse import parse_qsl, urlsplit
+
+    if any(k == "connect_timeout" for k, _ in parse_qsl(urlsplit(uri).query)):
+        return uri
+    return f"{uri}{'&' if '?' in uri else '?'}connect_timeout={CONNECT_TIMEOUT_S}"
+
+
+def _is_postgres(uri: str) -> bool:
+    return uri.partition("://")[0].split("+")[0].lower() in ("postgresql", "postgres")
+
+
+def _probe(uri: str) -> None:
+    """Connect once and close: pyiceberg's ``SqlCatalog`` takes a failed first query for
+    "no catalog tables yet" and connects again to create them, which would double the
+    connect timeout; one probe first bounds a silent server to one timeout."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(uri, poolclass=NullPool)
+    try:
+        engine.connect().close()
+    finally:
+        engine.dispose()
 
 
 def _per_table(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, PartitionBy]]:
@@ -282,6 +329,14 @@ def is_unavailable(exc: BaseException) -> bool:
     )
 
 
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line: its type and the driver's own message (SQLAlchemy's wrapper adds
+    the statement and a link on further lines; libpq's hints are joined with ``; ``)."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return f"{type(cause).__name__}: {'; '.join(lines) or 'no message'}"
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     current: BaseException | None = exc
@@ -291,7 +346,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def _redacted(uri: str) -> str:
+def redacted(uri: str) -> str:
     """``uri`` without a password (``user:***@host``)."""
     scheme, sep, rest = uri.partition("://")
     credentials, at, host = rest.rpartition("@")

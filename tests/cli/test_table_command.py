@@ -4,13 +4,15 @@ against a real SQLite catalog (and a PostgreSQL URL nothing answers on)."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 import pytest
 from pyiceberg.catalog import Catalog
 
 from sluice.cli.table_command import main
-from sluice.pipeline.table.iceberg_catalog import IcebergConfig
+from sluice.pipeline.table.iceberg_catalog import CONNECT_TIMEOUT_S, IcebergConfig
 from sluice.pipeline.table.iceberg_commit import IcebergTable, snapshot_offsets
 from sluice.pipeline.table.partition_spec import PartitionBy
 from sluice.testing.net import free_port
@@ -105,3 +107,31 @@ def test_exit_statuses(
     code, _, err = run(capsys, "describe", "--config", str(config_file), "--topic", "clicks",
                        "--override", f"iceberg.catalog.uri={dead}")  # fmt: skip
     assert code == 3 and "did not answer" in err
+
+
+def test_a_catalog_that_never_answers_exits_3_after_one_connect_timeout(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A PostgreSQL catalog's port accepts and never answers (a hung or blackholed server):
+    with the URI's default ``connect_timeout`` (``CONNECT_TIMEOUT_S``) the command gives up
+    after one timeout — not the two pyiceberg's catalog set-up would take — and exits 3 in
+    one line naming the catalog, the password hidden."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    silent = f"postgresql+psycopg2://sluice:secret@127.0.0.1:{port}/catalog"
+    try:
+        started = time.monotonic()
+        code, _, err = run(capsys, "describe", "--config", str(config_file), "--topic",
+                           "clicks", "--override", f"iceberg.catalog.uri={silent}")  # fmt: skip
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    assert code == 3, err
+    assert err.strip() == (
+        f"sluice table describe: catalog sluice (postgresql+psycopg2://sluice:***@127.0.0.1:"
+        f"{port}/catalog?connect_timeout={CONNECT_TIMEOUT_S}) did not answer: OperationalError: "
+        f'connection to server at "127.0.0.1", port {port} failed: timeout expired'
+    )
+    assert took < 2 * CONNECT_TIMEOUT_S, f"gave up after {took:.1f}s"

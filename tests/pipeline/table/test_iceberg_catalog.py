@@ -9,9 +9,11 @@ import pytest
 from sluice.pipeline.table.iceberg_catalog import (
     CATALOG_FILE,
     CONFIG_DEF,
+    CONNECT_TIMEOUT_S,
     CatalogUnavailableError,
     IcebergConfig,
     IcebergConfigError,
+    with_connect_timeout,
 )
 from sluice.testing.net import free_port
 
@@ -78,6 +80,21 @@ def test_an_unreachable_postgres_is_unavailable_and_hides_the_password() -> None
     with pytest.raises(CatalogUnavailableError, match="did not answer") as caught:
         config.open_catalog()
     assert "secret" not in str(caught.value) and "u:***@" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("postgresql+psycopg2://u@h:5432/db", f"postgresql+psycopg2://u@h:5432/db?connect_timeout={CONNECT_TIMEOUT_S}"),
+        ("postgresql://h/db?sslmode=require", f"postgresql://h/db?sslmode=require&connect_timeout={CONNECT_TIMEOUT_S}"),
+        ("postgres://h/db?connect_timeout=3", "postgres://h/db?connect_timeout=3"),
+        ("sqlite:////tmp/wh/_iceberg_catalog.db", "sqlite:////tmp/wh/_iceberg_catalog.db"),
+    ],
+)  # fmt: skip
+def test_a_postgresql_uri_gets_libpq_s_connect_timeout_unless_it_sets_one(
+    uri: str, expected: str
+) -> None:
+    assert with_connect_timeout(uri) == expected
 
 
 def test_every_key_is_documented() -> None:
