@@ -1,4 +1,5 @@
-"""``make demo``: a broker, a schema registry, Avro page views, two typed nightly loads.
+"""``make demo``: a broker, a schema registry, Avro page views, two nightly loads into an
+Apache Iceberg table, and a query of it.
 
 1. start ``python -m sluice broker start`` and ``python -m sluice registry start`` on free
    ports, data in ``./data/demo``;
@@ -7,15 +8,24 @@
    serializer) keyed by user, timestamps spread over the last three days; then a few hundred
    written with version 2 (``browser`` and ``country`` added with defaults: BACKWARD
    compatible) and one deliberately corrupt message (wrong magic byte);
-3. ``spark-submit jobs/nightly_load.py`` with ``valueFormat=avro`` into ``./warehouse/events``,
-   then show what landed (typed rows per topic/partition/date and a sample, read back with
-   duckdb), the run's error table, the schema ids and the committed offsets;
-4. produce a few more views and load again: the second run reads only the new offsets;
-5. SIGTERM the broker and the registry and check both exited 0.
+3. ``spark-submit jobs/nightly_load.py`` with ``valueFormat=avro`` and ``table.format=iceberg``
+   into the Iceberg table ``sluice.page_views``: pyiceberg's SQL catalog on the SQLite file
+   ``./warehouse/demo/_iceberg_catalog.db`` (no server), the table partitioned by the day of
+   each page view's own ``timestamp`` (event time), the data and the offsets in one catalog
+   commit. Then the demo reads the table back as any reader would — a pyiceberg scan queried
+   with DuckDB: rows per day, the columns, a few rows, the error table
+   ``sluice.page_views_errors`` (the corrupt message) and the snapshots with their
+   ``sluice.offsets``;
+4. produce a few more views and load again: the second run reads only the new offsets, one
+   more snapshot;
+5. SIGTERM the broker and the registry and check both exited 0; print where the table is and
+   how to read it.
 
 The broker and the registry are ``sluice.testing``'s process classes, as in the tests. Each
-demo starts from scratch: it deletes ``./data/demo`` and ``./warehouse/events`` (offsets
-of an old broker's log would be data loss for the new one).
+demo starts from scratch: it deletes ``./data/demo`` and ``./warehouse/demo`` (offsets of an old
+broker's log would be data loss for the new one). ``conf/nightly_load.properties`` writes the
+same kind of table under ``./warehouse``; the demo keeps its own warehouse so that it never
+drops a table of yours.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 import shutil
 import sys
 import time
@@ -42,7 +53,9 @@ from sluice.testing.spark import spark_submit
 JOBS = Path(__file__).resolve().parent
 REPO = Path.cwd()
 DATA = REPO / "data" / "demo"
-WAREHOUSE = REPO / "warehouse"
+WAREHOUSE = REPO / "warehouse" / "demo"
+CATALOG = WAREHOUSE / "_iceberg_catalog.db"  # the load's default: beside the tables
+NAMESPACE = "sluice"  # iceberg.tables.default-namespace's default
 TOPIC = "page_views"
 PARTITIONS = 4
 DAY_MS = 86_400_000
@@ -176,73 +189,154 @@ def run_load(config: Path) -> None:
         raise SystemExit(f"the nightly load failed with exit status {code}")
 
 
-def show_table() -> None:
-    import duckdb
+def open_table(name: str) -> Any:
+    """``sluice.<name>`` from the demo's embedded catalog, as any pyiceberg reader opens it."""
+    from pyiceberg.catalog import load_catalog
 
+    catalog = load_catalog(
+        "sluice", type="sql", uri=f"sqlite:///{CATALOG}", warehouse=str(WAREHOUSE)
+    )
+    return catalog.load_table(f"{NAMESPACE}.{name}")
+
+
+PER_DAY = (
+    "SELECT strftime(timestamp AT TIME ZONE 'UTC', '%Y-%m-%d') AS day, count(*) AS rows, "
+    'count(DISTINCT "partition") AS partitions, min("offset"), max("offset"), '
+    f"count(*) FILTER (browser <> 'unknown') AS v2_rows FROM {TOPIC} GROUP BY day ORDER BY day"
+)
+"""The demo's query: rows per day of event time, as DuckDB runs it over a pyiceberg scan."""
+
+
+def show_table(*, first: bool) -> None:
+    """What the load committed, read back through the catalog: rows per day (the table's
+    partitions) with a DuckDB query of a pyiceberg scan, and the snapshots with their offsets;
+    after the first load also the columns, a few rows and the error table."""
     from sluice.common.text_table import render_table
-    from sluice.pipeline.table.commit import latest_manifest
 
-    table = WAREHOUSE / "events"
-    files = [str(f) for f in sorted(table.glob("load=*/topic=*/date=*/*.parquet"))]
-    con = duckdb.connect()
-    source = f"read_parquet({files}, hive_partitioning = true, union_by_name = true)"
-    rows = con.execute(
-        "SELECT topic, partition, CAST(date AS VARCHAR) AS date, count(*) AS rows, "
-        'min("offset"), max("offset"), count(*) FILTER (browser <> \'unknown\') '
-        f"FROM {source} GROUP BY ALL ORDER BY ALL"
-    ).fetchall()
-    header = ["topic", "partition", "date", "rows", "min offset", "max offset", "v2 rows"]
-    print(render_table(header, [[str(c) for c in r] for r in rows]))
+    table = open_table(TOPIC)
+    con = table.scan().to_duckdb(table_name=TOPIC)
+    print(f"pyiceberg: load_table('{NAMESPACE}.{TOPIC}').scan().to_duckdb('{TOPIC}'), then")
+    print(f"  {PER_DAY}")
+    rows = con.execute(PER_DAY).fetchall()
+    print(render_table(
+        ["day (event time)", "rows", "partitions", "min offset", "max offset", "v2 rows"],
+        [[str(c) for c in r] for r in rows],
+    ))  # fmt: skip
     total, distinct = con.execute(
-        f'SELECT count(*), count(DISTINCT (topic, partition, "offset")) FROM {source}'
+        f'SELECT count(*), count(DISTINCT ("partition", "offset")) FROM {TOPIC}'
     ).fetchall()[0]
-    print(f"{total} rows in the table, {distinct} distinct (topic, partition, offset)")
-    print("typed columns: " + ", ".join(f"{n} {t}" for n, t in _columns(con, source).items()))
+    files = table.inspect.files()
+    print(f"{total} rows, {distinct} distinct (partition, offset); {files.num_rows} data files; "
+          f"partition spec {_spec(table)} (the page view's own timestamp: event time)")  # fmt: skip
+    if first:
+        print(
+            "columns: "
+            + ", ".join(f"{f.name} {_type(f.field_type)}" for f in table.schema().fields)
+        )
+        _show_sample(con)
+        _show_errors()
+    _show_snapshots(table)
+
+
+def _type(field_type: Any) -> str:
+    """An Iceberg type as a reader writes it: without field ids and ``optional``."""
+    return re.sub(r"\d+: |optional |required ", "", str(field_type))
+
+
+def _spec(table: Any) -> str:
+    schema = table.schema()
+    return ", ".join(
+        f"{f.transform}({schema.find_field(f.source_id).name})" for f in table.spec().fields
+    )
+
+
+def _show_sample(con: Any) -> None:
+    from sluice.common.text_table import render_table
+
+    columns = (
+        '"partition", "offset", event_id[:8] || \'..\', CAST(timestamp AS VARCHAR)[:19], '
+        "user_id, page, duration_ms, browser, coalesce(country, 'null')"
+    )
     sample = con.execute(
-        "(SELECT partition, \"offset\", event_id[:8] || '..', CAST(timestamp AS VARCHAR)[:19], "
-        "user_id, page, duration_ms, browser, coalesce(country, 'null') FROM "
-        f"{source} WHERE browser = 'unknown' ORDER BY partition, \"offset\" LIMIT 2) UNION ALL "
-        "(SELECT partition, \"offset\", event_id[:8] || '..', CAST(timestamp AS VARCHAR)[:19], "
-        "user_id, page, duration_ms, browser, coalesce(country, 'null') FROM "
-        f"{source} WHERE browser <> 'unknown' ORDER BY partition, \"offset\" LIMIT 2)"
+        f"(SELECT {columns} FROM {TOPIC} WHERE browser = 'unknown' "
+        'ORDER BY "partition", "offset" LIMIT 2) UNION ALL '
+        f"(SELECT {columns} FROM {TOPIC} WHERE browser <> 'unknown' "
+        'ORDER BY "partition", "offset" LIMIT 2)'
     ).fetchall()
-    print("a few rows (v1 records read with the v2 reader schema get its defaults):")
+    print("a few rows (v1 records, read with the v2 reader schema, get its defaults):")
     print(render_table(
         ["partition", "offset", "event_id", "timestamp", "user_id", "page", "duration_ms",
          "browser", "country"],
         [[str(c) for c in r] for r in sample],
     ))  # fmt: skip
-    errors = sorted(table.glob("load=*/_errors/*.parquet"))
-    if errors:
-        found = con.execute(
-            'SELECT topic, partition, "offset", error, reason, octet_length(value) '
-            f"FROM read_parquet({[str(f) for f in errors]}) ORDER BY ALL"
-        ).fetchall()
-        print(f"error table (load=*/_errors, every load): {len(found)} undecodable record(s)")
+
+
+def _show_errors() -> None:
+    from sluice.common.text_table import render_table
+
+    errors = (
+        open_table(f"{TOPIC}_errors")
+        .scan(selected_fields=("topic", "partition", "offset", "error", "reason", "value"))
+        .to_arrow()
+    )
+    print(f"error table {NAMESPACE}.{TOPIC}_errors: {errors.num_rows} undecodable record(s)")
+    if errors.num_rows:
         print(render_table(
             ["topic", "partition", "offset", "error", "reason", "bytes"],
-            [[str(c) for c in r] for r in found],
-        ))  # fmt: skip
-    else:
-        print("error table (load=*/_errors, every load): empty")
-    manifest = latest_manifest(f"file://{table}")
-    if manifest is not None:
-        ids = {t: list(i) for t, i in manifest.schema_ids.items()}
-        print(f"schema ids in the manifest of load={manifest.sequence}: {ids}; "
-              f"undecodable records in load={manifest.sequence}: "
-              f"{manifest.total_errors}")  # fmt: skip
-        print(f"committed offsets (load={manifest.sequence} {manifest.run_id}):")
-        print(render_table(
-            ["topic", "partition", "next offset"],
-            [[t, str(p), str(o)] for t, ps in sorted(manifest.offsets.items())
-             for p, o in sorted(ps.items())],
+            [[str(r["topic"]), str(r["partition"]), str(r["offset"]), str(r["error"]),
+              str(r["reason"]), str(len(r["value"] or b""))] for r in errors.to_pylist()],
         ))  # fmt: skip
 
 
-def _columns(con: Any, source: str) -> dict[str, str]:
-    return {
-        str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
-    }
+def _show_snapshots(table: Any) -> None:
+    """Each snapshot of the table, oldest first, with the offsets it committed."""
+    from sluice.common.text_table import render_table
+
+    shown = []
+    for snapshot in table.snapshots():
+        summary = snapshot.summary
+        offsets = json.loads(summary["sluice.offsets"]) if summary else {}
+        shown.append([
+            str(snapshot.snapshot_id), summary.operation.value if summary else "",
+            summary.get("added-records", "") if summary else "",
+            summary.get("sluice.run-id", "") if summary else "",
+            "; ".join(f"{t}: " + ", ".join(f"{p}->{o}" for p, o in sorted(ps.items()))
+                      for t, ps in sorted(offsets.items())),
+        ])  # fmt: skip
+    print("snapshots (each load is one catalog commit; sluice.offsets is where the next resumes):")
+    print(render_table(["snapshot", "operation", "added rows", "run", "sluice.offsets"], shown))
+
+
+def show_where() -> None:
+    """Where the table is and how to read it (the commands as a user would type them)."""
+    table = open_table(TOPIC)
+    catalog, warehouse = _shown(str(CATALOG)), _shown(str(WAREHOUSE))
+    print(f"table {NAMESPACE}.{TOPIC} (Apache Iceberg): data and metadata under "
+          f"{_shown(table.location())}/")  # fmt: skip
+    print(f"catalog: pyiceberg's SQL catalog 'sluice' on the SQLite file {catalog}")
+    print("read it with sluice:")
+    print(
+        f"    .venv/bin/sluice table describe --warehouse {warehouse} --table {NAMESPACE}.{TOPIC}"
+    )
+    print("with pyiceberg and DuckDB (.venv/bin/python):")
+    print(
+        "    from pyiceberg.catalog import load_catalog\n"
+        f"    catalog = load_catalog('sluice', type='sql', uri='sqlite:///{catalog}', "
+        f"warehouse='{warehouse}')\n"
+        f"    table = catalog.load_table('{NAMESPACE}.{TOPIC}')\n"
+        f"    print(table.scan().to_duckdb('{TOPIC}').sql('SELECT page, count(*) FROM {TOPIC} "
+        "GROUP BY page'))"
+    )
+    print("with Spark, Trino or DuckDB's iceberg extension: docs/iceberg.md, 'Reading the tables'")
+
+
+def _shown(path: str) -> str:
+    """``path`` (or a file:// URI) relative to the directory the demo runs from."""
+    local = Path(path.removeprefix("file://"))
+    try:
+        return str(local.relative_to(REPO))
+    except ValueError:
+        return str(local)
 
 
 def stop(name: str, process: ChildProcess) -> int | None:
@@ -252,12 +346,25 @@ def stop(name: str, process: ChildProcess) -> int | None:
     return code
 
 
+def write_config(bootstrap: str, registry: str) -> Path:
+    """The load's configuration: typed Avro values into an Iceberg table per topic, on the
+    embedded SQLite catalog, partitioned by the page view's own ``timestamp`` (the Kafka
+    record's timestamp is the column ``kafka_timestamp``)."""
+    config = DATA / "nightly_load.properties"
+    config.write_text(
+        f"kafka.bootstrap.servers={bootstrap}\ntopics={TOPIC}\nminPartitions=4\n"
+        f"warehouse.path={WAREHOUSE}\ntable.format=iceberg\n"
+        "iceberg.tables.default-partition-by=day(timestamp)\n"
+        f"valueFormat=avro\nschema.registry.url={registry}\nonDecodeError=errorTable\n"
+    )
+    return config
+
+
 def main() -> int:
     began = time.monotonic()
-    step("resetting ./data/demo and ./warehouse/events")
+    step("resetting ./data/demo and ./warehouse/demo")
     shutil.rmtree(DATA, ignore_errors=True)
-    shutil.rmtree(WAREHOUSE / "events", ignore_errors=True)
-    shutil.rmtree(WAREHOUSE / "_staging" / "events", ignore_errors=True)
+    shutil.rmtree(WAREHOUSE, ignore_errors=True)
     DATA.mkdir(parents=True)
     port, registry_port = free_port(), free_port()
     bootstrap, registry = f"127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
@@ -273,22 +380,18 @@ def main() -> int:
         produce_views(bootstrap, registry, 20_000, seed=1, days=3, version=1)
         produce_views(bootstrap, registry, 400, seed=3, days=1, version=2)
         produce_corrupt(bootstrap)
-        config = DATA / "nightly_load.properties"
-        config.write_text(
-            f"kafka.bootstrap.servers={bootstrap}\ntopics={TOPIC}\n"
-            f"warehouse.path={WAREHOUSE}\ntable=events\nminPartitions=4\n"
-            f"valueFormat=avro\nschema.registry.url={registry}\nonDecodeError=errorTable\n"
-        )
-        step("nightly load #1 (valueFormat=avro: typed columns, undecodable records to _errors)")
+        config = write_config(bootstrap, registry)
+        step(f"nightly load #1 into the Iceberg table {NAMESPACE}.{TOPIC} (typed Avro columns; "
+             f"undecodable records to {NAMESPACE}.{TOPIC}_errors)")  # fmt: skip
         run_load(config)
-        step("what landed")
-        show_table()
+        step(f"querying {NAMESPACE}.{TOPIC}")
+        show_table(first=True)
         step("producing 750 more page views (today, schema version 2)")
         produce_views(bootstrap, registry, 750, seed=2, days=0, version=2)
         step("nightly load #2: only the new offsets")
         run_load(config)
-        step("what landed")
-        show_table()
+        step(f"querying {NAMESPACE}.{TOPIC}")
+        show_table(first=False)
     finally:
         step("stopping the broker and the registry (SIGTERM)")
         if broker is not None:
@@ -298,6 +401,8 @@ def main() -> int:
     if unclean:
         print(f"did not shut down cleanly: {', '.join(unclean)}", file=sys.stderr)
         return 1
+    step("the table")
+    show_where()
     print(f"\ndemo finished in {time.monotonic() - began:.0f}s")
     return 0
 
