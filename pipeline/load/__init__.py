@@ -8,7 +8,7 @@ beside the table and a summary table), ``progress`` (splits done, rows/s and ETA
 runs), ``session`` (the Spark session and the filesystem check), ``errors`` (one exception per
 failure mode). May import ``sluice.common``, ``sluice.pipeline.kafka_settings`` (the config's Java
 client keys, translated as the source's), ``sluice.pipeline.source`` (to plan and read: ranges,
-metadata, split reader, Avro columns) and ``sluice.pipeline.table`` (to stage and publish); not the
+metadata, split reader, typed columns) and ``sluice.pipeline.table`` (to stage and publish); not the
 sink, the mirror, the audit or the consumer. The package needs the ``spark`` extra (``session``
 imports pyspark, ``verify`` and ``report`` pyarrow).
 """

@@ -8,8 +8,9 @@ table (``python -m sluice.cli.config_docs``). A key added here is parsed, checke
 documented at once; nothing lists the keys a second time.
 
 What the declarations cannot say is checked in ``from_properties``, in the order a reader
-meets the keys: the Avro keys only with ``valueFormat=avro`` (and ``schema.registry.url``
-then required; ``AvroOptions.parse`` checks their values as the source checks its options),
+meets the keys: the typed-value keys only with ``valueFormat=avro|json-schema|protobuf`` (and
+``schema.registry.url`` then required; ``ValueOptions.parse`` checks their values as the
+source checks its options),
 and the ``kafka.*`` keys as librdkafka's — the prefix cut once, here, and Java-only keys
 translated or refused exactly as the ``sluice`` source's ``kafka.*`` options are
 (``sluice.pipeline.kafka_settings``). Every failure is a ``LoadConfigError`` saying
@@ -31,19 +32,20 @@ from sluice.common.paths import to_uri
 from sluice.pipeline.kafka_settings import translate_java_settings
 from sluice.pipeline.load.errors import LoadConfigError
 from sluice.pipeline.source.options import (
-    AvroOptions,
     OffsetOptionError,
     OffsetSpec,
     Subscribe,
     SubscribePattern,
+    ValueOptions,
     parse_starting_offsets,
     parse_subscribe_pattern,
 )
 from sluice.pipeline.source.split_reader import consumer_settings
+from sluice.pipeline.source.value_format import VALUE_FORMATS, ValueFormat
 from sluice.pipeline.table.filesystem import UnsupportedTableSchemeError, check_table_scheme
 from sluice.pipeline.table.iceberg_catalog import IcebergConfig, IcebergConfigError
 
-__all__ = ["AVRO_KEYS", "CONFIG_DEF", "LoadConfig", "LoadConfigError"]
+__all__ = ["CONFIG_DEF", "TYPED_KEYS", "LoadConfig", "LoadConfigError"]
 
 
 class _CommaList(Validator):
@@ -63,9 +65,9 @@ def _plain_name(table: str) -> str | None:
 
 
 def _value_format(value: str) -> str | None:
-    if value.lower() in ("binary", "avro"):
+    if value.strip().lower() in VALUE_FORMATS:
         return None
-    return f"expected binary or avro, found {value.lower()!r}"
+    return f"expected {', '.join(VALUE_FORMATS)}, found {value.strip().lower()!r}"
 
 
 def _table_format(value: str) -> str | None:
@@ -203,36 +205,42 @@ CONFIG_DEF = (
         "MASTER environment variable, else local[*].",
     )
     .define(
-        "valueFormat", Type.STRING, "binary", Check("binary, avro", _value_format),
-        doc="binary: Spark's Kafka columns, the value as bytes. avro: each value is "
-        "Confluent-framed Avro decoded into typed columns beside the Kafka ones.",
+        "valueFormat", Type.STRING, "binary", Check(", ".join(VALUE_FORMATS), _value_format),
+        doc="binary: Spark's Kafka columns, the value as bytes. avro, json-schema, protobuf: "
+        "each value is Confluent-framed Avro, JSON or Protobuf (the registry's schema id in "
+        "its header) decoded into typed columns beside the Kafka ones.",
     )
     .define(
         "schema.registry.url", Type.STRING, None,
-        doc="The schema registry (Confluent REST API); required with valueFormat=avro.",
+        doc="The schema registry (Confluent REST API); required with a typed valueFormat.",
     )
     .define(
         "valueSchemaSubject", Type.STRING, None, default_doc="<topic>-value",
-        doc="valueFormat=avro: the subject of the reader schema (the table's columns), the "
-        "same for every topic of the table.",
+        doc="Typed valueFormat: the subject of the reader schema (the table's columns), the "
+        "same for every topic of the table; its schema must be of the format's type.",
     )
     .define(
         "valueSchemaVersion", Type.STRING, None, default_doc="latest",
-        doc="valueFormat=avro: the version of valueSchemaSubject to read with; resolved once "
+        doc="Typed valueFormat: the version of valueSchemaSubject to read with; resolved once "
         "per run and pinned by id.",
     )
     .define(
         "valueSchemaId", Type.STRING, None,
-        doc="valueFormat=avro: the reader schema by id (instead of subject and version).",
+        doc="Typed valueFormat: the reader schema by id (instead of subject and version).",
+    )
+    .define(
+        "valueSchemaMessage", Type.STRING, None, default_doc="the schema's first message",
+        doc="valueFormat=protobuf: the value's message type, by full name (package.Message); "
+        "records of another message go to the error table.",
     )
     .define(
         "valueColumns", Type.STRING, None, default_doc="flatten",
-        doc="valueFormat=avro: flatten (the value's fields as top-level columns) or struct "
+        doc="Typed valueFormat: flatten (the value's fields as top-level columns) or struct "
         "(one value struct column).",
     )
     .define(
         "onDecodeError", Type.STRING, None, default_doc="errorTable",
-        doc="valueFormat=avro: errorTable (an undecodable record goes to the run's error "
+        doc="Typed valueFormat: errorTable (an undecodable record goes to the run's error "
         "table, load=<N>/_errors/, published with the data) or fail (the run fails naming "
         "topic, partition and offset).",
     )
@@ -256,15 +264,16 @@ CONFIG_DEF = (
 )  # fmt: skip
 """Every key of ``conf/nightly_load.properties``, declared once (the module doc)."""
 
-AVRO_KEYS = (
+TYPED_KEYS = (
     "schema.registry.url",
     "valueSchemaSubject",
     "valueSchemaVersion",
     "valueSchemaId",
+    "valueSchemaMessage",
     "valueColumns",
     "onDecodeError",
 )
-"""The ``sluice`` source's Avro options a load passes through (with ``valueFormat``)."""
+"""The ``sluice`` source's typed-value options a load passes through (with ``valueFormat``)."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +294,8 @@ class LoadConfig:
     # (_kafka_settings); every consumer of the run gets them through ``consumer``.
     kafka: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)  # other spark.* keys
-    avro: AvroOptions | None = None  # valueFormat=avro: typed columns; error path per run
+    # valueFormat=avro|json-schema|protobuf: typed columns; the error path is set per run
+    typed: ValueOptions | None = None
     subscribe_pattern: SubscribePattern | None = None  # instead of topics
     starting_offsets: OffsetSpec = "earliest"  # for partitions the table has never seen
     starting_timestamp: int | None = None  # wins over starting_offsets
@@ -297,7 +307,7 @@ class LoadConfig:
 
     @property
     def value_format(self) -> str:
-        return "binary" if self.avro is None else "avro"
+        return "binary" if self.typed is None else self.typed.value_format.value
 
     @property
     def strategy(self) -> Subscribe | SubscribePattern:
@@ -355,13 +365,13 @@ class LoadConfig:
         if raw_table and not raw_table.strip():  # "table= " is refused; only "table=" is blank
             raise LoadConfigError("table: expected a plain directory name, found ''")
         table = get("table")
-        avro = _avro(props, get("valueFormat").lower())
+        typed = _typed(props, get("valueFormat"))
         reports = get("reports.path")
         warehouse = to_uri(get("warehouse.path"))
         iceberg = _iceberg(props, get("table.format").lower(), warehouse)
         return cls(
             iceberg=iceberg,
-            avro=avro,
+            typed=typed,
             bootstrap_servers=get("kafka.bootstrap.servers"),
             topics=topics or (),
             subscribe_pattern=parse_subscribe_pattern(pattern) if pattern else None,
@@ -395,20 +405,24 @@ class LoadConfig:
         )
 
 
-def _avro(props: Mapping[str, str], value_format: str) -> AvroOptions | None:
-    """The Avro options of ``valueFormat=avro`` (``None`` for binary), parsed once, here; the
+def _typed(props: Mapping[str, str], value_format: str) -> ValueOptions | None:
+    """The options of a typed ``valueFormat`` (``None`` for binary), parsed once, here; the
     run adds its own error table directory (``decodeErrorPath``)."""
-    given = {k: v for k in AVRO_KEYS if (v := CONFIG_DEF.parse_key(props, k)) is not None}
-    if value_format != "avro":
+    given = {k: v for k in TYPED_KEYS if (v := CONFIG_DEF.parse_key(props, k)) is not None}
+    typed = ValueFormat.parse(value_format)  # checked by the declaration already
+    if typed is None:
         if given:
             raise LoadConfigError(
-                f"{sorted(given)[0]}: expected only with valueFormat=avro, found valueFormat=binary"
+                f"{sorted(given)[0]}: expected only with valueFormat="
+                f"{'|'.join(f.value for f in ValueFormat)}, found valueFormat=binary"
             )
         return None
     if "schema.registry.url" not in given:
         raise LoadConfigError("schema.registry.url: expected a value, found none")
     try:
-        return AvroOptions.parse({"valueFormat": "avro", "onDecodeError": "errorTable", **given})
+        return ValueOptions.parse(
+            {"valueFormat": typed.value, "onDecodeError": "errorTable", **given}
+        )
     except ValueError as exc:
         raise LoadConfigError(str(exc)) from None
 

@@ -12,9 +12,9 @@ the first failure:
 2. **the topics** — every topic of ``topics`` must exist, unless ``allowMissingTopics=true``:
    ``MissingTopicsError`` (exit 2) names the missing ones and the nearest existing names
    (``difflib``, as the configuration's "did you mean" for keys);
-3. **the schema registry** (``valueFormat=avro``) — ``GET /subjects`` within
-   ``REGISTRY_TIMEOUT_S``; no answer is ``UnreachableError``; any HTTP answer counts as
-   reachable (the reader schema itself is resolved in the plan phase);
+3. **the schema registry** (a typed ``valueFormat``: avro, json-schema, protobuf) —
+   ``GET /subjects`` within ``REGISTRY_TIMEOUT_S``; no answer is ``UnreachableError``; any
+   HTTP answer counts as reachable (the reader schema itself is resolved in the plan phase);
 4. **the warehouse** (a local or ``file://`` path) — the driver creates the warehouse
    directory if needed and writes and deletes one file in it (the table's own directory is
    left to the commit protocol); a failure is ``LoadError`` naming the path
@@ -55,8 +55,8 @@ def preflight(config: LoadConfig, consumer: Mapping[str, Any]) -> dict[str, int]
     check_warehouse(config.table_uri)
     counts = check_brokers(config, consumer)
     check_topics(config, counts)
-    if config.avro is not None:
-        check_registry(config.avro.registry_url)
+    if config.typed is not None:
+        check_registry(config.typed.registry_url)
     return counts
 
 

@@ -15,14 +15,14 @@ JSON, version 1::
      "dates": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 99}],
      "data_loss": [...DataLoss.to_json()...], "total_rows": 99, "total_lost": 0,
      "total_errors": 1, "errors_path": "file:///w/events/load=3/_errors",
-     "reader_schema": {"id": 4, "subject": "t-value", "version": 2},
+     "reader_schema": {"id": 4, "subject": "t-value", "version": 2, "type": "AVRO"},
      "schema_ids": {"t": [1, 4]},
      "progress": {"splits_done": 4, "splits_total": 4, "offsets_total": 100,
                   "rows_per_second": 8.2, "seconds": 12.1},
      "message": "...", "error": null}
 
 ``rows`` are the records that landed in the table; ``errors`` the undecodable ones a typed load
-(``valueFormat=avro``) put in the run's error table (``errors_path``, set when there are any);
+(a typed ``valueFormat``) put in the run's error table (``errors_path``, set when there are any);
 ``reader_schema`` and ``schema_ids`` (writer schemas seen) are null / ``{}`` for binary loads.
 ``progress`` is the read+write job's last progress reading (``sluice.pipeline.load.progress``:
 splits done of total, the offsets planned, seconds) with ``rows_per_second`` the exact rate
@@ -50,6 +50,10 @@ from sluice.pipeline.table.manifest import RowCount
 __all__ = ["REPORT_VERSION", "LoadReport", "PartitionReport"]
 
 REPORT_VERSION = 1
+
+
+_TYPE_NAMES = {"AVRO": "Avro", "JSON": "JSON Schema", "PROTOBUF": "Protobuf"}
+"""How the summary names a reader schema's type."""
 
 
 @dataclass(slots=True)
@@ -97,7 +101,8 @@ class LoadReport:
     data_loss: list[DataLoss] = field(default_factory=list)
     message: str = ""
     error: str | None = None
-    reader_schema: dict[str, Any] | None = None  # typed loads: {"id", "subject", "version"}
+    # typed loads: {"id", "subject", "version", "type"} (type: AVRO, JSON or PROTOBUF)
+    reader_schema: dict[str, Any] | None = None
     schema_ids: dict[str, list[int]] = field(default_factory=dict)  # writer ids per topic
     errors_path: str | None = None  # the published error table, when it has rows
     progress: dict[str, Any] | None = None  # the read+write job's last progress reading
@@ -205,7 +210,8 @@ class LoadReport:
         if self.reader_schema:
             ids = "; ".join(f"{t}: {', '.join(map(str, i))}" for t, i in self.schema_ids.items())
             lines.append(
-                f"values: Avro, reader schema id {self.reader_schema['id']}"
+                f"values: {_TYPE_NAMES.get(self.reader_schema.get('type', 'AVRO'), 'Avro')}, "
+                f"reader schema id {self.reader_schema['id']}"
                 + (f" ({self.reader_schema['subject']} v{self.reader_schema['version']})"
                    if self.reader_schema.get("subject") else "")
                 + (f"; writer schema ids {ids}" if ids else "")

@@ -52,15 +52,16 @@ atomic rename (object stores), and checks that the driver and the executors can 
 table's filesystem. While the read+write job runs, ``sluice.pipeline.load.progress`` shows
 splits done of total, rows/s and an ETA; the final figures go into the report.
 
-Typed loads (``valueFormat=avro``)
-==================================
-The values are decoded into typed columns by each split's task (the source's
-``AvroBatchDecoder``; ``sluice.pipeline.source.data_source``, "Typed Avro values"). The Avro
-options are parsed once, with the configuration (``LoadConfig.avro``); the reader schema is
+Typed loads (``valueFormat=avro|json-schema|protobuf``)
+======================================================
+The values are decoded into typed columns by each split's task (the source's decoder of the
+format, ``sluice.pipeline.source.value_format.batch_decoder``; ``sluice.pipeline.source.
+data_source``, "Typed values"). The options are parsed once, with the configuration
+(``LoadConfig.typed``); the reader schema (of the format's type) is
 resolved once, in the plan phase, and travels to the tasks with them, so a version registered
 while the job runs changes nothing. Undecodable
 records go, with ``onDecodeError=errorTable`` (the default here), to the run's **error
-table**: Parquet files under ``load=<N>/_errors/`` (columns ``avro_columns.ERROR_ARROW_SCHEMA``:
+table**: Parquet files under ``load=<N>/_errors/`` (columns ``typed_columns.ERROR_ARROW_SCHEMA``:
 topic, partition, offset, timestamp, key, the raw value, schema_id, error, reason). They sit in
 the run's own directory, so the one rename that publishes the data publishes its errors — never
 one without the other, and a rerun after a crash rewrites both. The ``_`` prefix keeps them out
@@ -105,13 +106,6 @@ from sluice.pipeline.load.report import LoadReport, PartitionReport
 from sluice.pipeline.load.session import build_spark, check_filesystem
 from sluice.pipeline.load.split_writer import SplitWriter
 from sluice.pipeline.load.verify import StagedScan, account, account_iceberg, scan_staged
-from sluice.pipeline.source.avro_columns import (
-    OutputLayout,
-    ReaderSchema,
-    ValueSchemaError,
-    output_schema,
-    resolve_reader_schema,
-)
 from sluice.pipeline.source.metadata import KafkaMetadata, MetadataError
 from sluice.pipeline.source.options import EARLIEST, LATEST, OffsetOptionError
 from sluice.pipeline.source.ranges import (
@@ -123,6 +117,8 @@ from sluice.pipeline.source.ranges import (
     split_ranges,
 )
 from sluice.pipeline.source.split_reader import BrokersUnreachableError, SplitResult
+from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, ValueSchemaError
+from sluice.pipeline.source.value_format import output_schema, resolve_reader
 from sluice.pipeline.table.commit import PublishedRun, StagedRun, TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
 from sluice.pipeline.table.iceberg_run import TopicWriters
@@ -274,25 +270,33 @@ def _first_starts(
     return starts
 
 
-def _resolve_avro(
+def _resolve_typed(
     config: LoadConfig, topics: Sequence[str]
 ) -> tuple[ReaderSchema, OutputLayout] | None:
     """The reader schema and columns of a typed load of ``topics`` (``None``: binary values).
 
     One reader schema per table: topics whose ``<topic>-value`` subjects differ need
     ``valueSchemaSubject`` / ``valueSchemaId``, or tables of their own."""
-    avro = config.avro
-    if avro is None:
+    typed = config.typed
+    if typed is None:
         return None
     try:
-        reader = resolve_reader_schema(
-            avro.registry_url,
+        reader = resolve_reader(
+            typed.value_format,
+            typed.registry_url,
             topics,
-            subject=avro.subject,
-            version=avro.version,
-            schema_id=avro.schema_id,
+            subject=typed.subject,
+            version=typed.version,
+            schema_id=typed.schema_id,
         )
-        layout = output_schema(reader, nested=avro.nested, include_headers=True)
+        layout = output_schema(
+            typed.value_format,
+            typed.registry_url,
+            reader,
+            nested=typed.nested,
+            include_headers=True,
+            message=typed.message,
+        )
     except ValueSchemaError as exc:
         raise LoadError(f"reader schema: {exc}") from None
     taken = [n for n in _LAYOUT_COLUMNS if n in layout.value_fields and not layout.nested]
@@ -330,8 +334,8 @@ def _read_and_write(
     typed = None
     timestamp = "timestamp"
     if avro is not None:
-        assert config.avro is not None
-        options = replace(config.avro, error_path=posixpath.join(uri, ERRORS_DIR))
+        assert config.typed is not None
+        options = replace(config.typed, error_path=posixpath.join(uri, ERRORS_DIR))
         typed = (options, avro[0], avro[1])
         timestamp = avro[1].column("timestamp")
     splits = split_ranges(
@@ -345,7 +349,7 @@ def _read_and_write(
         consumer=consumer,
         fail_on_data_loss=config.fail_on_data_loss,
         include_headers=True,  # the table keeps the headers (the typed layout has them too)
-        avro=typed,
+        typed=typed,
         timestamp=timestamp,
         hold_after_first_batch_s=60.0 if os.environ.get("SLUICE_CRASH_AT") == "read" else 0.0,
         poll_timeout_s=config.split_timeout_s,
@@ -556,15 +560,17 @@ def _plan_reads(
     ]
     report.partitions = [PartitionReport(r) for r in changed]
     say(f"{where}; {sum(r.count for r in reads)} offsets to read from {len(reads)} partitions")
-    avro = _resolve_avro(config, sorted({r.topic for r in reads})) if reads else None
+    avro = _resolve_typed(config, sorted({r.topic for r in reads})) if reads else None
     if avro is not None:
         reader = avro[0]
         report.reader_schema = {
             "id": reader.schema_id,
             "subject": reader.subject,
             "version": reader.version,
+            "type": reader.schema_type,
         }
-        say(f"values: Avro, typed by reader schema {reader.describe()}")
+        assert config.typed is not None
+        say(f"values: {config.value_format}, typed by reader schema {reader.describe()}")
     return reads, bool(changed), avro
 
 

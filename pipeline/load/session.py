@@ -15,8 +15,9 @@ Spark runs the executors' Python workers with ``spark.pyspark.python`` (or
 the executor's ``PATH``. Only in **local mode** — executors in the driver's JVM, on the
 driver's machine — does the load default them to the driver's own interpreter (and says so);
 on a cluster it sets nothing and says which Python the executors will run. That Python needs
-``pyarrow``, ``confluent-kafka`` (and ``fastavro`` for ``valueFormat=avro``) installed;
-``sluice`` itself can be shipped with the job:
+``pyarrow``, ``confluent-kafka`` (and ``fastavro`` for ``valueFormat=avro``, ``jsonschema``
+for ``json-schema``, ``protobuf`` and ``grpcio-tools`` for ``protobuf``) installed; ``sluice``
+itself can be shipped with the job:
 
 * ``spark.submit.pyFiles`` / ``--py-files`` with a **zip** of the wheel (``pip wheel --no-deps
   .`` builds ``sluice-<v>-py3-none-any.whl``; the wheel *is* a zip, but PySpark puts only

@@ -75,16 +75,17 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sluice.pipeline.source.avro_columns import (
-    AvroBatchDecoder,
-    OutputLayout,
-    ReaderSchema,
-    write_error_file,
-)
-from sluice.pipeline.source.options import AvroOptions
+from sluice.pipeline.source.options import ValueOptions
 from sluice.pipeline.source.packed_reader import read_splits
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult, read_split
+from sluice.pipeline.source.typed_columns import (
+    OutputLayout,
+    ReaderSchema,
+    TypedBatchDecoder,
+    write_error_file,
+)
+from sluice.pipeline.source.value_format import batch_decoder
 from sluice.pipeline.table.manifest import ERRORS_DIR
 
 if TYPE_CHECKING:  # pyiceberg only where a task writes Iceberg files: its objects bring it
@@ -183,8 +184,9 @@ class SplitWriter:
     """The task of ``mapPartitions``: for each split of its partition, fetch and write it.
 
     ``staging_uri`` is the run's staging directory (any ``pyarrow.fs`` URI); ``consumer`` the
-    confluent-kafka settings, built once per run (``split_reader.consumer_settings``); ``avro`` the
-    typed read (options with ``error_path`` set, reader schema, columns) or ``None`` for Spark's
+    confluent-kafka settings, built once per run (``split_reader.consumer_settings``); ``typed`` the
+    typed read (options with ``error_path`` set — their ``value_format`` chooses the decoder —,
+    reader schema, columns) or ``None`` for Spark's
     Kafka columns; ``timestamp`` the name of the record-timestamp column the date comes from.
     """
 
@@ -192,7 +194,7 @@ class SplitWriter:
     consumer: Mapping[str, Any]
     fail_on_data_loss: bool = True
     include_headers: bool = True
-    avro: tuple[AvroOptions, ReaderSchema, OutputLayout] | None = None
+    typed: tuple[ValueOptions, ReaderSchema, OutputLayout] | None = None
     timestamp: str = "timestamp"
     batch_rows: int = 8192
     row_group_rows: int = ROW_GROUP_ROWS
@@ -229,7 +231,7 @@ class SplitWriter:
         names: dict[str, str] = {}
         for split in splits:
             names.setdefault(split.topic, file_name(split))
-        decoders: dict[str, AvroBatchDecoder] = {}  # per topic: its schema ids
+        decoders: dict[str, TypedBatchDecoder] = {}  # per topic: its schema ids
         files: dict[str, _DateFile] = {}
         errors: dict[str, list[pa.RecordBatch]] = {}
         results = [SplitResult(split) for split in splits]
@@ -238,7 +240,7 @@ class SplitWriter:
         try:
             for index, raw in self._batches(splits, results):
                 split, batch = splits[index], raw
-                if self.avro is not None:
+                if self.typed is not None:
                     batch, bad = self._decoder(decoders, split.topic).decode(raw)
                     if bad.num_rows:
                         errors.setdefault(split.topic, []).append(bad)
@@ -256,8 +258,8 @@ class SplitWriter:
                     file.discard()
             raise
         for topic, batches in sorted(errors.items()):
-            assert self.avro is not None and self.avro[0].error_path is not None
-            write_error_file(self.avro[0].error_path, names[topic], batches)
+            assert self.typed is not None and self.typed[0].error_path is not None
+            write_error_file(self.typed[0].error_path, names[topic], batches)
             relative = posixpath.join(ERRORS_DIR, names[topic])
             size = int(fs.get_file_info(posixpath.join(root, relative)).size)
             written[relative] = (size, sum(b.num_rows for b in batches))
@@ -280,7 +282,7 @@ class SplitWriter:
         prefixes: dict[str, str] = {}
         for split in splits:
             prefixes.setdefault(split.topic, file_name(split).removesuffix(".parquet"))
-        decoders: dict[str, AvroBatchDecoder] = {}
+        decoders: dict[str, TypedBatchDecoder] = {}
         appenders: dict[str, IcebergFileAppender] = {}
         errors: dict[str, list[pa.RecordBatch]] = {}
         results = [SplitResult(split) for split in splits]
@@ -289,7 +291,7 @@ class SplitWriter:
         try:
             for index, batch in self._batches(splits, results):
                 topic = splits[index].topic
-                if self.avro is not None:
+                if self.typed is not None:
                     batch, bad = self._decoder(decoders, topic).decode(batch)
                     if bad.num_rows:
                         errors.setdefault(topic, []).append(bad)
@@ -351,13 +353,18 @@ class SplitWriter:
                 poll_timeout_s=self.poll_timeout_s,
             )
 
-    def _decoder(self, decoders: dict[str, AvroBatchDecoder], topic: str) -> AvroBatchDecoder:
+    def _decoder(self, decoders: dict[str, TypedBatchDecoder], topic: str) -> TypedBatchDecoder:
         decoder = decoders.get(topic)
         if decoder is None:
-            assert self.avro is not None
-            options, reader, layout = self.avro
-            decoder = decoders[topic] = AvroBatchDecoder(
-                options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
+            assert self.typed is not None
+            options, reader, layout = self.typed
+            decoder = decoders[topic] = batch_decoder(
+                options.value_format,
+                options.registry_url,
+                reader,
+                layout,
+                fail=options.on_decode_error == "fail",
+                message=options.message,
             )
         return decoder
 

@@ -46,9 +46,9 @@ import pyarrow.parquet as pq
 from sluice.pipeline.load.errors import LoadError, StrandedFilesError
 from sluice.pipeline.load.report import LoadReport
 from sluice.pipeline.load.split_writer import TEMPORARY_SUFFIX, rows_by_partition
-from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult
+from sluice.pipeline.source.typed_columns import ERROR_ARROW_SCHEMA
 from sluice.pipeline.table.commit import StagedRun
 from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, RowCount, is_error_file
 

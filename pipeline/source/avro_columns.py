@@ -1,19 +1,18 @@
-"""Avro values as typed columns: reader schema -> Spark/Arrow types, framed bytes -> Arrow.
+"""Avro values as typed columns: reader schema -> Spark/Arrow types, framed bytes -> values.
 
-The ``sluice`` source's ``valueFormat=avro`` (``sluice.pipeline.source.data_source``) in one module:
+The ``sluice`` source's ``valueFormat=avro`` (``sluice.pipeline.source.data_source``); what every
+typed format shares — the reader schema, the Kafka columns beside the value's, the batch
+decoder and the error table — is ``sluice.pipeline.source.typed_columns``:
 
-* **driver** — ``resolve_reader_schema`` picks the reader schema from the registry (a subject's
-  latest or given version, or an id) and ``output_schema`` turns it into the DataFrame's
-  columns: the value's fields (or one ``value`` struct) beside Kafka's metadata columns.
-* **executor** — ``AvroBatchDecoder.decode`` turns one raw batch of the reader
-  (``sluice.pipeline.source.split_reader.ARROW_SCHEMA``) into a typed batch and a batch of
-  undecodable
-  records (``ERROR_ARROW_SCHEMA``). Each value is Confluent-framed (magic 0, 4-byte schema id,
-  Avro binary); it is decoded with its *writer* schema and resolved to the *reader* schema
+* **driver** — ``avro_value_type`` maps the reader schema (a record) to the value's struct and
+  ``output_schema`` puts it beside Kafka's columns.
+* **executor** — ``AvroValueDecoder`` decodes one Confluent-framed value (magic 0, 4-byte
+  schema id, Avro binary) with its *writer* schema and resolves it to the *reader* schema
   (Avro schema resolution: fields added with a default get it, removed ones are skipped), so
   records written under several compatible versions land in one set of columns. Writer schemas
   are fetched once per id and cached per executor process (``sluice.schemas.serde.AvroDeserializer``
-  kept in a module-level cache: Spark reuses its Python workers).
+  kept in a module-level cache: Spark reuses its Python workers). ``AvroBatchDecoder`` is the
+  ``TypedBatchDecoder`` over it.
 
 Type mapping (Spark's ``SchemaConverters`` for ``from_avro``; every column nullable)::
 
@@ -36,28 +35,19 @@ Type mapping (Spark's ``SchemaConverters`` for ``from_avro``; every column nulla
 Other unions (``[string, int]``, two records) and recursive records have no column type and
 raise ``UnsupportedAvroSchemaError`` on the driver, before any task runs.
 
-An undecodable record is one whose value is null (a tombstone), too short for the header, has a
-magic byte other than 0, names a schema id the registry does not know, or whose body does not
-decode with its writer schema or resolve to the reader schema. The decoder never drops one:
-it goes to the error batch with its topic, partition, offset, timestamp, key, raw value, schema
-id (when the header was readable), the error's class name and the reason; or, with
-``fail=True``, it raises ``AvroDecodeError`` naming topic, partition and offset.
-
-A registry that cannot be reached is not a property of the record: ``RegistryConnectionError``
-propagates and fails the task (Spark retries it).
+Besides the framing errors every format has (``typed_columns``), an Avro value is undecodable
+when its body does not decode with its writer schema or resolve to the reader schema
+(``UndecodableAvroError``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import posixpath
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -78,66 +68,32 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+# The shared names are re-exported: the load's modules (and their users) import them from here.
+from sluice.pipeline.source.typed_columns import (
+    ERROR_ARROW_SCHEMA,
+    OutputLayout,
+    ReaderSchema,
+    TypedBatchDecoder,
+    UnsupportedValueSchemaError,
+    ValueSchemaError,
+    layout_for,
+)
+
 __all__ = [
     "ERROR_ARROW_SCHEMA",
-    "KAFKA_COLUMNS",
     "AvroBatchDecoder",
-    "AvroDecodeError",
-    "DecodeStats",
-    "NullValueError",
+    "AvroValueDecoder",
     "OutputLayout",
     "ReaderSchema",
     "UnsupportedAvroSchemaError",
-    "ValueSchemaError",
     "avro_to_spark",
+    "avro_value_type",
     "output_schema",
-    "resolve_reader_schema",
-    "write_error_file",
 ]
 
-KAFKA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
-"""Spark's Kafka source columns other than ``value``, in its order."""
 
-KAFKA_TYPES: dict[str, DataType] = {
-    "key": BinaryType(),
-    "topic": StringType(),
-    "partition": IntegerType(),
-    "offset": LongType(),
-    "timestamp": TimestampType(),
-    "timestampType": IntegerType(),
-    "headers": ArrayType(
-        StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-    ),
-}
-
-ERROR_ARROW_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),  # the raw bytes, exactly as in the log
-        ("schema_id", pa.int32()),  # from the header, null when it could not be read
-        ("error", pa.string()),  # WrongMagicByteError, UnknownSchemaIdError, ...
-        ("reason", pa.string()),
-    ]
-)
-"""The error table's columns: one row per undecodable record."""
-
-KAFKA_PREFIX = "kafka_"
-
-
-class ValueSchemaError(ValueError):
-    """The reader schema cannot be chosen (bad options, unknown subject, topics disagree)."""
-
-
-class UnsupportedAvroSchemaError(ValueSchemaError):
+class UnsupportedAvroSchemaError(UnsupportedValueSchemaError):
     """The reader schema has a construct without a column type; the message names its path."""
-
-
-class AvroDecodeError(RuntimeError):
-    """A record's value does not decode and ``onDecodeError=fail``; names topic/partition/offset."""
 
 
 # -- Avro -> Spark types ------------------------------------------------------------------------
@@ -288,85 +244,7 @@ def _micros(t: dt.time) -> int:
     return ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
 
 
-# -- the reader schema (driver side) ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderSchema:
-    """The reader schema of a read: its text, registry id, and where it came from."""
-
-    text: str
-    schema_id: int
-    subject: str | None = None
-    version: int | None = None
-
-    def describe(self) -> str:
-        where = f"{self.subject} version {self.version}" if self.subject else "by id"
-        return f"id {self.schema_id} ({where})"
-
-
-def resolve_reader_schema(
-    registry_url: str,
-    topics: Iterable[str] | None,
-    *,
-    subject: str | None = None,
-    version: str | None = None,
-    schema_id: int | None = None,
-) -> ReaderSchema:
-    """Ask the registry for the reader schema: ``schema_id``, else ``subject`` (default
-    ``{topic}-value`` for every topic, which must agree) at ``version`` (default latest)."""
-    from sluice.schemas.client import RegistryClient
-    from sluice.schemas.errors import RegistryError
-
-    client = RegistryClient(registry_url)
-    if schema_id is not None:
-        try:
-            return ReaderSchema(client.get_schema(schema_id), schema_id)
-        except RegistryError as exc:
-            raise ValueSchemaError(f"valueSchemaId {schema_id}: {exc}") from exc
-    if subject:
-        subjects = [subject]
-    else:
-        names = sorted(set(topics or ()))
-        if not names:
-            raise ValueSchemaError(
-                "valueFormat=avro: expected topics named by subscribe or assign (the subject is "
-                "<topic>-value), found none; with subscribePattern set valueSchemaSubject or "
-                "valueSchemaId"
-            )
-        subjects = [f"{t}-value" for t in names]
-    wanted = (version or "latest").strip()
-    if wanted != "latest" and not (wanted.isascii() and wanted.isdigit()):
-        raise ValueSchemaError(f"valueSchemaVersion: expected latest or a number, found {wanted!r}")
-    found: list[ReaderSchema] = []
-    for s in subjects:
-        try:
-            doc = client.get_version(s, wanted)
-        except RegistryError as exc:
-            raise ValueSchemaError(f"subject {s!r} version {wanted}: {exc}") from exc
-        found.append(ReaderSchema(str(doc["schema"]), int(doc["id"]), s, int(doc["version"])))
-    ids = {r.schema_id for r in found}
-    if len(ids) > 1:
-        listing = ", ".join(f"{r.subject} -> id {r.schema_id}" for r in found)
-        raise ValueSchemaError(
-            f"valueFormat=avro: expected one reader schema for all topics, found {listing}; "
-            "read the topics separately or set valueSchemaSubject / valueSchemaId"
-        )
-    return found[0]
-
-
-@dataclass(frozen=True, slots=True)
-class OutputLayout:
-    """The DataFrame's columns for a reader schema; picklable (sent to executors)."""
-
-    schema: StructType  # every column, in order
-    value_fields: tuple[str, ...]  # the reader schema's top-level fields
-    nested: bool  # valueColumns=struct: the value is one ``value`` struct column
-    kafka: dict[str, str] = field(default_factory=dict)  # Kafka column -> its name here
-
-    def column(self, kafka_name: str) -> str:
-        """The name of Kafka's column ``kafka_name`` (``timestamp`` may be ``kafka_timestamp``)."""
-        return self.kafka[kafka_name]
+# -- the columns (driver side) ------------------------------------------------------------------
 
 
 def _nullable(t: DataType) -> DataType:
@@ -380,10 +258,8 @@ def _nullable(t: DataType) -> DataType:
     return t
 
 
-def output_schema(reader: ReaderSchema, *, nested: bool, include_headers: bool) -> OutputLayout:
-    """The columns of an Avro read. Flat (default): the value's fields, then Kafka's columns;
-    a Kafka column whose name a value field takes is renamed ``kafka_<name>``. Nested
-    (``valueColumns=struct``): Spark's Kafka columns with ``value`` a struct."""
+def avro_value_type(reader: ReaderSchema) -> StructType:
+    """The value's type for an Avro reader schema: a record's struct, every part nullable."""
     value = avro_to_spark(reader.text)
     if not isinstance(value, StructType):
         raise UnsupportedAvroSchemaError(
@@ -391,25 +267,14 @@ def output_schema(reader: ReaderSchema, *, nested: bool, include_headers: bool) 
         )
     value = _nullable(value)
     assert isinstance(value, StructType)
-    kafka_names = [n for n in KAFKA_COLUMNS if include_headers or n != "headers"]
-    if nested:
-        columns = [StructField("key", KAFKA_TYPES["key"]), StructField("value", value)]
-        columns += [StructField(n, KAFKA_TYPES[n]) for n in kafka_names if n != "key"]
-        return OutputLayout(
-            StructType(columns), tuple(value.names), True, {n: n for n in kafka_names}
-        )
-    taken = set(value.names)
-    mapping: dict[str, str] = {}
-    for name in kafka_names:
-        renamed = name if name not in taken else KAFKA_PREFIX + name
-        if renamed in taken:
-            raise UnsupportedAvroSchemaError(
-                f"reader schema {reader.describe()}: fields {name!r} and {renamed!r} both "
-                "collide with Kafka's columns; use valueColumns=struct"
-            )
-        mapping[name] = renamed
-    columns = list(value.fields) + [StructField(mapping[n], KAFKA_TYPES[n]) for n in kafka_names]
-    return OutputLayout(StructType(columns), tuple(value.names), False, mapping)
+    return value
+
+
+def output_schema(reader: ReaderSchema, *, nested: bool, include_headers: bool) -> OutputLayout:
+    """The columns of an Avro read (``typed_columns.layout_for`` of ``avro_value_type``)."""
+    return layout_for(
+        reader, avro_value_type(reader), nested=nested, include_headers=include_headers
+    )
 
 
 # -- decoding (executor side) -------------------------------------------------------------------
@@ -434,124 +299,31 @@ def _deserializer(registry_url: str, reader_text: str) -> Any:
         return found
 
 
-@dataclass(slots=True)
-class DecodeStats:
-    """What a decoder did so far: errors and the writer schema ids of decoded records."""
+class AvroValueDecoder:
+    """``ValueDecoder`` of Avro: the writer schema by the header's id, resolved to the reader
+    schema, fastavro's values fixed up for pyarrow (module doc). One per split."""
 
-    decoded: int = 0
-    errors: int = 0
-    schema_ids: set[int] = field(default_factory=set)
+    what = "Avro"
+
+    def __init__(self, registry_url: str, reader: ReaderSchema) -> None:
+        self.deserializer = _deserializer(registry_url, reader.text)
+        expanded = _expanded(reader.text)
+        fields = [(f["name"], _converter(f["type"])) for f in expanded["fields"]]
+        self._fixes = [(n, c) for n, c in fields if c is not None]
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        record = dict(self.deserializer.deserialize(data))
+        for name, conv in self._fixes:
+            record[name] = conv(record.get(name))
+        return record
 
 
-class AvroBatchDecoder:
-    """Raw Kafka batches -> (typed batch, error batch); one per split, on the executor."""
+class AvroBatchDecoder(TypedBatchDecoder):
+    """``TypedBatchDecoder`` over an ``AvroValueDecoder``; one per split, on the executor."""
 
     def __init__(
         self, registry_url: str, reader: ReaderSchema, layout: OutputLayout, *, fail: bool
     ) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
+        super().__init__(AvroValueDecoder(registry_url, reader), layout, fail=fail)
         self.registry_url = registry_url
         self.reader = reader
-        self.layout = layout
-        self.fail = fail
-        self.arrow_schema = to_arrow_schema(layout.schema, timezone="UTC")
-        expanded = _expanded(reader.text)
-        self._value_type = self.arrow_schema.field("value").type if layout.nested else None
-        # fastavro's values -> pyarrow's: per top-level field (flat), or the whole record.
-        self._converters = {f["name"]: _converter(f["type"]) for f in expanded["fields"]}
-        self._record_converter = _converter(expanded)
-        self.stats = DecodeStats()
-
-    def decode(self, raw: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-        """Decode every value of ``raw`` (``kafka_reader.ARROW_SCHEMA[_NO_HEADERS]``)."""
-        from sluice.schemas.errors import SerdeError
-        from sluice.schemas.serde import decode_header
-
-        deserializer = _deserializer(self.registry_url, self.reader.text)
-        values = raw.column("value").to_pylist()
-        offsets = raw.column("offset").to_pylist()
-        good: list[int] = []
-        decoded: list[Any] = []
-        bad: list[int] = []
-        errors: list[tuple[int | None, str, str]] = []
-        for i, data in enumerate(values):
-            schema_id: int | None = None
-            try:
-                if data is None:
-                    raise NullValueError("expected an Avro value, found null (a tombstone)")
-                schema_id, _ = decode_header(data)
-                decoded.append(deserializer.deserialize(data))
-            except (SerdeError, NullValueError) as exc:
-                if self.fail:
-                    topic, partition = raw.column("topic")[i], raw.column("partition")[i]
-                    raise AvroDecodeError(
-                        f"{topic}-{partition} offset {offsets[i]}: cannot decode the Avro value "
-                        f"({type(exc).__name__}: {exc}); onDecodeError=fail stops the job (set "
-                        "onDecodeError=errorTable to route such records to an error table)"
-                    ) from exc
-                bad.append(i)
-                errors.append((schema_id, type(exc).__name__, str(exc)))
-                continue
-            good.append(i)
-            assert schema_id is not None
-            self.stats.schema_ids.add(schema_id)
-        self.stats.decoded += len(good)
-        self.stats.errors += len(bad)
-        return self._typed(raw, good, decoded), self._errors(raw, bad, errors)
-
-    def _typed(self, raw: pa.RecordBatch, rows: list[int], values: list[Any]) -> pa.RecordBatch:
-        kafka = raw.take(pa.array(rows, pa.int64())) if len(rows) != raw.num_rows else raw
-        arrays: dict[str, pa.Array] = {}
-        if self.layout.nested:
-            conv = self._record_converter
-            records = [conv(v) for v in values] if conv else values
-            arrays["value"] = pa.array(records, self._value_type)
-        else:
-            for name in self.layout.value_fields:
-                conv = self._converters.get(name)
-                column = [v.get(name) for v in values]
-                if conv is not None:
-                    column = [conv(x) for x in column]
-                arrays[name] = pa.array(column, self.arrow_schema.field(name).type)
-        for kafka_name, name in self.layout.kafka.items():
-            arrays[name] = kafka.column(kafka_name)
-        return pa.RecordBatch.from_arrays(
-            [arrays[f.name] for f in self.arrow_schema], schema=self.arrow_schema
-        )
-
-    def _errors(
-        self, raw: pa.RecordBatch, rows: list[int], found: list[tuple[int | None, str, str]]
-    ) -> pa.RecordBatch:
-        picked = raw.take(pa.array(rows, pa.int64()))
-        arrays = [
-            picked.column("topic"),
-            picked.column("partition"),
-            picked.column("offset"),
-            picked.column("timestamp"),
-            picked.column("key"),
-            picked.column("value"),
-            pa.array([f[0] for f in found], pa.int32()),
-            pa.array([f[1] for f in found], pa.string()),
-            pa.array([f[2] for f in found], pa.string()),
-        ]
-        return pa.RecordBatch.from_arrays(arrays, schema=ERROR_ARROW_SCHEMA)
-
-
-class NullValueError(ValueError):
-    """A record without a value (a tombstone): nothing to decode. An error-table reason."""
-
-
-def write_error_file(directory: str, name: str, batches: Iterable[pa.RecordBatch]) -> str:
-    """Write ``batches`` (``ERROR_ARROW_SCHEMA``) as ``<directory>/<name>`` (Parquet) through
-    ``pyarrow.fs``; a retried task rewrites the same file. Returns the file's path."""
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
-    fs, root = pafs.FileSystem.from_uri(directory if "://" in directory else f"file://{directory}")
-    fs.create_dir(root, recursive=True)
-    path = posixpath.join(root, name)
-    table = pa.Table.from_batches(list(batches), schema=ERROR_ARROW_SCHEMA)
-    with fs.open_output_stream(path) as out:
-        pq.write_table(table, out)
-    return path

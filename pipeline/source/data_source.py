@@ -27,20 +27,21 @@ Spark's Kafka source's — ``kafka.*`` (consumer settings, ``kafka.bootstrap.ser
 ``maxRecordsPerPartition``, ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``, ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``,
 ``kafkaConsumer.pollTimeoutMs``, ``groupIdPrefix``, ``includeHeaders``
-(``sluice.pipeline.source.read_options``) — and Sluice's: ``arrowBatchRows`` and the Avro
-options below. Any other
-name is an error naming the nearest known one (``sluice.pipeline.source.option_names``), raised
-when the DataFrame is created. As in Spark, a batch read logs and ignores the trigger options.
+(``sluice.pipeline.source.read_options``) — and Sluice's: ``arrowBatchRows`` and the typed
+values' options below. Any other name is an error naming the nearest known one
+(``sluice.pipeline.source.option_names``), raised when the DataFrame is created. As in Spark,
+a batch read logs and ignores the trigger options.
 
-Typed Avro values (``valueFormat=avro``)
-========================================
-With ``valueFormat=avro`` (default ``binary``: Spark's columns above) each value is read as
-Confluent-framed Avro and decoded into typed columns (``sluice.pipeline.source.avro_columns``
-has the type mapping)::
+Typed values (``valueFormat=avro|json-schema|protobuf``)
+========================================================
+With ``valueFormat=avro``, ``json-schema`` or ``protobuf`` (default ``binary``: Spark's columns
+above) each value is read as Confluent-framed Avro, JSON or Protobuf and decoded into typed
+columns (``sluice.pipeline.source.value_format`` chooses the format's module, which has the
+type mapping: ``avro_columns``, ``json_schema_columns``, ``protobuf_columns``)::
 
     spark.read.format("sluice").option("kafka.bootstrap.servers", ...)
         .option("subscribe", "page_views")
-        .option("valueFormat", "avro")
+        .option("valueFormat", "avro")                  # or json-schema, protobuf
         .option("schema.registry.url", "http://127.0.0.1:8081")
         .option("decodeErrorPath", "/warehouse/page_views_errors")   # or onDecodeError=fail
         .load()
@@ -48,24 +49,28 @@ has the type mapping)::
 ``schema.registry.url`` (required) is the registry. The **reader schema** — the columns — is
 ``valueSchemaId`` if given, else version ``valueSchemaVersion`` (default ``latest``) of
 ``valueSchemaSubject`` (default ``<topic>-value``; every subscribed or assigned topic must then
-have the same one; with ``subscribePattern`` name the subject or id). It is chosen once, on the
-driver, when the DataFrame is created. Each record is decoded with its own writer schema (its
-id is in the value's header; fetched once per id per executor) and resolved to the reader
-schema, so records of several compatible versions land in the same columns.
+have the same one; with ``subscribePattern`` name the subject or id); it must be of the
+format's type. It is chosen once, on the driver, when the DataFrame is created. Each record
+names its writer schema (its id is in the value's header; fetched once per id per executor):
+Avro records are decoded with it and resolved to the reader schema, JSON documents validated
+against it, Protobuf messages checked to be the reader's message; so records of several
+compatible versions land in the same columns. ``valueSchemaMessage`` (Protobuf only) names the
+value's message type by full name; default the schema's first message.
 
 ``valueColumns=flatten`` (default) puts the value's fields first, then ``key``, ``topic``,
 ``partition``, ``offset``, ``timestamp``, ``timestampType`` (and ``headers``); a Kafka column
 whose name a value field takes is renamed ``kafka_<name>`` (``page_view.avsc`` has its own
 ``timestamp``, so the record's is ``kafka_timestamp``). ``valueColumns=struct`` keeps Spark's
-Kafka columns with ``value`` a struct (what ``from_avro`` gives).
+Kafka columns with ``value`` a struct (what ``from_avro`` / ``from_protobuf`` give).
 
 An undecodable record (null value, wrong magic byte, truncated, unknown schema id, a body that
-does not decode or resolve) is never dropped: ``onDecodeError=errorTable`` (the default when
-``decodeErrorPath`` is set) writes it to Parquet under ``decodeErrorPath`` — one file per split,
-``part-<topic>-<partition>-<start>-<end>.parquet``, columns ``avro_columns.ERROR_ARROW_SCHEMA``
+does not decode, resolve, validate or fit the columns) is never dropped:
+``onDecodeError=errorTable`` (the default when ``decodeErrorPath`` is set) writes it to
+Parquet under ``decodeErrorPath`` — one file per split,
+``part-<topic>-<partition>-<start>-<end>.parquet``, columns ``typed_columns.ERROR_ARROW_SCHEMA``
 (topic, partition, offset, timestamp, key, raw value, schema_id, error, reason); a retried task
 rewrites its own file. ``onDecodeError=fail`` (the default without ``decodeErrorPath``) fails
-the task, hence the job, with an ``AvroDecodeError`` naming topic, partition and offset.
+the task, hence the job, with an ``UndecodableValueError`` naming topic, partition and offset.
 
 Lifecycle (``pyspark.sql.datasource``)
 ======================================
@@ -120,25 +125,17 @@ from pyspark.sql.datasource import (
 
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.sink.data_sink import SluiceBatchWriter, SluiceStreamWriter
-from sluice.pipeline.source.avro_columns import (
-    AvroBatchDecoder,
-    OutputLayout,
-    ReaderSchema,
-    output_schema,
-    resolve_reader_schema,
-    write_error_file,
-)
 from sluice.pipeline.source.kafka_params import group_ids, kafka_params
 from sluice.pipeline.source.metadata import KafkaMetadata
 from sluice.pipeline.source.option_names import check_option_names
 from sluice.pipeline.source.options import (
     EARLIEST,
     LATEST,
-    AvroOptions,
     CaseInsensitiveOptions,
     OffsetSpec,
     SourceOptions,
     TimestampSpec,
+    ValueOptions,
     named_topics,
     parse_consumer_strategy,
     parse_source_options,
@@ -160,6 +157,8 @@ from sluice.pipeline.source.split_reader import (
     consumer_settings,
     read_split,
 )
+from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, write_error_file
+from sluice.pipeline.source.value_format import batch_decoder, output_schema, resolve_reader
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -178,14 +177,14 @@ except ImportError:  # pragma: no cover - older pyspark: the option is applied d
 
 
 __all__ = [
-    "AvroOptions",
-    "AvroRead",
     "SluiceBatchReader",
     "SluiceDataSource",
     "SluicePartition",
     "SluiceStreamReader",
+    "TypedRead",
+    "ValueOptions",
     "register",
-    "resolve_avro",
+    "resolve_typed",
 ]
 
 log = logging.getLogger("sluice.source")
@@ -193,7 +192,7 @@ log = logging.getLogger("sluice.source")
 Offsets = dict[str, dict[str, int]]
 """Streaming offsets as Spark journals them: ``{"topic": {"0": 42}}``."""
 
-AvroRead = tuple[AvroOptions, ReaderSchema, OutputLayout]
+TypedRead = tuple[ValueOptions, ReaderSchema, OutputLayout]
 """A typed read resolved on the driver: its options, its reader schema and its columns."""
 
 
@@ -210,26 +209,34 @@ def register(spark: Any) -> None:
     spark.dataSource.register(SluiceDataSource)
 
 
-def resolve_avro(options: Mapping[str, str]) -> AvroRead | None:
-    """Driver side: the Avro options, the reader schema and the columns (``None``: binary).
+def resolve_typed(options: Mapping[str, str]) -> TypedRead | None:
+    """Driver side: the typed read's options, reader schema and columns (``None``: binary).
 
-    Asks the registry for the reader schema.
+    Asks the registry for the reader schema (``sluice.pipeline.source.value_format``).
     """
     opts = CaseInsensitiveOptions(options)
     include_headers = parse_read_options(opts).include_headers
-    avro = AvroOptions.parse(opts)
-    if avro is None:
+    typed = ValueOptions.parse(opts)
+    if typed is None:
         return None
-    avro.require_error_path()
-    reader = resolve_reader_schema(
-        avro.registry_url,
+    typed.require_error_path()
+    reader = resolve_reader(
+        typed.value_format,
+        typed.registry_url,
         named_topics(parse_consumer_strategy(opts)),
-        subject=avro.subject,
-        version=avro.version,
-        schema_id=avro.schema_id,
+        subject=typed.subject,
+        version=typed.version,
+        schema_id=typed.schema_id,
     )
-    layout = output_schema(reader, nested=avro.nested, include_headers=include_headers)
-    return avro, reader, layout
+    layout = output_schema(
+        typed.value_format,
+        typed.registry_url,
+        reader,
+        nested=typed.nested,
+        include_headers=include_headers,
+        message=typed.message,
+    )
+    return typed, reader, layout
 
 
 class _Unresolved(enum.Enum):
@@ -241,7 +248,7 @@ class _Unresolved(enum.Enum):
 class _Common:
     """What batch and streaming readers share: the parsed options and the executor's ``read``.
 
-    ``avro`` is the typed read the data source resolved (``None``: binary values); left out,
+    ``typed`` is the typed read the data source resolved (``None``: binary values); left out,
     the reader resolves it from ``options`` itself.
     """
 
@@ -252,7 +259,7 @@ class _Common:
         fail_on_data_loss: bool,
         min_partitions: int | None,
         max_records_per_partition: int | None,
-        avro: AvroRead | None | _Unresolved,
+        typed: TypedRead | None | _Unresolved,
         streaming: bool = False,
     ) -> None:
         opts = CaseInsensitiveOptions(options)
@@ -265,9 +272,9 @@ class _Common:
         self.fail_on_data_loss = fail_on_data_loss
         self.min_partitions = min_partitions
         self.max_records_per_partition = max_records_per_partition
-        if isinstance(avro, _Unresolved):
-            avro = resolve_avro(opts)
-        self.avro: AvroRead | None = avro
+        if isinstance(typed, _Unresolved):
+            typed = resolve_typed(opts)
+        self.typed: TypedRead | None = typed
 
     def _metadata(self) -> KafkaMetadata:
         read = self.read_options
@@ -320,7 +327,7 @@ class _Common:
             batch_rows=read.batch_rows,
             poll_timeout_s=read.poll_timeout_s,
         )
-        if self.avro is None:
+        if self.typed is None:
             yield from batches
         else:
             yield from self._decode(split, batches)
@@ -329,10 +336,15 @@ class _Common:
         self, split: OffsetRange, batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
         """Typed batches of one split; its undecodable records go to one error file."""
-        assert self.avro is not None
-        options, reader, layout = self.avro
-        decoder = AvroBatchDecoder(
-            options.registry_url, reader, layout, fail=options.on_decode_error == "fail"
+        assert self.typed is not None
+        options, reader, layout = self.typed
+        decoder = batch_decoder(
+            options.value_format,
+            options.registry_url,
+            reader,
+            layout,
+            fail=options.on_decode_error == "fail",
+            message=options.message,
         )
         errors: list[pa.RecordBatch] = []
         for raw in batches:
@@ -370,7 +382,7 @@ class SluiceBatchReader(_Common, DataSourceReader):
     def __init__(
         self,
         options: Mapping[str, str],
-        avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
+        typed: TypedRead | None | _Unresolved = _Unresolved.RESOLVE,
     ) -> None:
         check_option_names(options)
         self.source: SourceOptions = parse_source_options(options)
@@ -380,7 +392,7 @@ class SluiceBatchReader(_Common, DataSourceReader):
             fail_on_data_loss=self.source.fail_on_data_loss,
             min_partitions=self.source.min_partitions,
             max_records_per_partition=self.source.max_records_per_partition,
-            avro=avro,
+            typed=typed,
         )
 
     def plan(self) -> Resolution:
@@ -456,7 +468,7 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
     def __init__(
         self,
         options: Mapping[str, str],
-        avro: AvroRead | None | _Unresolved = _Unresolved.RESOLVE,
+        typed: TypedRead | None | _Unresolved = _Unresolved.RESOLVE,
     ) -> None:
         check_option_names(options)
         self.source = parse_source_options(options, streaming=True)
@@ -465,7 +477,7 @@ class SluiceStreamReader(_Common, DataSourceStreamReader, SupportsTriggerAvailab
             fail_on_data_loss=self.source.fail_on_data_loss,
             min_partitions=self.source.min_partitions,
             max_records_per_partition=self.source.max_records_per_partition,
-            avro=avro,
+            typed=typed,
             streaming=True,
         )
         self.max_offsets_per_trigger = self.read_options.max_offsets_per_trigger
@@ -627,36 +639,39 @@ class SluiceDataSource(DataSource):
     def name(cls) -> str:
         return "sluice"
 
-    def _typed(self) -> AvroRead | None:
+    def _typed(self) -> TypedRead | None:
         """The typed read (``None``: binary values), resolved once per DataFrame: ``schema()``
         runs before the instance is pickled for the reader, so the reader gets the very schema
         the columns came from (a newer latest version registered in between changes nothing)."""
-        cached: AvroRead | None | _Unresolved = getattr(self, "_resolved_avro", _Unresolved.RESOLVE)
+        cached: TypedRead | None | _Unresolved = getattr(
+            self, "_resolved_typed", _Unresolved.RESOLVE
+        )
         if isinstance(cached, _Unresolved):
-            cached = resolve_avro(self.options)
-            self._resolved_avro = cached
+            cached = resolve_typed(self.options)
+            self._resolved_typed = cached
         return cached
 
     def schema(self) -> Any:
         """The read's columns; checks the option names first (so a typo fails at ``load()``).
         Spark calls it for reads only: a write's options are the sink's."""
         check_option_names(self.options)
-        avro = self._typed()
-        if avro is not None:
-            return avro[2].schema
+        typed = self._typed()
+        if typed is not None:
+            return typed[2].schema
         headers = parse_read_options(self.options).include_headers
         return SPARK_SCHEMA_DDL if headers else SPARK_SCHEMA_DDL_NO_HEADERS
 
-    def _checked(self, schema: Any) -> AvroRead | None:
-        avro = self._typed()
-        if avro is None or schema is None or not hasattr(schema, "fields"):
-            return avro
-        if schema != avro[2].schema:
+    def _checked(self, schema: Any) -> TypedRead | None:
+        typed = self._typed()
+        if typed is None or schema is None or not hasattr(schema, "fields"):
+            return typed
+        if schema != typed[2].schema:
             raise GivenSchemaError(
-                f"valueFormat=avro: expected the columns of reader schema {avro[1].describe()}, "
-                f"{avro[2].schema.simpleString()}, found the given schema {schema.simpleString()}"
+                f"valueFormat={typed[0].value_format.value}: expected the columns of reader "
+                f"schema {typed[1].describe()}, "
+                f"{typed[2].schema.simpleString()}, found the given schema {schema.simpleString()}"
             )
-        return avro
+        return typed
 
     def reader(self, schema: Any) -> SluiceBatchReader:
         return SluiceBatchReader(self.options, self._checked(schema))

@@ -63,6 +63,7 @@ SLUICE_OPTIONS = (
     "valueSchemaSubject",
     "valueSchemaVersion",
     "valueSchemaId",
+    "valueSchemaMessage",
     "valueColumns",
     "onDecodeError",
     "decodeErrorPath",

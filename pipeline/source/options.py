@@ -27,8 +27,8 @@ Parsing follows Spark's ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` an
   later than its end (Spark's ``checkOffsetLimitValidity``).
 * **how to read** — the options that shape records, triggers and the client, not which
   records — is ``sluice.pipeline.source.read_options``.
-* **typed values** (``AvroOptions.parse``): ``valueFormat=avro`` and its options (see
-  ``sluice.pipeline.source.data_source``, "Typed Avro values").
+* **typed values** (``ValueOptions.parse``): ``valueFormat=avro|json-schema|protobuf`` and
+  its options (see ``sluice.pipeline.source.data_source``, "Typed values").
 
 Booleans and positive integers go through ``sluice.common.options``; unlike a ``.properties``
 key, a source option given blank is an error (Spark's ``toBoolean`` / ``toInt`` refuse it),
@@ -49,6 +49,7 @@ from typing import Any, Literal
 
 from sluice.common.options import boolean, positive_int, text
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source.value_format import ValueFormat
 
 __all__ = [
     "EARLIEST",
@@ -56,8 +57,6 @@ __all__ = [
     "NO_MATCH_STRATEGIES",
     "ON_DECODE_ERROR",
     "Assign",
-    "AvroOptionError",
-    "AvroOptions",
     "CaseInsensitiveOptions",
     "ConsumerStrategy",
     "ConsumerStrategyError",
@@ -80,6 +79,8 @@ __all__ = [
     "SubscribePattern",
     "TimestampRangeError",
     "TimestampSpec",
+    "ValueOptionError",
+    "ValueOptions",
     "complete_offsets",
     "named_topics",
     "offsets_to_json",
@@ -167,8 +168,9 @@ class TimestampRangeError(OffsetOptionError):
     end (Spark's ``unmatchedTopicPartitionsBetweenOffsets`` / ``...TimestampGreaterThan...``)."""
 
 
-class AvroOptionError(ValueError):
-    """A ``valueFormat=avro`` option is missing or not of the form it takes."""
+class ValueOptionError(ValueError):
+    """A typed read's option (``valueFormat`` and those it brings) is missing or not of the
+    form it takes."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -653,12 +655,14 @@ ON_DECODE_ERROR = ("fail", "errorTable")
 
 
 @dataclass(frozen=True, slots=True)
-class AvroOptions:
-    """The ``valueFormat=avro`` options of a read (see ``data_source``'s doc). Picklable.
+class ValueOptions:
+    """The options of a typed read (``valueFormat=avro|json-schema|protobuf``; see
+    ``data_source``'s doc and ``sluice.pipeline.source.value_format``). Picklable.
 
     ``error_path`` may be ``None`` with ``on_decode_error="errorTable"`` while a caller still
     has to choose the directory (the nightly load: a run's staging directory);
-    ``require_error_path`` checks it before a read.
+    ``require_error_path`` checks it before a read. ``message`` is Protobuf's value message
+    (``valueSchemaMessage``, a full name; ``None``: the schema's first message).
     """
 
     registry_url: str
@@ -668,31 +672,42 @@ class AvroOptions:
     nested: bool = False
     on_decode_error: str = "fail"  # "fail" or "errorTable"
     error_path: str | None = None
+    value_format: ValueFormat = ValueFormat.AVRO
+    message: str | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> AvroOptions | None:
+    def parse(cls, options: Mapping[str, str]) -> ValueOptions | None:
         """``None`` for ``valueFormat=binary`` (the default); keys in any case.
 
         ``onDecodeError`` defaults to ``errorTable`` when ``decodeErrorPath`` is given, else to
         ``fail``.
         """
         opts = CaseInsensitiveOptions(options)
-        value_format = (text(opts, "valueFormat") or "binary").lower()
-        if value_format == "binary":
+        try:
+            value_format = ValueFormat.parse(text(opts, "valueFormat"))
+        except ValueError as exc:
+            raise ValueOptionError(str(exc)) from None
+        if value_format is None:
             return None
-        if value_format != "avro":
-            raise AvroOptionError(f"valueFormat: expected binary or avro, found {value_format!r}")
         url = text(opts, "schema.registry.url")
         if url is None:
-            raise AvroOptionError("schema.registry.url: expected a URL, found none")
+            raise ValueOptionError("schema.registry.url: expected a URL, found none")
         columns = (text(opts, "valueColumns") or "flatten").lower()
         if columns not in ("flatten", "struct"):
-            raise AvroOptionError(f"valueColumns: expected flatten or struct, found {columns!r}")
+            raise ValueOptionError(f"valueColumns: expected flatten or struct, found {columns!r}")
         error_path = text(opts, "decodeErrorPath")
         on_error = text(opts, "onDecodeError") or ("errorTable" if error_path else "fail")
         matched = [m for m in ON_DECODE_ERROR if m.lower() == on_error.lower()]
         if not matched:
-            raise AvroOptionError(f"onDecodeError: expected fail or errorTable, found {on_error!r}")
+            raise ValueOptionError(
+                f"onDecodeError: expected fail or errorTable, found {on_error!r}"
+            )
+        message = text(opts, "valueSchemaMessage")
+        if message is not None and value_format is not ValueFormat.PROTOBUF:
+            raise ValueOptionError(
+                f"valueSchemaMessage: expected only with valueFormat=protobuf, found "
+                f"valueFormat={value_format.value}"
+            )
         return cls(
             registry_url=url,
             subject=text(opts, "valueSchemaSubject"),
@@ -701,12 +716,14 @@ class AvroOptions:
             nested=columns == "struct",
             on_decode_error=matched[0],
             error_path=error_path,
+            value_format=value_format,
+            message=message,
         )
 
     def require_error_path(self) -> None:
-        """Raise ``AvroOptionError`` if ``errorTable`` has no directory to write to."""
+        """Raise ``ValueOptionError`` if ``errorTable`` has no directory to write to."""
         if self.on_decode_error == "errorTable" and not self.error_path:
-            raise AvroOptionError(
+            raise ValueOptionError(
                 "decodeErrorPath: expected a directory for onDecodeError=errorTable, found none"
             )
 
@@ -719,8 +736,12 @@ class AvroOptions:
             "nested": self.nested,
             "on_decode_error": self.on_decode_error,
             "error_path": self.error_path,
+            "value_format": self.value_format.value,
+            "message": self.message,
         }
 
     @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> AvroOptions:
-        return cls(**{k: value[k] for k in cls.__dataclass_fields__})
+    def from_json(cls, value: Mapping[str, Any]) -> ValueOptions:
+        fields = {k: value[k] for k in cls.__dataclass_fields__ if k in value}
+        fields["value_format"] = ValueFormat(value.get("value_format", "avro"))
+        return cls(**fields)

@@ -109,7 +109,7 @@ def test_the_keys_are_declared_once_with_their_defaults() -> None:
         "kafka.bootstrap.servers", "topics", "warehouse.path", "table", "reports.path", "run.id",
         "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "spark.master",
         "valueFormat", "schema.registry.url", "valueSchemaSubject", "valueSchemaVersion",
-        "valueSchemaId", "valueColumns", "onDecodeError", "stallTimeoutMs",
+        "valueSchemaId", "valueSchemaMessage", "valueColumns", "onDecodeError", "stallTimeoutMs",
         "kafkaConsumer.pollTimeoutMs", "allowMissingTopics", "subscribePattern",
         "startingOffsets", "startingTimestamp", "rowsPerTask", "table.format",
     }  # fmt: skip
@@ -158,7 +158,11 @@ def test_every_key_of_the_shipped_file_is_declared_and_it_parses() -> None:
         ("table", "a/b", "table: expected a plain directory name, found 'a/b'"),
         ("table", "_x", "table: expected a plain directory name, found '_x'"),
         ("table", "  ", "table: expected a plain directory name, found ''"),
-        ("valueFormat", "Parquet", "valueFormat: expected binary or avro, found 'parquet'"),
+        (
+            "valueFormat",
+            "Parquet",
+            "valueFormat: expected binary, avro, json-schema, protobuf, found 'parquet'",
+        ),
         ("valueColumns", "struct", "valueColumns: expected only with valueFormat=avro"),
         ("valueFormat", "avro", "schema.registry.url: expected a value, found none"),
         ("warehouse.path", "s3a://b/w", "warehouse.path: s3a://b/w: expected a filesystem"),

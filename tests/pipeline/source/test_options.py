@@ -9,8 +9,6 @@ import pytest
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.source.options import (
     Assign,
-    AvroOptionError,
-    AvroOptions,
     CaseInsensitiveOptions,
     ConsumerStrategyError,
     EarliestEndingOffsetError,
@@ -24,6 +22,8 @@ from sluice.pipeline.source.options import (
     StreamingEndingOffsetsError,
     Subscribe,
     SubscribePattern,
+    ValueOptionError,
+    ValueOptions,
     complete_offsets,
     named_topics,
     offsets_to_json,
@@ -35,6 +35,7 @@ from sluice.pipeline.source.options import (
     parse_subscribe,
     parse_subscribe_pattern,
 )
+from sluice.pipeline.source.value_format import ValueFormat
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -223,9 +224,9 @@ def test_consumer_strategy_and_named_topics() -> None:
     assert named_topics(parse_subscribe_pattern("a.*")) is None
 
 
-def test_avro_options() -> None:
-    assert AvroOptions.parse({"subscribe": "a"}) is None
-    avro = AvroOptions.parse(
+def test_value_options() -> None:
+    assert ValueOptions.parse({"subscribe": "a"}) is None
+    avro = ValueOptions.parse(
         {
             "valueformat": "AVRO",
             "schema.registry.url": " http://r:8081 ",
@@ -234,27 +235,41 @@ def test_avro_options() -> None:
             "decodeErrorPath": "/errors",
         }
     )
-    assert avro == AvroOptions("http://r:8081", None, None, 7, True, "errorTable", "/errors")
-    assert AvroOptions.from_json(avro.to_json()) == avro
-    fails = AvroOptions.parse({"valueFormat": "avro", "schema.registry.url": "http://r"})
+    assert avro == ValueOptions("http://r:8081", None, None, 7, True, "errorTable", "/errors")
+    assert ValueOptions.from_json(avro.to_json()) == avro
+    fails = ValueOptions.parse({"valueFormat": "avro", "schema.registry.url": "http://r"})
     assert fails is not None and fails.on_decode_error == "fail"
     fails.require_error_path()
     for options, message in [
-        ({"valueFormat": "json"}, "valueFormat: expected binary or avro, found 'json'"),
+        (
+            {"valueFormat": "json"},
+            "valueFormat: expected binary, avro, json-schema, protobuf, found 'json'",
+        ),
+        (
+            {"valueSchemaMessage": "a.B"},
+            "valueSchemaMessage: expected only with valueFormat=protobuf, found valueFormat=avro",
+        ),
         ({"valueFormat": "avro"}, "schema.registry.url: expected a URL, found none"),
         ({"valueColumns": "wide"}, "valueColumns: expected flatten or struct, found 'wide'"),
         ({"onDecodeError": "skip"}, "onDecodeError: expected fail or errorTable, found 'skip'"),
     ]:
         base = {"valueFormat": "avro", "schema.registry.url": "http://r"}
-        with pytest.raises(AvroOptionError, match=re.escape(message)):
-            AvroOptions.parse({**base, **options} if "valueFormat" not in options else options)
+        with pytest.raises(ValueOptionError, match=re.escape(message)):
+            ValueOptions.parse({**base, **options} if "valueFormat" not in options else options)
     # errorTable without a directory is parsed (a load supplies it per run), not read from.
-    later = AvroOptions.parse(
+    later = ValueOptions.parse(
         {"valueFormat": "avro", "schema.registry.url": "http://r", "onDecodeError": "errortable"}
     )
     assert later is not None and later.on_decode_error == "errorTable"
-    with pytest.raises(AvroOptionError, match="decodeErrorPath: expected a directory"):
+    with pytest.raises(ValueOptionError, match="decodeErrorPath: expected a directory"):
         later.require_error_path()
+    protobuf = ValueOptions.parse(
+        {"valueFormat": "Protobuf", "schema.registry.url": "http://r", "valueSchemaMessage": "a.B"}
+    )
+    assert protobuf == ValueOptions("http://r", value_format=ValueFormat.PROTOBUF, message="a.B")
+    assert ValueOptions.from_json(protobuf.to_json()) == protobuf
+    json_schema = ValueOptions.parse({"valueFormat": "JSON-Schema", "schema.registry.url": "r"})
+    assert json_schema is not None and json_schema.value_format is ValueFormat.JSON_SCHEMA
 
 
 # --------------------------------------------------------------------------------------------

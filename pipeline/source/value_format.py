@@ -1,0 +1,146 @@
+"""The typed value formats, named once: ``valueFormat=avro|json-schema|protobuf``.
+
+Each format is Confluent's wire format of one registry ``schemaType`` and has a module of its
+own for the type mapping and the per-value decoding — ``avro_columns`` (AVRO),
+``json_schema_columns`` (JSON), ``protobuf_columns`` (PROTOBUF) — over what they share in
+``typed_columns`` (reader schema, layout, batch decoder, error table). This module names the
+formats (``ValueFormat``; ``binary``, the default, is no format: Spark's Kafka columns) and
+chooses a format's module: ``resolve_reader`` (the registry's reader schema, of the format's
+type), ``output_schema`` (the columns) and ``batch_decoder`` (the executor's decoder). The
+source, the sink, the nightly load and the console tools all go through it.
+
+The format modules are imported when a read of theirs is planned or decoded, not with this
+module: the options' parsers import it, and ``jsonschema`` / protobuf cost about half a
+second each to import.
+
+Immutable; thread-safe.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, TypedBatchDecoder
+
+__all__ = [
+    "BINARY",
+    "VALUE_FORMATS",
+    "ValueFormat",
+    "batch_decoder",
+    "output_schema",
+    "resolve_reader",
+]
+
+BINARY = "binary"
+"""``valueFormat``'s default: no decoding, Spark's Kafka columns."""
+
+
+class ValueFormat(enum.StrEnum):
+    """A typed value format (its ``valueFormat`` spelling) and its registry schema type."""
+
+    AVRO = "avro"
+    JSON_SCHEMA = "json-schema"
+    PROTOBUF = "protobuf"
+
+    @property
+    def schema_type(self) -> str:
+        """The registry's ``schemaType`` of the format's schemas."""
+        return {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}[self.value]
+
+    @classmethod
+    def parse(cls, value: str | None) -> ValueFormat | None:
+        """The format ``value`` names (any case), ``None`` for ``binary`` or nothing; a
+        ``ValueError`` naming the formats otherwise."""
+        name = (value or BINARY).strip().lower()
+        if name == BINARY:
+            return None
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(
+                f"valueFormat: expected {', '.join(VALUE_FORMATS)}, found {name!r}"
+            ) from None
+
+
+VALUE_FORMATS = (BINARY, *(f.value for f in ValueFormat))
+"""Every ``valueFormat`` value, ``binary`` first."""
+
+
+def resolve_reader(
+    value_format: ValueFormat,
+    registry_url: str,
+    topics: Iterable[str] | None,
+    *,
+    subject: str | None = None,
+    version: str | None = None,
+    schema_id: int | None = None,
+) -> ReaderSchema:
+    """The reader schema of a read (``typed_columns.resolve_reader_schema``), of the format's
+    type: a JSON Schema read refuses an Avro subject on the driver, before any task runs."""
+    from sluice.pipeline.source.typed_columns import resolve_reader_schema
+
+    return resolve_reader_schema(
+        registry_url,
+        topics,
+        subject=subject,
+        version=version,
+        schema_id=schema_id,
+        schema_type=value_format.schema_type,
+        value_format=value_format.value,
+    )
+
+
+def output_schema(
+    value_format: ValueFormat,
+    registry_url: str,
+    reader: ReaderSchema,
+    *,
+    nested: bool,
+    include_headers: bool,
+    message: str | None = None,
+) -> OutputLayout:
+    """The columns of a read: the format's mapping of ``reader`` beside Kafka's columns
+    (``message``: Protobuf's value message, default the file's first)."""
+    from sluice.pipeline.source.typed_columns import layout_for
+
+    if value_format is ValueFormat.AVRO:
+        from sluice.pipeline.source.avro_columns import avro_value_type
+
+        value = avro_value_type(reader)
+    elif value_format is ValueFormat.JSON_SCHEMA:
+        from sluice.pipeline.source.json_schema_columns import json_value_type
+
+        value = json_value_type(reader, registry_url)
+    else:
+        from sluice.pipeline.source.protobuf_columns import protobuf_value_type
+
+        value = protobuf_value_type(reader, registry_url, message)
+    return layout_for(reader, value, nested=nested, include_headers=include_headers)
+
+
+def batch_decoder(
+    value_format: ValueFormat,
+    registry_url: str,
+    reader: ReaderSchema,
+    layout: OutputLayout,
+    *,
+    fail: bool,
+    message: str | None = None,
+) -> TypedBatchDecoder:
+    """The executor's decoder of one split: raw batches -> (typed, errors)."""
+    from sluice.pipeline.source.typed_columns import TypedBatchDecoder
+
+    if value_format is ValueFormat.AVRO:
+        from sluice.pipeline.source.avro_columns import AvroBatchDecoder
+
+        return AvroBatchDecoder(registry_url, reader, layout, fail=fail)
+    if value_format is ValueFormat.JSON_SCHEMA:
+        from sluice.pipeline.source.json_schema_columns import JsonSchemaValueDecoder
+
+        return TypedBatchDecoder(JsonSchemaValueDecoder(registry_url, reader), layout, fail=fail)
+    from sluice.pipeline.source.protobuf_columns import ProtobufValueDecoder
+
+    return TypedBatchDecoder(ProtobufValueDecoder(registry_url, reader, message), layout, fail=fail)
