@@ -1,51 +1,16 @@
 """Fixtures of the Iceberg tests: a SQLite catalog per test, a PostgreSQL server and an S3
-stand-in per session (real servers on free ports; missing ones fail under CI=true)."""
+stand-in per session (``iceberg_services``: real servers on free ports; missing ones fail
+under CI=true)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sluice.testing.ci import in_ci
-from sluice.testing.postgres import PostgresServer, postgres_missing
-from sluice.testing.s3 import S3Server, s3_missing
+from tests.pipeline.table.iceberg_services import postgres, postgres_url, s3_server
 
-
-def _missing(what: str, why: str | None) -> None:
-    if why is None:
-        return
-    message = f"{what} is needed but {why}; `make system-deps` installs it"
-    if in_ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    _missing("PostgreSQL", postgres_missing())
-    server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
-    try:
-        yield server
-    finally:
-        server.remove()
-
-
-@pytest.fixture
-def postgres_url(postgres: PostgresServer) -> str:
-    return postgres.create_database(f"catalog_{uuid.uuid4().hex[:10]}")
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    _missing("moto's S3 server", s3_missing())
-    server = S3Server(tmp_path_factory.mktemp("s3")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+__all__ = ["postgres", "postgres_url", "s3_server"]
 
 
 @pytest.fixture
