@@ -15,7 +15,10 @@ differ is the cluster view (and the ZooKeeper client cluster mode needs), chosen
 * ``offsets`` (committed offsets in ``__consumer_offsets``, appended through the replica
   manager, loaded for the partitions this broker leads), ``groups``, ``purgatory``, ``metrics``;
   ``group_coordination`` loads and unloads the groups with the offsets partitions this broker
-  leads (:class:`~sluice.broker.server.group_coordination.GroupCoordination`).
+  leads (:class:`~sluice.broker.server.group_coordination.GroupCoordination`);
+* ``share`` (share groups) over ``share_state``, which carries their state to and from the
+  replicated ``__share_group_state`` topic
+  (:class:`~sluice.broker.server.share_state_host.ShareStateHost`, also called on role changes).
 
 Handlers see it only as a :class:`~sluice.broker.server.context.BrokerContext`.
 
@@ -72,6 +75,7 @@ from sluice.broker.log.log import Log
 from sluice.broker.log.log_manager import LogManager
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import BrokerConnector
+from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.security.authorizer import AclAuthorizer
 from sluice.broker.security.errors import CredentialFormatError
@@ -98,12 +102,12 @@ from sluice.broker.server.lazy_transaction_coordinator import LazyTransactionCoo
 from sluice.broker.server.metrics import BrokerMetrics
 from sluice.broker.server.purgatory import FetchPurgatory
 from sluice.broker.server.sasl_session import SASL_API_KEYS
+from sluice.broker.server.share_state_host import build_share_coordinator
 from sluice.broker.server.shutdown_guard import ShutdownGuard, best_effort_flush
 from sluice.broker.server.topic_admin import TopicAdmin
 from sluice.broker.server.transaction_host import build_coordinator
-from sluice.broker.share.share_coordinator import ShareCoordinator
-from sluice.broker.share.share_state_store import ShareStateStore
 from sluice.broker.transactions.transaction_log import TOPIC as TRANSACTION_STATE_TOPIC
+from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +156,10 @@ class Broker:
             min_insync_replicas=config.min_insync_replicas,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             on_high_watermark=self.purgatory.notify,
-            # The groups follow the __consumer_offsets partitions led here (built below).
-            on_role_change=lambda *change: self.group_coordination.on_role_change(*change),
+            # The groups follow the __consumer_offsets partitions led here, the share-group
+            # state the __share_group_state partitions and topic partitions led here (both
+            # built below).
+            on_role_change=self._on_role_change,
             # Cluster mode: a log dir gone offline takes its replicas offline and the
             # controller moves their leadership away (Kafka's LogDirFailureHandler).
             dir_failures=self.log_manager.dir_failures,
@@ -207,8 +213,11 @@ class Broker:
             functools.partial(build_coordinator, self),
             lambda: self.cluster.get(TRANSACTION_STATE_TOPIC) is not None,
         )
-        # Share groups (KIP-932): membership, in-flight records and their durable state.
-        self.share = ShareCoordinator(ShareStateStore(config.log_dirs[0]))
+        # Share groups (KIP-932): membership, in-flight records and their durable state in
+        # the replicated __share_group_state topic, at the group.share.* settings.
+        self.share_state, self.share = build_share_coordinator(
+            config, self.cluster, self.replicas, self.off_loop
+        )
         # The SASL APIs are the connection's (see connection.py); listed here so that
         # ApiVersions advertises them, and answered ILLEGAL_SASL_STATE on other listeners.
         self.handlers: dict[int, Handler] = dict(HANDLERS)
@@ -267,6 +276,10 @@ class Broker:
         self.replicas.default_min_insync_replicas = config.min_insync_replicas
         for tp, partition_log in self.log_manager.logs().items():
             partition_log.config = self.topics.log_config(tp.topic)
+
+    def _on_role_change(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
+        self.group_coordination.on_role_change(tp, role, partition_log)
+        self.share_state.on_role_change(tp, role, partition_log)
 
     def _delete_log(self, topic: str, partition: int) -> None:
         self.log_manager.delete_log(topic, partition)
@@ -392,6 +405,7 @@ class Broker:
         self.groups.close()
         self.consumer_groups.close()
         self.transactions.close()
+        await self.share_state.close()
         self._shutdown_step = "stopping the replicas"
         try:
             await asyncio.wait_for(self.replicas.stop(), REPLICAS_STOP_TIMEOUT)

@@ -4,16 +4,23 @@ ShareFetch / ShareAcknowledge handlers.
 
 Kafka splits this between the group coordinator (membership), the share-partition manager on
 each partition leader (in-flight records, sessions) and the share coordinator (state in
-``__share_group_state``). Sluice keeps the three on the broker that serves the requests, with
-the state in a :class:`~sluice.broker.share.share_state_store.ShareStateStore` on its disk: the
-standalone design (see that module for what it does not survive).
+``__share_group_state``). Sluice keeps membership on the group's coordinator and the
+share-partitions on the leaders of their topic partitions, as Kafka does, with the durable
+state in a :class:`~sluice.broker.share.share_state_log.ShareStateLog`: records in the
+replicated ``__share_group_state`` topic, whose partition leaders are the share coordinators
+(see that module for how a write is made durable and how a new leader reads the state back).
 
-A share-partition is created on the first fetch of it by its group, at the position the
-group's ``share.auto.offset.reset`` names (``latest``, the default: the high watermark then;
-``earliest``: the log start), and that start is written at once, so a restart never moves it.
-Its state is written again after every acknowledgement and every release of a member's
-records; acquisitions are not written (a restart returns acquired records AVAILABLE, as
-Kafka's may under-count deliveries after a failure, KIP-932).
+A share-partition is created on the first fetch of it by its group on the broker that leads
+its topic partition, from the state the topic holds for it (``ShareStateLog.refresh``, which
+the caller awaits first), or else at the position the group's ``share.auto.offset.reset``
+names (``latest``, the default: the high watermark then; ``earliest``: the log start), and
+that start is queued for writing at once, so a restart or a failover never moves it. Its
+state is queued again after every acknowledgement and every release of a member's records;
+the handlers await :meth:`ShareCoordinator.flush` before they answer, so an acknowledgement
+is answered only once its state is committed. Acquisitions are not written (a new leader
+returns acquired records AVAILABLE, as Kafka's may under-count deliveries after a failure,
+KIP-932). A share-partition whose topic partition this broker stops leading is dropped
+(:meth:`ShareCoordinator.drop_partitions`).
 
 The broker-level settings and their Kafka defaults (``group.share.*``) are the constants
 below; the group-level ``share.*`` configs override them per group (``group_configs``).
@@ -33,7 +40,7 @@ from sluice.broker.share.share_session import (
     ShareSessionLimitError,
     ShareSessionNotFoundError,
 )
-from sluice.broker.share.share_state_store import ShareStateStore
+from sluice.broker.share.share_state_log import ShareStateLog, partition_key
 
 #: Kafka's broker keys and defaults (the lead declares them in BrokerConfig).
 RECORD_LOCK_DURATION_MS = 30_000  # group.share.record.lock.duration.ms
@@ -49,16 +56,12 @@ LOCK_DURATION = "share.record.lock.duration.ms"
 DELIVERY_LIMIT = "share.delivery.count.limit"
 
 
-def partition_key(topic: str, partition: int) -> str:
-    return f"{topic}:{partition}"
-
-
 class ShareCoordinator:
     """See the module docstring."""
 
     def __init__(
         self,
-        store: ShareStateStore,
+        store: ShareStateLog,
         *,
         lock_ms: int = RECORD_LOCK_DURATION_MS,
         delivery_limit: int = DELIVERY_COUNT_LIMIT,
@@ -231,7 +234,19 @@ class ShareCoordinator:
             for offset, kind_id in zip(range(first, last + 1), types, strict=False):
                 sp.acknowledge(member_id, offset, offset, AcknowledgeType(kind_id))
 
+    def drop_partitions(self, topic: str, partition: int) -> None:
+        """This broker no longer leads ``topic``-``partition``: forget every group's
+        share-partition of it (the new leader loads them from the state topic)."""
+        for key in [k for k in self.partitions if k[1:] == (topic, partition)]:
+            del self.partitions[key]
+
+    async def flush(self) -> None:
+        """Return once every state queued so far is committed (``ShareStateLog.flush``;
+        raises its ``ShareStateUnavailableError``)."""
+        await self.store.flush()
+
     def persist(self, group_id: str, changed: Iterable[tuple[str, int]]) -> None:
+        """Queue the state of the group's ``changed`` share-partitions for writing."""
         states = {
             partition_key(topic, p): (sp.start_offset, sp.snapshot())
             for topic, p in changed

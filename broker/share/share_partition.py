@@ -109,7 +109,9 @@ class SharePartition:
     ) -> None:
         """``restored``: ``(offset, state, delivery_count)`` of the persisted records at or
         above ``start_offset`` (``snapshot``'s); an ACQUIRED one comes back AVAILABLE, its lock
-        lost with the broker that held it."""
+        lost with the broker that held it — ARCHIVED if it had reached the delivery limit (an
+        acquired record is persisted as AVAILABLE with its count, so an AVAILABLE one at the
+        limit is one of those)."""
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.lock_ms = lock_ms
@@ -121,7 +123,7 @@ class SharePartition:
                 continue
             for gap in range(self.end_offset, offset):
                 self.records[gap] = InFlightRecord()
-            if state is RecordState.ACQUIRED:
+            if state in (RecordState.ACQUIRED, RecordState.AVAILABLE):
                 state = self._returned_state(count)
             self.records[offset] = InFlightRecord(state, count)
             self.end_offset = offset + 1

@@ -6,7 +6,8 @@ Describe answers each share-partition's start offset and (v1) its lag: the recor
 the start and the high watermark not yet done with. Alter and delete refuse a group with
 members (NON_EMPTY_GROUP), as Kafka does; alter moves a share-partition's start to the given
 offset, forgetting what was in flight, and delete drops the topic's share-partitions, so the
-group starts it again by ``share.auto.offset.reset``. Both are written before the answer.
+group starts it again by ``share.auto.offset.reset``. Both are committed in
+``__share_group_state`` before the answer (COORDINATOR_NOT_AVAILABLE if they cannot be).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.responses import respond
 from sluice.broker.server.share_access import is_coordinator, share_partition
 from sluice.broker.share.share_partition import DONE
+from sluice.broker.share.share_state_log import ShareStateUnavailableError
 
 
 def _lag(ctx: BrokerContext, group_id: str, topic: str, partition: int, start: int) -> int:
@@ -72,6 +74,15 @@ async def handle_describe_share_group_offsets(ctx: BrokerContext, request: Reque
     return respond(request, {"throttle_time": 0, "groups": groups})
 
 
+async def _flushed(ctx: BrokerContext) -> bool:
+    """Whether the queued share-group state was committed in ``__share_group_state``."""
+    try:
+        await ctx.share.flush()
+    except ShareStateUnavailableError:
+        return False
+    return True
+
+
 def _group_error(ctx: BrokerContext, group_id: str) -> int:
     if not allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
         return Errors.GROUP_AUTHORIZATION_FAILED
@@ -94,7 +105,7 @@ async def handle_alter_share_group_offsets(ctx: BrokerContext, request: Request)
         info = topics.get(t.topic_name)
         partitions = []
         for p in t.partitions:
-            sp = share_partition(ctx, body.group_id, t.topic_name, p.partition_index)
+            sp = await share_partition(ctx, body.group_id, t.topic_name, p.partition_index)
             if isinstance(sp, int):
                 partitions.append({"partition_index": p.partition_index, "error_code": sp})
                 continue
@@ -104,6 +115,9 @@ async def handle_alter_share_group_offsets(ctx: BrokerContext, request: Request)
         responses.append({"topic_name": t.topic_name, "partitions": partitions,
                           "topic_id": info.topic_id if info else None})  # fmt: skip
     ctx.share.persist(body.group_id, changed)
+    if not await _flushed(ctx):
+        return respond(request, {"throttle_time": 0, "responses": [],
+                                 "error_code": Errors.COORDINATOR_NOT_AVAILABLE})  # fmt: skip
     return respond(request, {"throttle_time": 0, "error_code": Errors.NONE,
                              "responses": responses})  # fmt: skip
 
@@ -121,5 +135,8 @@ async def handle_delete_share_group_offsets(ctx: BrokerContext, request: Request
         code = Errors.NONE if had or info is not None else Errors.UNKNOWN_TOPIC_OR_PARTITION
         responses.append({"topic_name": t.topic_name, "error_code": code,
                           "topic_id": info.topic_id if info else None})  # fmt: skip
+    if not await _flushed(ctx):
+        return respond(request, {"throttle_time": 0, "responses": [],
+                                 "error_code": Errors.COORDINATOR_NOT_AVAILABLE})  # fmt: skip
     return respond(request, {"throttle_time": 0, "error_code": Errors.NONE,
                              "responses": responses})  # fmt: skip

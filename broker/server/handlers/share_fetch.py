@@ -23,7 +23,8 @@ and ``acquisition_lock_timeout``. Records are read into memory rather than sent 
 
 ShareAcknowledge applies acknowledgements the same way (epoch 0 is refused: a session must
 exist), and -1 closes the session after applying them. After acknowledgements the
-share-partitions' state is written (``ShareCoordinator.persist``) before the answer.
+share-partitions' state is written and committed in ``__share_group_state``
+(``ShareCoordinator.persist``, then ``flush``) before the answer.
 
 Acknowledge types: 0 GAP and 3 REJECT archive, 1 ACCEPT acknowledges, 2 RELEASE makes the
 record available again (archived once it has been delivered ``share.delivery.count.limit``
@@ -54,6 +55,7 @@ from sluice.broker.share.share_session import (
     ShareSessionLimitError,
     ShareSessionNotFoundError,
 )
+from sluice.broker.share.share_state_log import ShareStateUnavailableError
 from sluice.common.topic_partition import TopicPartition
 
 #: How long a waiting ShareFetch sleeps at most between two looks (module docstring, 4).
@@ -119,11 +121,13 @@ def _leader(ctx: BrokerContext, topic: str, partition: int) -> dict[str, int]:
     return {"leader_id": ctx.config.broker_id, "leader_epoch": leading.leader_epoch}
 
 
-def _acknowledge(
+async def _acknowledge(
     ctx: BrokerContext, body: Any, topics: Iterable[Any], names: dict[uuid.UUID, str]
 ) -> dict[tuple[str, int], int]:
     """Apply the acknowledgements in ``topics``; (topic, partition) -> error code. Writes
-    the state of the share-partitions that changed."""
+    the state of the share-partitions that changed and waits until it is committed; if it
+    cannot be, their code is COORDINATOR_NOT_AVAILABLE (the client sees the acknowledgement
+    fail; the state is written again with the next write)."""
     results: dict[tuple[str, int], int] = {}
     changed = []
     for t in topics:
@@ -135,7 +139,7 @@ def _acknowledge(
                 results[(str(t.topic_id), p.partition_index)] = Errors.UNKNOWN_TOPIC_ID
                 continue
             key = (name, p.partition_index)
-            sp = share_partition(ctx, body.group_id, name, p.partition_index)
+            sp = await share_partition(ctx, body.group_id, name, p.partition_index)
             if isinstance(sp, int):
                 results[key] = sp
                 continue
@@ -148,10 +152,16 @@ def _acknowledge(
                 results[key] = _code("INVALID_RECORD_STATE")
             changed.append(key)
     ctx.share.persist(body.group_id, changed)
+    try:
+        await ctx.share.flush()
+    except ShareStateUnavailableError:
+        for key in changed:
+            if results[key] == Errors.NONE:
+                results[key] = Errors.COORDINATOR_NOT_AVAILABLE
     return results
 
 
-def _acquire(
+async def _acquire(
     ctx: BrokerContext, body: Any, session: ShareSession, answers: dict[tuple[str, int], Any]
 ) -> int:
     """One pass over the session's partitions (module docstring, 3); how many acquired."""
@@ -164,12 +174,12 @@ def _acquire(
         answer = answers.setdefault((topic, partition), {})
         if answer.get("acquired_records"):
             continue
-        sp = share_partition(ctx, body.group_id, topic, partition)
+        sp = await share_partition(ctx, body.group_id, topic, partition)
         if isinstance(sp, int):
             answer["error_code"] = sp
             continue
         leading, _ = ctx.replicas.leader_or_error(topic, partition)
-        assert leading is not None  # _share_partition checked
+        assert leading is not None  # share_partition checked, with no await since
         now = now_ms()
         offset = sp.next_fetch_offset(now)
         try:
@@ -228,14 +238,14 @@ async def handle_share_fetch(ctx: BrokerContext, request: Request) -> bytes:
                 }
             elif body.share_session_epoch != FINAL_EPOCH:
                 session.partitions.setdefault((name, p.partition_index))
-    for key, code in _acknowledge(ctx, body, body.topics, names).items():
+    for key, code in (await _acknowledge(ctx, body, body.topics, names)).items():
         answers.setdefault(key, {})["acknowledge_error_code"] = code
     if body.share_session_epoch == FINAL_EPOCH:
         ctx.share.close_session(body.group_id, body.member_id)
     elif not getattr(body, "is_renew_ack", False):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ms(body.max_wait) / 1000
-        while not _acquire(ctx, body, session, answers):
+        while not await _acquire(ctx, body, session, answers):
             left = deadline - loop.time()
             if left <= 0 or any(a.get("error_code") for a in answers.values()):
                 break
@@ -290,7 +300,7 @@ async def handle_share_acknowledge(ctx: BrokerContext, request: Request) -> byte
     if isinstance(session, int):
         return respond(request, {"throttle_time": 0, "error_code": session,
                                  "responses": [], "node_endpoints": []})  # fmt: skip
-    results = _acknowledge(ctx, body, body.topics, names)
+    results = await _acknowledge(ctx, body, body.topics, names)
     if body.share_session_epoch == FINAL_EPOCH:
         ctx.share.close_session(body.group_id, body.member_id)
     ids = {name: topic_id for topic_id, name in names.items()}

@@ -6,8 +6,9 @@ coordinator with FindCoordinator (key type 0, as a group), which answers the lea
 group's ``__consumer_offsets`` partition; a heartbeat to any other broker is answered
 NOT_COORDINATOR. The assignment names topics by id, every partition of every subscribed topic
 that exists (``ShareGroup``'s assignor); a subscribed topic that does not exist is left out
-until it does. The share-partitions of an assignment are created with it (``share_partition``),
-at the position ``share.auto.offset.reset`` names.
+until it does. The share-partitions of an assignment that this broker leads are created with it
+(``share_partition``: from their state in ``__share_group_state``, else at the position
+``share.auto.offset.reset`` names, committed before the answer).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ async def handle_share_group_heartbeat(ctx: BrokerContext, request: Request) -> 
         # the member's first fetch. Here: the partitions this broker leads.
         for topic, assigned in member.assignment.items():
             for p in assigned:
-                share_partition(ctx, group_id, topic, p)
+                await share_partition(ctx, group_id, topic, p)  # an error: the fetch says it
     if member is None:  # left
         return respond(request, {
             "throttle_time": 0, "error_code": Errors.NONE, "member_id": body.member_id,

@@ -1,43 +1,78 @@
-"""``ShareCoordinator`` with its ``ShareStateStore`` on a temporary directory, without a broker:
-where a share-partition starts (``share.auto.offset.reset``), what a new coordinator over the
-same directory restores, membership epochs, leaving and expiry returning records, and the
-session epochs."""
+"""``ShareCoordinator`` with its ``ShareStateLog`` over ``__share_group_state`` as real logs in a
+temporary directory, without a broker: where a share-partition starts
+(``share.auto.offset.reset``), what a new coordinator restores from the logs reopened (a
+restart, or another broker taking the partition over), membership epochs, leaving and expiry
+returning records, and the session epochs."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from sluice.broker.share.share_coordinator import AUTO_OFFSET_RESET, ShareCoordinator
 from sluice.broker.share.share_group import FencedShareMemberError, UnknownShareMemberError
-from sluice.broker.share.share_partition import AcknowledgeType, LogBatch, RecordState
+from sluice.broker.share.share_partition import (
+    AcknowledgeType,
+    LogBatch,
+    RecordState,
+    SharePartition,
+)
 from sluice.broker.share.share_session import (
     InvalidShareSessionEpochError,
     ShareSessionLimitError,
     ShareSessionNotFoundError,
 )
-from sluice.broker.share.share_state_store import ShareStateStore
+from sluice.broker.share.share_state_log import ShareStateLog
+from tests.broker.share.state_topic import LocalStateTopic
 
 LOG = [LogBatch(10, 19)]  # the log holds offsets 10..19
+TOPIC_IDS = {"t": uuid.UUID(int=7), "u": uuid.UUID(int=8)}
 
 
-def coordinator(path: Path) -> ShareCoordinator:
-    return ShareCoordinator(ShareStateStore(path), lock_ms=1000, session_timeout_ms=5000)
+@pytest.fixture
+def topic(tmp_path: Path) -> Iterator[LocalStateTopic]:
+    t = LocalStateTopic(tmp_path)
+    yield t
+    t.close()
 
 
-def test_auto_offset_reset_latest_and_earliest(tmp_path: Path) -> None:
-    c = coordinator(tmp_path)
+def coordinator(topic: LocalStateTopic, **settings: int) -> ShareCoordinator:
+    settings = {"lock_ms": 1000, "session_timeout_ms": 5000, **settings}
+    return ShareCoordinator(ShareStateLog(topic, lambda: TOPIC_IDS), **settings)
+
+
+def restarted(c: ShareCoordinator, topic: LocalStateTopic) -> ShareCoordinator:
+    """What another coordinator finds after ``c`` made its state durable: the logs reopened."""
+    asyncio.run(c.flush())
+    topic.reopen()
+    return coordinator(topic)
+
+
+def loaded(
+    c: ShareCoordinator, group: str, topic: str, p: int, offsets: Callable[[], tuple[int, int]]
+) -> SharePartition:
+    """The share-partition as a new leader makes it: its state read first."""
+    asyncio.run(c.store.refresh(group, topic, p, leader_epoch=1))
+    return c.partition(group, topic, p, offsets)
+
+
+def test_auto_offset_reset_latest_and_earliest(topic: LocalStateTopic) -> None:
+    c = coordinator(topic)
     assert c.partition("latest", "t", 0, lambda: (10, 20)).start_offset == 20
     c.group_configs["early"] = {AUTO_OFFSET_RESET: "earliest"}
     assert c.partition("early", "t", 0, lambda: (10, 20)).start_offset == 10
     # Written at creation: a restart does not move it to the log end of the time.
-    again = coordinator(tmp_path)
-    assert again.partition("latest", "t", 0, lambda: (10, 30)).start_offset == 20
+    again = restarted(c, topic)
+    assert loaded(again, "latest", "t", 0, lambda: (10, 30)).start_offset == 20
+    assert sorted(again.store.groups()) == ["latest"]  # read back: only that one
 
 
-def test_a_new_coordinator_restores_what_was_acknowledged(tmp_path: Path) -> None:
-    c = coordinator(tmp_path)
+def test_a_new_coordinator_restores_what_was_acknowledged(topic: LocalStateTopic) -> None:
+    c = coordinator(topic)
     c.group_configs["g"] = {AUTO_OFFSET_RESET: "earliest"}
     sp = c.partition("g", "t", 0, lambda: (10, 20))
     got = sp.acquire("m", LOG, high_watermark=20, max_records=10, now_ms=0)
@@ -45,7 +80,7 @@ def test_a_new_coordinator_restores_what_was_acknowledged(tmp_path: Path) -> Non
     c.acknowledge("g", "m", sp, [(10, 12, [AcknowledgeType.ACCEPT]), (13, 13, [3])])
     c.acknowledge("g", "m", sp, [(15, 16, [1, 2])])  # one type per offset: accept, release
     c.persist("g", [("t", 0)])
-    restored = coordinator(tmp_path).partition("g", "t", 0, lambda: (10, 20))
+    restored = loaded(restarted(c, topic), "g", "t", 0, lambda: (10, 20))
     restored.check()
     assert restored.start_offset == 14
     states = {o: (r.state, r.delivery_count) for o, r in restored.records.items()}
@@ -59,8 +94,8 @@ def test_a_new_coordinator_restores_what_was_acknowledged(tmp_path: Path) -> Non
     ]  # fmt: skip
 
 
-def test_membership_epochs_leave_and_expiry(tmp_path: Path) -> None:
-    c = coordinator(tmp_path)
+def test_membership_epochs_leave_and_expiry(topic: LocalStateTopic) -> None:
+    c = coordinator(topic)
     a = c.heartbeat("g", "a", 0, ["t"], {"t": 3}, now_ms=0)
     assert a is not None and a.assignment == {"t": (0, 1, 2)} and a.epoch == 1
     b = c.heartbeat("g", "b", 0, ["t", "u"], {"t": 3}, now_ms=0)
@@ -86,8 +121,8 @@ def test_membership_epochs_leave_and_expiry(tmp_path: Path) -> None:
     assert group is not None and group.state == "Empty"
 
 
-def test_session_epochs(tmp_path: Path) -> None:
-    c = coordinator(tmp_path)
+def test_session_epochs(topic: LocalStateTopic) -> None:
+    c = coordinator(topic)
     with pytest.raises(ShareSessionNotFoundError):
         c.session("g", "m", 1, now_ms=0)
     session = c.session("g", "m", 0, now_ms=0)
@@ -104,8 +139,8 @@ def test_session_epochs(tmp_path: Path) -> None:
     assert ("g", "m") not in c.sessions
 
 
-def test_sessions_are_bounded(tmp_path: Path) -> None:
-    c = ShareCoordinator(ShareStateStore(tmp_path), session_timeout_ms=1000, max_sessions=2)
+def test_sessions_are_bounded(topic: LocalStateTopic) -> None:
+    c = coordinator(topic, session_timeout_ms=1000, max_sessions=2)
     c.session("g", "a", 0, now_ms=0)
     c.session("g", "b", 0, now_ms=500)
     with pytest.raises(ShareSessionLimitError):
