@@ -62,8 +62,10 @@ class Ownership:
 
 
 class Member(threading.Thread):
+    """One consumer polling on its own thread; ``config``: more librdkafka settings."""
+
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, own: Ownership,
-                 protocol: str = "consumer") -> None:  # fmt: skip
+                 protocol: str = "consumer", **config: Any) -> None:  # fmt: skip
         super().__init__(daemon=True)
         self.name_, self.own, self.topic = name, own, topic
         self.received: list[bytes] = []
@@ -71,7 +73,7 @@ class Member(threading.Thread):
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "auto.offset.reset": "earliest", "enable.auto.commit": True,
-            "auto.commit.interval.ms": 200, "client.id": name,
+            "auto.commit.interval.ms": 200, "client.id": name, **config,
         })  # fmt: skip
 
     def run(self) -> None:
