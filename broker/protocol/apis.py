@@ -19,11 +19,21 @@ header v2/v1) comes from the schemas' ``__flexible__`` flag, i.e. from Kafka's
 
 **One release's level.** Clients infer the broker's Kafka release from the highest versions
 it advertises (kafka-python's ``infer_broker_version_from_api_versions``: DescribeAcls v3
-means 3.3, Produce v8 2.4, ...) and, given an ``api_version`` of their own that is older,
-then send *that* release's versions of every API instead of negotiating. So no API is
-advertised above Kafka 2.4's level (Produce v8, Fetch v11) where a newer version would make a
-client believe in a release whose other APIs Sluice does not speak; ``test_apis`` checks what
-kafka-python infers.
+means 3.3, ListOffsets v7 3.0, Produce v8 2.4, ...) and, given an ``api_version`` of their own
+that is older, then send *that* release's versions of every API instead of negotiating. So
+no API is advertised above the level of the release a client would infer where a newer
+version would make it believe in a release whose other APIs Sluice does not speak;
+``test_apis`` checks what kafka-python infers. That release is Kafka 3.0, reached by
+ListOffsets v7 alone (KIP-734's MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs);
+every API kafka-python's inference reads is otherwise at 2.4's level (Produce v8, Fetch v11,
+the ACL APIs v1). What a 3.0 changes in kafka-python 3.0: without an ``api_version`` it still
+negotiates each request from the advertised ranges, and its consumer's default
+``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s; with one at or below
+the inferred release it sends its own release's table unnegotiated — 2.4 and older did under
+2.4, and now 2.5 to 3.0 do too (they negotiated before). Those tables name versions Sluice
+does not serve yet (2.4's already has FindCoordinator v3, which closes the connection): a
+client pinned to 2.4 fails today whatever is inferred, one pinned to 2.5-2.8 now fails the
+same way, and ``api_version`` unset or 2.3 and older works.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -201,8 +211,10 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.PRODUCE, "Produce", 0, 8),
             # v0-3 get magic 0/1 message sets, down-converted by fetch_response.
             _spec(ApiKey.FETCH, "Fetch", 0, 11, handler_min=4),
-            # v0 (old-style offset lists): the handler answers it itself.
-            _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 5),
+            # v0 (old-style offset lists): the handler answers it itself. v7's MAX_TIMESTAMP
+            # (KIP-734) is Kafka 3.0's level: kafka-python then infers a 3.0 (see "One
+            # release's level" above for why that is safe).
+            _spec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 8),
             # v0: an empty topic list means every topic (v1+: null does).
             # v10+ carries topic ids and v12 asks by them: KIP-848 and share consumers need both.
             _spec(ApiKey.METADATA, "Metadata", 0, 12, handler_min=1),

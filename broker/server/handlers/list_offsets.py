@@ -1,8 +1,12 @@
-"""ListOffsets (v0–5): -1 latest (the high watermark; with ``read_committed``, v2+, the last
-stable offset), -2 earliest (the log start offset), otherwise the first offset whose record
-timestamp is at or after the one asked, through the time index (below the last stable offset
-with ``read_committed``); -1/-1 when there is none. Answered by the
-partition's leader, with its leader epoch (0 standalone).
+"""ListOffsets (v0–8): -1 latest (the high watermark; with ``read_committed``, v2+, the last
+stable offset), -2 earliest (the log start offset), -3 max timestamp (v7, KIP-734: the first
+record carrying the partition's largest timestamp, with that timestamp), -4 earliest local
+(v8, KIP-405: the log start offset, as there is no tiered storage), otherwise the first offset
+whose record timestamp is at or after the one asked, through the time index. A record found by
+timestamp counts only below the high watermark (the last stable offset with
+``read_committed``), as Kafka's ``Partition.fetchOffsetForTimestamp`` filters it; -1/-1 when
+there is none. v6 is v5 in the flexible encoding. Answered by the partition's leader, with
+its leader epoch (0 standalone).
 
 v0 answers with a list of offsets, newest first, at most ``max_num_offsets`` (Kafka's
 ``fetchOffsetsBefore``): latest gives the high watermark then the segments' base offsets,
@@ -23,6 +27,21 @@ from sluice.broker.server.responses import respond
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+def _max_timestamp(partition_log: Log) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with the log's largest timestamp (Kafka's
+    ``UnifiedLog.fetchOffsetByTimestamp`` for MAX_TIMESTAMP since KAFKA-16310: the segment
+    with the largest timestamp, first of them on a tie, then the first record of it carrying
+    that timestamp), at or after the log start; None when no record carries a timestamp. The
+    segments keep their largest timestamp, so only the batches of one segment are read."""
+    segments = [s for s in partition_log.segments() if s.size > 0 and s.max_timestamp >= 0]
+    if not segments:
+        return None
+    newest = max(segments, key=lambda s: s.max_timestamp)  # max keeps the first on a tie
+    return newest.find_offset_by_timestamp(newest.max_timestamp, partition_log.log_start_offset)
 
 
 def _old_style_offsets(partition_log: Log, timestamp: int, max_num: int) -> list[int]:
@@ -79,15 +98,21 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
                     if read_committed
                     else partition_log.high_watermark
                 )
-            elif p.timestamp == EARLIEST:
+            elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
                 out["offset"] = partition_log.log_start_offset
-            elif p.timestamp < 0:
+            elif p.timestamp < MAX_TIMESTAMP:
                 out["error_code"] = Errors.INVALID_REQUEST
             else:
-                found = partition_log.offset_for_timestamp(p.timestamp)
-                if found is not None and not (
-                    read_committed and found[0] >= partition_log.last_stable_offset
-                ):
+                if p.timestamp == MAX_TIMESTAMP:
+                    found = _max_timestamp(partition_log)
+                else:
+                    found = partition_log.offset_for_timestamp(p.timestamp)
+                fetchable = (
+                    partition_log.last_stable_offset
+                    if read_committed
+                    else partition_log.high_watermark
+                )
+                if found is not None and found[0] < fetchable:
                     out["offset"], out["timestamp"] = found
         topics.append({"name": t.name, "partitions": partitions})
     return respond(request, {"throttle_time": 0, "topics": topics})

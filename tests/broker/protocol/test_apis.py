@@ -12,7 +12,7 @@ from sluice.broker.protocol.apis import APIS, ApiKey
 EXPECTED = {
     0: ((0, 8), (0, 8)),
     1: ((0, 11), (0, 11)),
-    2: ((0, 5), (0, 5)),
+    2: ((0, 8), (0, 8)),  # v7: MAX_TIMESTAMP (KIP-734), v8: EARLIEST_LOCAL (KIP-405)
     3: ((0, 12), (0, 12)),
     8: ((0, 9), (0, 9)),  # v9 for KIP-848's member epochs (issue 30)
     9: ((0, 5), (0, 5)),
@@ -118,8 +118,9 @@ def test_flexible_versions(key: int, first: int) -> None:
 
 
 def test_flexible_versions_in_the_implemented_ranges() -> None:
-    """The data and group APIs are implemented below their flexible versions (ApiVersions v3
-    aside); the admin APIs up to theirs, as Kafka 3.x answers them."""
+    """The data and group APIs are implemented below their flexible versions (ApiVersions v3,
+    Metadata, OffsetCommit and ListOffsets aside); the admin APIs up to
+    theirs, as Kafka 3.x answers them."""
     flexible = {
         (key, v)
         for key, spec in APIS.items()
@@ -129,6 +130,7 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
     expected = {(ApiKey.API_VERSIONS, 3)} | {
         (key, v)
         for key in (
+            2,
             3,
             8,
             21,
@@ -201,10 +203,11 @@ def test_unknown_key() -> None:
         apis.request_type(24, 9)
 
 
-def test_clients_infer_kafka_2_4_from_what_is_advertised() -> None:
+def test_clients_infer_kafka_3_0_from_what_is_advertised() -> None:
     # kafka-python infers the broker's release from the advertised maxima and, given an older
-    # api_version of its own, speaks that release's versions of every API (no negotiation):
-    # advertising one version above 2.4's level would make it send versions Sluice lacks.
+    # api_version of its own, speaks that release's versions of every API (no negotiation).
+    # ListOffsets v7 (MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs) is 3.0's
+    # level; every other API its inference reads stays at 2.4's (see apis.py).
     import warnings
 
     with warnings.catch_warnings():
@@ -214,4 +217,7 @@ def test_clients_infer_kafka_2_4_from_what_is_advertised() -> None:
     advertised = {
         int(v.api_key): (v.min_version, v.max_version) for v in apis.supported_api_versions()
     }
+    assert infer_broker_version_from_api_versions(advertised) == (3, 0)
+    # Without ListOffsets v7 it would be 2.4: nothing else reaches above it.
+    advertised[int(ApiKey.LIST_OFFSETS)] = (0, 6)
     assert infer_broker_version_from_api_versions(advertised) == (2, 4)
