@@ -226,8 +226,11 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.HEARTBEAT, "Heartbeat", 0, 3),
             _spec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 3),
             _spec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 3),
-            _spec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 2),
-            _spec(ApiKey.LIST_GROUPS, "ListGroups", 0, 2),
+            # v3+: authorized operations; v4: static members' instance ids; v5 flexible; v6:
+            # GROUP_ID_NOT_FOUND (KIP-1043).
+            _spec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
+            # v3 flexible; v4: states filter (KIP-518); v5: types filter (KIP-848).
+            _spec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5),
             _spec(ApiKey.API_VERSIONS, "ApiVersions", 0, 3),
             _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 4, handler_min=2),
             _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 3, handler_min=1),

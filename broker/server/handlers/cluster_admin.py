@@ -2,11 +2,12 @@
 this broker's disks.
 
 DescribeCluster answers from the cluster view like Metadata: the live brokers, the controller,
-the cluster id (``endpoint_type`` 1, brokers; authorized operations are not computed: the
-"not requested" value). DescribeLogDirs lists, for each of this broker's ``log.dirs``, the
-partitions whose logs it holds with their size on disk (``offset_lag`` 0), the partitions
-moving there as future replicas (below), and from v4 the dir's total and usable bytes; the
-request's ``topics`` narrows the listing (null: every partition).
+the cluster id (``endpoint_type`` 1, brokers) and, asked for
+(``include_cluster_authorized_operations``), the bitfield of what the principal may do on the
+cluster (KIP-430; ``Integer.MIN_VALUE`` when not asked). DescribeLogDirs lists, for each
+of this broker's ``log.dirs``, the partitions whose logs it holds with their size on disk
+(``offset_lag`` 0), the partitions moving there as future replicas (below), and from v4 the
+dir's total and usable bytes; the request's ``topics`` narrows the listing (null: every partition).
 
 AlterReplicaLogDirs (Kafka's ``ReplicaManager.alterReplicaLogDirs``) answers per partition, in
 Kafka's order: a path that is not one of ``log.dirs`` is LOG_DIR_NOT_FOUND; while any log dir
@@ -30,6 +31,8 @@ from typing import Any
 from sluice.broker.log.errors import StorageError
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.security.acl import CLUSTER_RESOURCE_NAME, ResourceType
+from sluice.broker.server.authorized_operations import NOT_REQUESTED, authorized_operations
 from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import log_dir_code_for
 from sluice.broker.server.responses import respond
@@ -45,13 +48,16 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> bytes
         for b in cluster.brokers().values()
         if (endpoint := client_endpoint(b)) is not None
     ]
+    operations = NOT_REQUESTED
+    if request.body.include_cluster_authorized_operations:
+        operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
     return respond(
         request,
         {
             "throttle_time": 0, "error_code": Errors.NONE, "error_message": None,
             "endpoint_type": 1, "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id(), "brokers": brokers,
-            "cluster_authorized_operations": -(1 << 31),
+            "cluster_authorized_operations": operations,
         },
     )  # fmt: skip
 

@@ -1,5 +1,5 @@
 """JoinGroup (v0–5), SyncGroup (v0–3), Heartbeat (v0–3), LeaveGroup (v0–3), ListGroups
-(v0–2), DescribeGroups (v0–2): thin adapters onto ``sluice.broker.groups.coordinator``.
+(v0–5), DescribeGroups (v0–6): thin adapters onto ``sluice.broker.groups.coordinator``.
 
 JoinGroup v0 has no rebalance timeout: the session timeout stands in, as in Kafka. Before
 v4 a member may join without an id and gets one at once; from v4 it is asked to rejoin
@@ -8,6 +8,14 @@ A broker that does not lead the group's ``__consumer_offsets`` partition answers
 NOT_COORDINATOR (a standalone broker leads them all). An id a consumer group (KIP-848) holds
 with members is refused to JoinGroup (INCONSISTENT_GROUP_PROTOCOL), listed by ListGroups with
 its state, and Dead to DescribeGroups, as Kafka answers.
+
+ListGroups lists the classic groups (type ``classic``), the consumer groups (``consumer``) and
+the share groups (``share``, KIP-932) this broker coordinates, each with its state (v4+) and
+type (v5+); v4's states filter (KIP-518) and v5's types filter (KIP-848) keep those whose
+state / type is named, case-insensitively (an empty filter keeps all). DescribeGroups gives
+each member's ``group.instance.id`` (v4+) and, asked for (v3+), the authorized operations on
+the group (READ, DESCRIBE, DELETE bits; KIP-430); v6 answers GROUP_ID_NOT_FOUND where v0–5
+say Dead.
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
+from sluice.broker.server.authorized_operations import authorized_operations
 from sluice.broker.server.context import CURRENT_PEER, BrokerContext
 from sluice.broker.server.responses import respond
+from sluice.broker.server.share_access import is_coordinator
 
 
 def _client(request: Request) -> str:
@@ -145,11 +155,36 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> bytes:
     )
 
 
-async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
+def _listed(ctx: BrokerContext) -> list[tuple[str, str, str, str]]:
+    """(group id, protocol type, state, group type) of every group this broker coordinates:
+    classic groups (with those known by their offsets alone, Empty), consumer groups
+    (KIP-848) and share groups (KIP-932) — their type as ListGroups v5 names it."""
     consumer = ctx.consumer_groups.list_groups()
     held = {g for g, _t, _s in consumer}
     classic = ctx.groups.list_groups(sorted(set(ctx.offsets.groups()) - held))
-    groups = sorted(classic + consumer)
+    share = ctx.share
+    share_ids = sorted(set(share.groups) | set(share.store.groups()))
+    shared = [
+        (g, "share", group.state, "share")
+        for g in share_ids
+        if (group := share.group(g)) is not None and is_coordinator(ctx, g)
+    ]
+    return sorted(
+        [(g, t, s, "classic") for g, t, s in classic]
+        + [(g, t, s, "consumer") for g, t, s in consumer]
+        + shared
+    )
+
+
+async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
+    groups = _listed(ctx)
+    # v4+ (KIP-518) and v5+ (KIP-848): an empty filter lists all; matched case-insensitively
+    # as Kafka's GroupCoordinatorService does.
+    states = {s.lower() for s in getattr(request.body, "states_filter", ())}
+    types = {t.lower() for t in getattr(request.body, "types_filter", ())}
+    groups = [
+        g for g in groups if (not states or g[2].lower() in states) and (not types or g[3] in types)
+    ]
     # KafkaApis: DESCRIBE on the cluster lists every group, else those one may DESCRIBE.
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         groups = [
@@ -160,12 +195,31 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> bytes:
         {
             "throttle_time": 0,
             "error_code": Errors.NONE,
-            "groups": [{"group_id": g, "protocol_type": t} for g, t, _state in groups],
+            "groups": [
+                {"group_id": g, "protocol_type": t, "group_state": state, "group_type": kind}
+                for g, t, state, kind in groups
+            ],
         },
     )
 
 
+def _absent(request: Request, group_id: str, state: str, *, classic: bool) -> dict[str, Any]:
+    """A group with no classic members to describe: Empty if its offsets are all it is, else
+    Dead — and from v6 (KIP-1043) GROUP_ID_NOT_FOUND for a group that is not there or not a
+    classic group (a consumer or share group), with Kafka's messages."""
+    code, message = Errors.NONE, None
+    if request.api_version >= 6 and state == "Dead":
+        code = Errors.GROUP_ID_NOT_FOUND
+        message = (f"Group {group_id} not found." if classic
+                   else f"Group {group_id} is not a classic group.")  # fmt: skip
+    return {"error_code": code, "error_message": message, "group_id": group_id,
+            "group_state": state, "protocol_type": "", "protocol_data": "",
+            "members": []}  # fmt: skip
+
+
 async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
+    # v3+: the authorized operations on each group, when asked (KIP-430).
+    with_operations = getattr(request.body, "include_authorized_operations", False)
     described: list[dict[str, Any]] = []
     for group_id in request.body.groups:
         if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -175,14 +229,16 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
             continue
         group = ctx.groups.describe(group_id)
         if group is None:
-            # A consumer group (KIP-848) is no classic group: Dead, as Kafka answers v0-5.
-            known = group_id in ctx.offsets.groups() and not ctx.consumer_groups.describe(group_id)
+            # A consumer group (KIP-848) or share group is no classic group: Dead, as Kafka
+            # answers v0-5.
+            other = bool(ctx.consumer_groups.describe(group_id)) or (
+                ctx.share.group(group_id) is not None
+            )
+            known = group_id in ctx.offsets.groups() and not other
             state = GroupState.EMPTY.value if known else "Dead"
-            described.append({"error_code": Errors.NONE, "group_id": group_id, "group_state": state,
-                              "protocol_type": "", "protocol_data": "", "members": []})  # fmt: skip
-            continue
-        described.append(
-            {
+            entry = _absent(request, group_id, state, classic=not other)
+        else:
+            entry = {
                 "error_code": Errors.NONE,
                 "group_id": group_id,
                 "group_state": group.state.value,
@@ -200,5 +256,9 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> bytes:
                     for m in group.members.values()
                 ],
             }
-        )
+        if with_operations:
+            entry["authorized_operations"] = authorized_operations(
+                ctx, ResourceType.GROUP, group_id
+            )
+        described.append(entry)
     return respond(request, {"throttle_time": 0, "groups": described})

@@ -9,6 +9,11 @@ not exist is created if ``auto.create.topics.enable`` (and, from v4, the client)
 Authorization (KafkaApis): a topic needs DESCRIBE. Asked for all topics, the others are left
 out; asked by name, they answer TOPIC_AUTHORIZATION_FAILED (whether they exist or not).
 Auto-creation also needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+
+Authorized operations (KIP-430, v8+): asked for (``include_topic_authorized_operations``), each
+topic answered carries the bitfield of what the principal may do on it, and (v8-10,
+``include_cluster_authorized_operations``) the answer what it may do on the cluster
+(``authorized_operations``); not asked, ``Integer.MIN_VALUE``.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.topic_metadata import TopicInfo
 from sluice.broker.protocol import APIS, Request
 from sluice.broker.protocol.errors import Errors
-from sluice.broker.security.acl import AclOperation, ResourceType
+from sluice.broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
+from sluice.broker.server.authorized_operations import NOT_REQUESTED, authorized_operations
 from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import respond
@@ -134,6 +140,15 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
                 topics.append(_error(Errors.UNKNOWN_TOPIC_OR_PARTITION, name))
             else:
                 topics.append(_topic_entry(cluster, info))
+    if getattr(body, "include_topic_authorized_operations", False):
+        for entry in topics:
+            if entry["error_code"] == Errors.NONE:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    ctx, ResourceType.TOPIC, entry["name"]
+                )
+    cluster_ops = NOT_REQUESTED
+    if getattr(body, "include_cluster_authorized_operations", False):
+        cluster_ops = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
     brokers = [
         {"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
         for b in cluster.brokers().values()
@@ -147,5 +162,6 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
             "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id(),
             "topics": topics,
+            "cluster_authorized_operations": cluster_ops,  # v8-10
         },
     )

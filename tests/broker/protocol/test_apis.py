@@ -21,8 +21,8 @@ EXPECTED = {
     12: ((0, 3), (0, 3)),
     13: ((0, 3), (0, 3)),
     14: ((0, 3), (0, 3)),
-    15: ((0, 2), (0, 2)),
-    16: ((0, 2), (0, 2)),
+    15: ((0, 6), (0, 6)),  # DescribeGroups: authorized operations, instance ids (KIP-430, 345)
+    16: ((0, 5), (0, 5)),  # ListGroups: states and types filters (KIP-518, KIP-848)
     17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
     18: ((0, 3), (0, 3)),
     19: ((0, 4), (0, 4)),
@@ -119,7 +119,7 @@ def test_flexible_versions(key: int, first: int) -> None:
 
 def test_flexible_versions_in_the_implemented_ranges() -> None:
     """The data and group APIs are implemented below their flexible versions (ApiVersions v3,
-    Metadata, OffsetCommit and ListOffsets aside); the admin APIs up to
+    Metadata, OffsetCommit, ListOffsets and the group admin APIs aside); the admin APIs up to
     theirs, as Kafka 3.x answers them."""
     flexible = {
         (key, v)
@@ -133,6 +133,8 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
             2,
             3,
             8,
+            15,
+            16,
             21,
             22,
             24,

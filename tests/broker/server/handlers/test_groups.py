@@ -1,6 +1,8 @@
 """Consumer groups through the broker's group coordinator: confluent-kafka's ``subscribe()``
 with each assignor, kafka-python's group consumer, a consumer killed with -9, two groups,
-and ``sluice groups``."""
+and ``sluice groups``; ListGroups' state and type filters over classic, consumer (KIP-848)
+and share (KIP-932) groups, and DescribeGroups' static members, authorized operations and v6
+answers, over the wire and through confluent-kafka's AdminClient."""
 
 from __future__ import annotations
 
@@ -11,15 +13,19 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 
+from sluice.broker.protocol import ApiKey
+from sluice.broker.protocol.errors import Errors
 from sluice.testing.net import wait_until
 from tests.broker.server.broker_process import BrokerProcess
 from tests.broker.server.clients import Msg, create_topic, produce, unique
+from tests.broker.server.wire import WireClient, request
 
 pytestmark = pytest.mark.broker
 
@@ -265,3 +271,141 @@ def test_groups_cli_list_describe_and_reset(broker: BrokerProcess) -> None:
     row = next(line for line in after.stdout.splitlines()
                if line.startswith(topic) and line.split()[1] == "0")  # fmt: skip
     assert row.split()[2] == "10"
+
+
+# -- ListGroups v3-5, DescribeGroups v3-6 -------------------------------------------------------
+
+#: READ, DESCRIBE and DELETE, the operations Kafka supports on a group (no authorizer: all).
+GROUP_OPERATIONS = (1 << 3) | (1 << 8) | (1 << 6)
+
+
+def _commit_offsets_only(client: WireClient, group: str, topic: str) -> None:
+    """A classic group known by its committed offsets alone (Empty)."""
+    body = request(ApiKey.OFFSET_COMMIT, 2, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "retention_time": -1,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}],
+    })  # fmt: skip
+    assert client.call(body).topics[0].partitions[0].error_code == Errors.NONE
+
+
+def _consumer_group_member(client: WireClient, group: str, topic: str) -> None:
+    body = request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": uuid.uuid4().hex, "member_epoch": 0,
+        "rebalance_timeout": 30_000, "subscribed_topic_names": [topic], "topic_partitions": [],
+    })  # fmt: skip
+    assert client.call(body).error_code == Errors.NONE
+
+
+def _share_group_member(client: WireClient, group: str, topic: str) -> None:
+    body = request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+        "group_id": group, "member_id": uuid.uuid4().hex, "member_epoch": 0,
+        "subscribed_topic_names": [topic],
+    })  # fmt: skip
+    assert client.call(body).error_code == Errors.NONE
+
+
+def _listed(client: WireClient, version: int, **filters: list[str]) -> dict[str, Any]:
+    response = client.call(request(ApiKey.LIST_GROUPS, version, filters))
+    assert response.error_code == Errors.NONE
+    return {g.group_id: g for g in response.groups}
+
+
+def test_list_groups_by_state_and_type(broker: BrokerProcess) -> None:
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique("lg")
+    create_topic(broker.bootstrap, topic, 2)
+    empty, stable, consumer, share = (unique(f"lg-{kind}") for kind in
+                                      ("empty", "stable", "consumer", "share"))  # fmt: skip
+    member = GroupMember(broker.bootstrap, stable, topic)
+    member.start()
+    try:
+        wait_until(lambda: len(member.assignment()) == 2, 30, "the classic member's assignment")
+        with WireClient(broker.port) as client:
+            _commit_offsets_only(client, empty, topic)
+            _consumer_group_member(client, consumer, topic)
+            _share_group_member(client, share, topic)
+            every = _listed(client, 5)
+            ours = {g: (every[g].protocol_type, every[g].group_state, every[g].group_type)
+                    for g in (empty, stable, consumer, share)}  # fmt: skip
+            assert ours[empty] == ("consumer", "Empty", "classic")
+            assert ours[stable] == ("consumer", "Stable", "classic")
+            assert ours[consumer][0::2] == ("consumer", "consumer")
+            assert ours[share] == ("share", "Stable", "share")
+            # Filters match case-insensitively; an empty one keeps everything.
+            shares = _listed(client, 5, types_filter=["Share"])
+            assert share in shares and not {empty, stable, consumer} & set(shares)
+            classic = _listed(client, 5, types_filter=["classic"], states_filter=[])
+            assert {empty, stable} <= set(classic) and not {consumer, share} & set(classic)
+            empties = _listed(client, 4, states_filter=["EMPTY"])
+            assert empty in empties and not {stable, share} & set(empties)
+            assert {empty, stable, consumer, share} <= set(_listed(client, 3))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        result = admin.list_consumer_groups(
+            states={ConsumerGroupState.EMPTY}, types={ConsumerGroupType.CLASSIC},
+            request_timeout=15,
+        ).result(15)  # fmt: skip
+        assert not result.errors, result.errors
+        found = {g.group_id: g for g in result.valid}
+        assert empty in found and stable not in found and consumer not in found
+        assert (found[empty].state, found[empty].type) == (
+            ConsumerGroupState.EMPTY, ConsumerGroupType.CLASSIC,
+        )  # fmt: skip
+    finally:
+        member.stop.set()
+        member.join(timeout=30)
+
+
+def _described(client: WireClient, version: int, group: str, ops: bool = False) -> Any:
+    body = request(ApiKey.DESCRIBE_GROUPS, version,
+                   {"groups": [group], "include_authorized_operations": ops})  # fmt: skip
+    return client.call(body).groups[0]
+
+
+def test_describe_groups_static_members_operations_and_v6(broker: BrokerProcess) -> None:
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    topic, group, consumer = unique("dg"), unique("dg-static"), unique("dg-consumer")
+    create_topic(broker.bootstrap, topic, 2)
+    member = GroupMember(broker.bootstrap, group, topic, **{"group.instance.id": "static-1"})
+    member.start()
+    try:
+        wait_until(lambda: len(member.assignment()) == 2, 30, "the static member's assignment")
+        with WireClient(broker.port) as client:
+            for version in (4, 5, 6):
+                got = _described(client, version, group)
+                assert (got.error_code, got.group_state) == (Errors.NONE, "Stable")
+                assert [m.group_instance_id for m in got.members] == ["static-1"]
+                assert got.authorized_operations == -(1 << 31)  # not asked
+            assert _described(client, 3, group, ops=True).authorized_operations == (
+                GROUP_OPERATIONS
+            )
+            # v0-5 say Dead for a group that is not (classic); v6 says why (KIP-1043).
+            missing = unique("dg-missing")
+            assert _described(client, 5, missing).group_state == "Dead"
+            gone = _described(client, 6, missing)
+            assert (gone.error_code, gone.error_message) == (
+                Errors.GROUP_ID_NOT_FOUND, f"Group {missing} not found.",
+            )  # fmt: skip
+            _consumer_group_member(client, consumer, topic)
+            other = _described(client, 6, consumer)
+            assert (other.error_code, other.error_message) == (
+                Errors.GROUP_ID_NOT_FOUND, f"Group {consumer} is not a classic group.",
+            )  # fmt: skip
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        futures = admin.describe_consumer_groups(
+            [group], include_authorized_operations=True, request_timeout=15
+        )
+        description = futures[group].result(15)
+        assert description.state == ConsumerGroupState.STABLE
+        assert [m.group_instance_id for m in description.members] == ["static-1"]
+        assert set(description.authorized_operations) == {
+            AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+        }  # fmt: skip
+    finally:
+        member.stop.set()
+        member.join(timeout=30)
