@@ -76,6 +76,37 @@ async def _until_led(
         )
 
 
+def _explicit_assignment(topic: Any) -> tuple[int, str | None, list[list[int]] | None]:
+    """A CreateTopics topic's ``assignments`` as each partition's replicas in partition order,
+    checked as Kafka's ``ZkAdminManager.createTopics`` and ``AdminZkClient`` check it (the
+    cluster view then refuses brokers that are not live): counts given beside it are
+    INVALID_REQUEST; an empty or duplicated replica list, replication factors that differ, or
+    partition ids that are not 0..n-1 are INVALID_REPLICA_ASSIGNMENT. (code, message, the
+    assignment or None)."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        return Errors.INVALID_REQUEST, (
+            "Both numPartitions or replicationFactor and replicasAssignments were set. "
+            "Both cannot be used at the same time."
+        ), None  # fmt: skip
+    by_partition = {
+        int(a.partition_index): [int(b) for b in a.broker_ids] for a in topic.assignments
+    }
+    replicas = list(by_partition.values())
+    if len(by_partition) != len(topic.assignments) or sorted(by_partition) != list(
+        range(len(by_partition))
+    ):
+        message = "partitions should be a consecutive 0-based integer sequence"
+    elif any(not r for r in replicas):
+        message = "every partition needs at least one replica"
+    elif len({len(r) for r in replicas}) != 1:
+        message = "All partitions should have the same number of replicas"
+    elif any(len(set(r)) != len(r) for r in replicas):
+        message = f"Duplicate replica assignment found: {by_partition}"
+    else:
+        return Errors.NONE, None, [by_partition[p] for p in range(len(by_partition))]
+    return Errors.INVALID_REPLICA_ASSIGNMENT, message, None
+
+
 async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     cfg = ctx.config
@@ -93,9 +124,14 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
             continue
         partitions = topic.num_partitions
         replication = topic.replication_factor
+        assignment: list[list[int]] | None = None
         if topic.assignments:
-            partitions = len(topic.assignments)
-            replication = len(topic.assignments[0].broker_ids)
+            code, message, assignment = _explicit_assignment(topic)
+            if code != Errors.NONE:
+                result["error_code"], result["error_message"] = code, message
+                continue
+            assert assignment is not None
+            partitions, replication = len(assignment), len(assignment[0])
         if partitions == -1:
             partitions = cfg.num_partitions
         if replication == -1:

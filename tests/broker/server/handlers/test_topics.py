@@ -1,9 +1,11 @@
 """CreateTopics, DeleteTopics and CreatePartitions through confluent-kafka's AdminClient (and
-kafka-python's KafkaAdminClient for CreatePartitions), and Metadata after."""
+kafka-python's KafkaAdminClient for CreatePartitions), and Metadata after; a malformed replica
+assignment refused as Kafka refuses it."""
 
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -22,8 +24,11 @@ with warnings.catch_warnings():
     from kafka.admin import KafkaAdminClient
     from kafka.admin import NewPartitions as KNewPartitions
 
+from sluice.broker.protocol import ApiKey
+from sluice.broker.protocol.errors import Errors
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.clients import Msg, consumer, poll_messages, produce, unique
+from tests.broker.server.wire import WireClient, request
 
 pytestmark = [
     pytest.mark.broker,
@@ -166,3 +171,42 @@ def test_kafka_python_create_partitions(broker: BrokerProcess) -> None:
         client.close()
     assert [r.error_code for r in response.results] == [0]
     assert len(_admin(broker).list_topics(timeout=10).topics[topic].partitions) == 4
+
+
+def _create_assigned(wire: WireClient, topic: str, assignments: list[list[int]],
+                     partitions: int = -1, replication: int = -1) -> Any:  # fmt: skip
+    body = request(ApiKey.CREATE_TOPICS, 4, {
+        "topics": [{"name": topic, "num_partitions": partitions,
+                    "replication_factor": replication, "configs": [],
+                    "assignments": [{"partition_index": i, "broker_ids": b}
+                                    for i, b in enumerate(assignments)]}],
+        "timeout": 10_000, "validate_only": False,
+    })  # fmt: skip
+    return wire.call(body).topics[0]
+
+
+def test_a_malformed_replica_assignment_is_refused(broker: BrokerProcess) -> None:
+    # Kafka's ZkAdminManager/AdminZkClient checks, before anything is created.
+    topic = unique("assign-bad")
+    with WireClient(broker.port) as wire:
+        both = _create_assigned(wire, topic, [[0]], partitions=1)
+        assert both.error_code == Errors.INVALID_REQUEST
+        assert "cannot be used at the same time" in both.error_message
+        for assignments, words in (
+            ([[0], [0, 0]], "same number of replicas"),
+            ([[0, 0]], "Duplicate replica"),
+            ([[]], "at least one replica"),
+        ):
+            refused = _create_assigned(wire, topic, assignments)
+            assert refused.error_code == Errors.INVALID_REPLICA_ASSIGNMENT, assignments
+            assert words in refused.error_message
+        gap = request(ApiKey.CREATE_TOPICS, 4, {
+            "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1,
+                        "configs": [], "assignments": [{"partition_index": 1,
+                                                        "broker_ids": [0]}]}],
+            "timeout": 10_000, "validate_only": False,
+        })  # fmt: skip
+        refused = wire.call(gap).topics[0]
+        assert refused.error_code == Errors.INVALID_REPLICA_ASSIGNMENT
+        assert "consecutive 0-based" in refused.error_message
+    assert topic not in _admin(broker).list_topics(timeout=10).topics
