@@ -29,6 +29,10 @@ grace) before the newest published load started; later windows are ``open`` for 
 ``warehouse.cutoff=audit`` it is judged like the Kafka tiers (right after a load, or with an
 ``--until`` before the load's start).
 
+Before its SparkSession starts, a run checks the registry, the warehouse and ``report.dir``
+(``sluice.pipeline.audit.preflight``): a silent service or an unwritable report directory fails
+the audit in seconds, not after Spark's start-up.
+
 Exit status (``sluice audit``): 0 every closed window agrees, 1 some closed window differs or
 the audit failed, 2 bad configuration, 3 a service did not answer (a cluster, the registry or
 the Spark master; ``sluice.cli.errors.unreachable_cause`` finds it behind the audit's error).
@@ -58,6 +62,7 @@ from sluice.pipeline.audit.counts import (
     warehouse_coverage,
     warehouse_frame,
 )
+from sluice.pipeline.audit.preflight import AuditPreflightError, preflight
 from sluice.pipeline.audit.producer import window_of
 from sluice.pipeline.audit.report import AuditResult, compare, format_ms, render_text, write_report
 
@@ -111,6 +116,11 @@ def run_audit(
         if config.lookback_ms is not None
         else None
     )
+    try:
+        # Everything checkable without Spark first: the registry, the warehouse, report.dir.
+        preflight(config)
+    except AuditPreflightError as exc:
+        raise AuditError(str(exc)) from exc  # the chain keeps a silent service's error: exit 3
     say(f"cutoff {format_ms(cutoff)}, windows of {config.window_ms} ms, grace {config.grace_ms} ms")
     try:
         spark = spark if spark is not None else build_spark(config)

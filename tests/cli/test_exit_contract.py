@@ -173,6 +173,68 @@ def test_audit_with_a_misspelt_key_exits_2_with_did_you_mean(tmp_path: Path) -> 
     assert one_line_error(bad_until).startswith("sluice audit: --until:")
 
 
+# What the audit run checks before its SparkSession (sluice.pipeline.audit.preflight), with
+# the brokers up. spark.local.dir is a directory of the test's: a SparkContext that started
+# would have made its block manager's directory there.
+
+
+def _spark_started(local_dir: Path) -> bool:
+    return local_dir.exists() and any(local_dir.iterdir())
+
+
+@pytest.mark.broker
+def test_audit_with_the_registry_down_exits_3_before_spark_starts(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    url = f"http://{dead_address()}"
+    local = tmp_path / "spark-local"
+    config = audit_config(tmp_path, broker.bootstrap, schema_registry_url=url,
+                          spark_local_dir=str(local))  # fmt: skip
+    proc, took = sluice("audit", "--config", str(config))
+    assert proc.returncode == 3, proc.stderr
+    line = one_line_error(proc)
+    assert f"schema.registry.url: expected the schema registry at {url} to answer within 5s" in line
+    assert took < DEAD_SERVICE_BOUND_S
+    assert not _spark_started(local)
+
+
+@pytest.mark.broker
+def test_audit_with_the_iceberg_catalog_down_exits_3_naming_it(
+    broker: BrokerProcess, registry: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    local = tmp_path / "spark-local"
+    config = audit_config(
+        tmp_path, broker.bootstrap, schema_registry_url=registry, tiers="live,warehouse",
+        warehouse_format="iceberg", warehouse_path=str(tmp_path / "warehouse"),
+        iceberg_catalog_uri=f"postgresql+psycopg2://sluice:secret@127.0.0.1:{port}/iceberg",
+        spark_local_dir=str(local),
+    )  # fmt: skip
+    proc, took = sluice("audit", "--config", str(config))
+    assert proc.returncode == 3, proc.stderr
+    line = one_line_error(proc)
+    assert "iceberg.catalog.uri: expected the Iceberg catalog to answer" in line
+    assert f"sluice:***@127.0.0.1:{port}/iceberg" in line and "secret" not in line
+    assert took < DEAD_SERVICE_BOUND_S
+    assert not _spark_started(local)
+
+
+@pytest.mark.broker
+def test_audit_with_an_unwritable_report_dir_exits_1_before_spark_starts(
+    broker: BrokerProcess, registry: str, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    local = tmp_path / "spark-local"
+    config = audit_config(tmp_path, broker.bootstrap, schema_registry_url=registry,
+                          report_dir=str(tmp_path / "file" / "report"),
+                          spark_local_dir=str(local))  # fmt: skip
+    proc, _ = sluice("audit", "--config", str(config))
+    assert proc.returncode == 1, proc.stderr
+    line = one_line_error(proc)
+    assert f"report.dir: expected a directory the driver can write, found {tmp_path}" in line
+    assert not _spark_started(local)
+
+
 # Differing counts (exit 1) need Spark and produced data: tests/pipeline/audit/test_audit.py
 # runs the audit command over a scenario whose warehouse lost rows and asserts 1.
 
