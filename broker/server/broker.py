@@ -350,6 +350,8 @@ class Broker:
                 for a in self.config.advertised_listeners
             )
             await self._join()
+            # Share-group state files of an earlier Sluice move into __share_group_state.
+            await self.share_state.migrate_state_files(self.config.log_dirs[0])
             # Where transactions were ever used, the coordinator loads its state partitions now,
             # so transactions a crash left prepared are finished without waiting for a
             # transactional client (like Kafka, __transaction_state itself is created on the

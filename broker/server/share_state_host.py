@@ -49,6 +49,11 @@ from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, Bro
 from sluice.broker.replication.partition import Role
 from sluice.broker.replication.replica_manager import ReplicaManager
 from sluice.broker.share.share_coordinator import ShareCoordinator
+from sluice.broker.share.share_state_files import (
+    ShareStateFileError,
+    read_state_files,
+    remove_state_files,
+)
 from sluice.broker.share.share_state_log import (
     TOPIC,
     RawRecord,
@@ -178,6 +183,30 @@ class ShareStateHost:
             return
         if role is not Role.LEADER:
             share.drop_partitions(tp.topic, tp.partition)
+
+    async def migrate_state_files(self, log_dir: str) -> None:
+        """Move the share-group state files of an earlier Sluice (``share_state_files``) into
+        the topic: their states are written (kept where the topic holds a state already) and,
+        once committed, the files deleted. A failure is logged and the files are kept for the
+        next start."""
+        share = self.share
+        try:
+            found = read_state_files(log_dir)
+        except ShareStateFileError as exc:
+            log.error("share-group state files not moved: %s", exc)
+            return
+        if share is None or not found:
+            return
+        for group, states in found.items():
+            held = share.store.load(group)
+            share.store.write(group, {k: v for k, v in states.items() if k not in held})
+        try:
+            await share.flush()
+        except ShareStateUnavailableError as exc:
+            log.warning("share-group state files kept, not yet in %s: %s", TOPIC, exc)
+            return
+        remove_state_files(log_dir)
+        log.info("moved the share-group state of %d group(s) into %s", len(found), TOPIC)
 
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
