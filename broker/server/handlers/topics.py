@@ -78,11 +78,12 @@ async def _until_led(
 
 def _explicit_assignment(topic: Any) -> tuple[int, str | None, list[list[int]] | None]:
     """A CreateTopics topic's ``assignments`` as each partition's replicas in partition order,
-    checked as Kafka's ``ZkAdminManager.createTopics`` and ``AdminZkClient`` check it (the
-    cluster view then refuses brokers that are not live): counts given beside it are
-    INVALID_REQUEST; an empty or duplicated replica list, replication factors that differ, or
-    partition ids that are not 0..n-1 are INVALID_REPLICA_ASSIGNMENT. (code, message, the
-    assignment or None)."""
+    checked as Kafka's ``ZkAdminManager.createTopics`` and ``AdminZkClient`` check it: counts
+    given beside it are INVALID_REQUEST; an empty or duplicated replica list, replication
+    factors that differ, or partition ids that are not 0..n-1 are INVALID_REPLICA_ASSIGNMENT.
+    (code, message, the assignment or None.) The topic takes the assignment's counts; its
+    replicas are still assigned over the live brokers, as ``TopicAdmin.create`` takes no
+    assignment yet."""
     if topic.num_partitions != -1 or topic.replication_factor != -1:
         return Errors.INVALID_REQUEST, (
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
