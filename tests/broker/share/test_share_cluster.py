@@ -159,11 +159,13 @@ def _poll_until_quiet(consumers: list[ShareConsumer], quiet: float) -> list[Mess
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_share_coordinator_keeps_acknowledged_and_loses_nothing(
-    cluster: BrokerCluster,
+@pytest.mark.parametrize("coordinator", ["the leader", "another broker"])
+def test_kill_9_of_the_leader_keeps_acknowledged_and_loses_nothing(
+    cluster: BrokerCluster, coordinator: str
 ) -> None:
     """Two ShareConsumers accept a third of what they hold, release a third and keep the rest
-    acquired; the broker that leads the partition and is its share coordinator is killed; two
+    acquired; the partition's leader is killed — its share coordinator too, or with the share
+    coordinator on another broker, so that the state was written there with a Produce; two
     new consumers get every record but the accepted ones — the released and the held ones
     again (delivery count 2), the others once — and none twice."""
     topic = "share-failover"
@@ -178,15 +180,16 @@ def test_kill_9_of_the_share_coordinator_keeps_acknowledged_and_loses_nothing(
     finally:
         warm.close()
     leaders = {p: cluster.wait_leader(STATE_TOPIC, p).leader for p in range(NUM_PARTITIONS)}
+
     # A group whose share coordinator for the partition — the leader of the state partition
-    # its key hashes to, what FindCoordinator key type 2 answers — is the partition's leader.
-    group = next(
-        (g for i in range(200)
-         if leaders[partition_for(ShareStateKey(g := f"sg-failover-{i}", topic_id, 0),
-                                  NUM_PARTITIONS)] == leader),
-        None,
-    )  # fmt: skip
-    assert group is not None, f"expected a group coordinated by broker {leader} among 200"
+    # its key hashes to, what FindCoordinator key type 2 answers — is the partition's leader
+    # (or is not).
+    def coordinated_as_wanted(group: str) -> bool:
+        at = leaders[partition_for(ShareStateKey(group, topic_id, 0), NUM_PARTITIONS)]
+        return (at == leader) == (coordinator == "the leader")
+
+    group = next((g for i in range(200) if coordinated_as_wanted(g := f"sg-failover-{i}")), None)
+    assert group is not None, f"expected a group coordinated by {coordinator} among 200"
     key = ShareStateKey(group, topic_id, 0)
     state_partition = partition_for(key, NUM_PARTITIONS)
     explicit = {"share.acknowledgement.mode": "explicit", "max.poll.records": 10}
@@ -218,7 +221,7 @@ def test_kill_9_of_the_share_coordinator_keeps_acknowledged_and_loses_nothing(
                     released.add((m.partition(), m.offset()))
             c.commit_sync()  # answered once the state is committed on the in-sync replicas
         assert accepted and released
-        cluster.kill(leader)  # SIGKILL: the partition's leader and its share coordinator
+        cluster.kill(leader)  # SIGKILL: the partition's leader (and maybe share coordinator)
         cluster.wait_leader(topic, 0, not_in={leader})
     finally:
         for c in first:
