@@ -18,7 +18,7 @@ import pytest
 
 from sluice.broker.log.log_segment import FileSlice
 from sluice.broker.protocol import EncodedFetchResponse
-from sluice.broker.server.response_writer import write_response
+from sluice.broker.server.response_writer import INLINE_MAX, flush_pending, inline, write_response
 
 # struct tcp_info (linux/tcp.h): tcpi_segs_out, a u32 at byte 136 (Linux >= 4.2).
 SEGS_OUT = 136
@@ -199,6 +199,77 @@ def test_a_segment_shorter_than_its_slice_closes_the_connection_with_a_warning(
         assert "ended 2097152 bytes short" in caplog.text
         reader.join(30)
         assert reader.got == header + path.read_bytes()[1 << 20 :]
+    finally:
+        os.close(fd)
+        client.close()
+        listener.close()
+
+
+def test_a_small_fetch_response_is_copied_whole_and_leaves_with_the_pending_ones(
+    tmp_path: Path,
+) -> None:
+    """At most ``INLINE_MAX`` bytes, a fetch response is read into memory (its slices with
+    ``pread``) and written with the responses pending before and after it: one write, one
+    segment, in order, byte for byte — no cork and no ``sendfile``."""
+    data = os.urandom(8192)
+    path = tmp_path / "segment.log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    listener, client, accepted = _pair()
+    accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    chunks: list[Any] = [b"h" * 40, FileSlice(fd, 100, 1000), b"m" * 20, FileSlice(fd, 5000, 3000)]
+    fetch = EncodedFetchResponse(chunks, 4060)
+    expected_fetch = b"h" * 40 + data[100:1100] + b"m" * 20 + data[5000:8000]
+
+    async def send() -> int:
+        _, writer = await asyncio.open_connection(sock=accepted)
+        raw = writer.get_extra_info("socket")
+        before = _segments_sent(raw)
+        copied = inline(fetch)
+        assert copied == expected_fetch
+        await flush_pending(writer, [b"before", copied, b"after"])
+        sent = _segments_sent(raw) - before
+        writer.close()
+        await writer.wait_closed()
+        return sent
+
+    try:
+        segments = asyncio.run(send())
+        total = len(b"before") + len(expected_fetch) + len(b"after")
+        assert _receive(client, total) == b"before" + expected_fetch + b"after"
+        assert segments == 1, f"expected the three responses in one segment, found {segments}"
+    finally:
+        os.close(fd)
+        client.close()
+        listener.close()
+
+
+def test_a_fetch_response_above_the_inline_limit_is_left_to_zero_copy(tmp_path: Path) -> None:
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(INLINE_MAX * 2))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        at_limit = EncodedFetchResponse([b"h" * 10, FileSlice(fd, 0, INLINE_MAX - 10)], INLINE_MAX)
+        over = EncodedFetchResponse([b"h" * 10, FileSlice(fd, 0, INLINE_MAX - 9)], INLINE_MAX + 1)
+        copied = inline(at_limit)
+        assert copied is not None and len(copied) == INLINE_MAX
+        assert inline(over) is None
+    finally:
+        os.close(fd)
+
+
+def test_a_small_fetch_response_whose_segment_was_truncated_is_not_copied(tmp_path: Path) -> None:
+    """A slice past its segment's end reads short: ``inline`` declines, and ``write_response``
+    (which the connection falls back to) closes the connection, as for a large response."""
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(1000))
+    fd = os.open(path, os.O_RDONLY)
+    listener, client, accepted = _pair()
+    response = EncodedFetchResponse([b"h" * 10, FileSlice(fd, 500, 800)], 810)
+    try:
+        assert inline(response) is None
+        with pytest.raises(ConnectionResetError, match="truncated"):
+            asyncio.run(_write(accepted, response))
     finally:
         os.close(fd)
         client.close()
