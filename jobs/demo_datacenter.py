@@ -7,7 +7,7 @@
                                                                           ▼
                                             offline cluster (2 brokers) ──▶ nightly load (Spark)
                                                                           ▼
-                                         warehouse Parquet ◀── audit: producers = live =
+                                     Iceberg table ◀── audit: producers = live =
                                                                        offline = warehouse?
 
 1. ZooKeeper (Debian's package, ``sluice zookeeper start``); a **live** cluster (brokers 1, 2 in
@@ -26,18 +26,22 @@
    message stamped with its timestamp and server name; per-topic counts per 5 s window published
    to the audit topic). Halfway through, the mirror is killed with SIGKILL while one of its
    transactions is open on the offline cluster (records past the last stable offset, and
-   growing: the demo polls ListOffsets read_committed against read_uncommitted), and
-   restarted: the
-   restart fences the dead process's transactional id (its open transaction is aborted, with
-   markers written to the partitions of both offline brokers) and resumes from the offsets
-   committed in the offline cluster. Nothing is lost, and nothing doubled for read_committed
-   readers — the nightly load and the audit read the offline cluster read_committed. After the
-   catch-up the demo counts the offline topic both ways: the difference is what was aborted.
+   growing: the demo polls ListOffsets read_committed against read_uncommitted; when no look
+   catches one within a quarter of the production time it kills it then, and says so), and
+   restarted: the restart fences the dead process's transactional id (its open transaction is
+   aborted, with markers written to the partitions of both offline brokers) and resumes from
+   the offsets committed in the offline cluster. Nothing is lost, and nothing doubled for
+   read_committed readers — the nightly load and the audit read the offline cluster
+   read_committed. After the catch-up the demo counts the offline topic both ways: the
+   difference is what was aborted.
 4. When the mirror has caught up (lag 0 on every partition), the nightly load reads the offline
-   cluster into ``warehouse/datacenter/page_views`` (spark-submit), then the audit job counts
-   every tier (producers' reports, live, offline, warehouse) per topic and window and prints its
-   table; report, chart and JSON are in ``data/datacenter/audit``. The demo then reads
-   ``audit.json`` and prints the duplicates per tier.
+   cluster into the Iceberg table ``sluice.page_views`` (``table.format=iceberg``: its data
+   under ``warehouse/datacenter/sluice/page_views``, its catalog the SQLite file
+   ``warehouse/datacenter/_iceberg_catalog.db``; spark-submit), then the audit job counts every
+   tier (producers' reports, live, offline, and the table's current snapshot:
+   ``warehouse.format=iceberg``) per topic and window and prints its table; report, chart and
+   JSON are in ``data/datacenter/audit``. The demo then reads ``audit.json`` and prints the
+   duplicates per tier.
 5. Everything is stopped with SIGTERM; the demo fails if any process did not exit 0, the audit
    found a closed window that differs, or any tier counted a duplicate.
 
@@ -259,18 +263,19 @@ def kill_mid_transaction(mirror: ChildProcess, offline: str, timeout: float) -> 
     of ``page_views`` past the offline cluster's last stable offset grow between two looks
     (records past it that do not grow may be a commit already decided, its markers on their
     way). Gives up waiting after ``timeout`` seconds and kills it then; returns how many
-    records past the last stable offset the last look saw."""
+    records past the last stable offset the look that caught the transaction growing saw, or
+    None when no look did."""
     deadline = time.monotonic() + timeout
     before = uncommitted(offline)
-    now = before
     while time.monotonic() < deadline:
         time.sleep(0.02)
         now = uncommitted(offline)
         if before and now and now > before:
-            break
+            mirror.kill()
+            return now
         before = now
     mirror.kill()
-    return now
+    return None
 
 
 def read_counts(bootstrap: str) -> dict[str, int]:
@@ -399,8 +404,12 @@ def produce_through_a_mirror_crash(
         t.start()
     time.sleep(PRODUCE_SECONDS / 2)
     held = kill_mid_transaction(mirror, offline, PRODUCE_SECONDS / 4)
-    print(f"    kill -9 the mirror mid-traffic ({held or 0} mirrored records in its open "
-          "transaction on the offline cluster), restarting it", flush=True)  # fmt: skip
+    caught = (
+        f"{held} mirrored records in its open transaction on the offline cluster"
+        if held
+        else f"no open transaction seen growing within {PRODUCE_SECONDS / 4:.0f}s"
+    )
+    print(f"    kill -9 the mirror mid-traffic ({caught}), restarting it", flush=True)
     time.sleep(2)
     mirror.spawn()
     for t in fronts:
@@ -427,11 +436,11 @@ def await_mirror(mirror_config: Path, offline: str) -> None:
 def load_and_audit(configs: dict[str, Path]) -> tuple[int, dict[str, int]]:
     """Step 4: the nightly load, then the audit: its exit status and the duplicates per tier
     (exits the demo if the load failed)."""
-    step("nightly load: offline cluster -> warehouse/datacenter/page_views")
+    step(f"nightly load: offline cluster -> Iceberg table sluice.{TOPIC} in warehouse/datacenter")
     if spark_submit(REPO / "jobs" / "nightly_load.py", configs["load"], cwd=REPO) != 0:
         raise SystemExit("the nightly load failed")
 
-    step("audit: producers' counts against live, offline and warehouse, per window")
+    step(f"audit: producers' counts against live, offline and sluice.{TOPIC}, per window")
     audit_status = spark_submit(REPO / "jobs" / "audit.py", configs["audit"], cwd=REPO)
     print(f"    audit exit status {audit_status}; report in {DATA.relative_to(REPO)}/audit")
     duplicates = audit_duplicates(DATA / "audit" / "audit.json")
