@@ -60,11 +60,11 @@ test-fast: install ## The suite without the slow fault-injection tests
 	$(BIN)/pytest -q -m "not slow"
 
 .PHONY: demo
-demo: install system-deps ## A standalone broker + registry, Avro events, the nightly load via spark-submit, then stop
+demo: install system-deps ## A standalone broker + registry, Avro events, two nightly loads via spark-submit into an Iceberg table, a query of it, then stop
 	$(BIN)/python -m sluice.jobs.demo
 
 .PHONY: demo-datacenter
-demo-datacenter: install system-deps ## The paper's deployment: live + offline clusters, mirror, nightly load, audit
+demo-datacenter: install system-deps ## The paper's deployment: live + offline clusters, mirror, nightly load into Iceberg, audit
 	$(BIN)/python -m sluice.jobs.demo_datacenter
 
 .PHONY: compat
