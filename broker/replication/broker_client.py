@@ -168,8 +168,12 @@ class BrokerClient:
             try:
                 writer.write(encode_request(correlation_id, self.client_id, body))
                 await writer.drain()
-                size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), self.timeout))
-                frame = await asyncio.wait_for(reader.readexactly(size[0]), self.timeout)
+                # asyncio.timeout rather than wait_for, which wraps each read in a task: a
+                # follower makes two reads a fetch, thousands a second in an acks=all round.
+                async with asyncio.timeout(self.timeout):
+                    size = _SIZE.unpack(await reader.readexactly(4))
+                async with asyncio.timeout(self.timeout):
+                    frame = await reader.readexactly(size[0])
             except (OSError, asyncio.IncompleteReadError, TimeoutError):
                 await self.close()
                 raise

@@ -136,6 +136,11 @@ class ReplicaManager:
         #: ISR changes this broker wrote as a leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        #: Followers' fetches that waited here (Kafka's DelayedFetchMetrics, fetcherType
+        #: follower): completed by a change to their partitions — an append wakes them, which
+        #: is what completes an acks=all produce in milliseconds — or expired at max_wait.
+        self.follower_fetches_woken = 0
+        self.follower_fetches_expired = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._link = cluster if isinstance(cluster, ControllerLink) else None
@@ -159,6 +164,10 @@ class ReplicaManager:
         self._tasks.append(self._loop.create_task(self._isr_expiry_loop()))
 
     async def stop(self) -> None:
+        log.info(
+            "follower fetches that waited here: %d completed by a change (an append), "
+            "%d expired", self.follower_fetches_woken, self.follower_fetches_expired,
+        )  # fmt: skip
         for task in self._tasks:
             task.cancel()
         for fetcher in list(self.fetchers.values()):
@@ -402,7 +411,9 @@ class ReplicaManager:
         future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(p.tp, []).append((info.last_offset + 1, future))
         try:
-            error = await asyncio.wait_for(future, timeout_ms / 1000)
+            # (a timeout cancels the future, as wait_for did, without a task around it)
+            async with asyncio.timeout(timeout_ms / 1000):
+                error = await future
         except TimeoutError:
             return AppendResult(
                 Errors.REQUEST_TIMED_OUT, info,
@@ -522,6 +533,14 @@ class ReplicaManager:
                     await asyncio.sleep(OFFLINE_REPORT_RETRY_S)
         finally:
             self._reporting = False
+
+    def follower_fetch_done(self, *, expired: bool) -> None:
+        """A follower's fetch that waited for data has been answered: woken by a change to
+        its partitions, or ``expired`` at its ``max_wait``."""
+        if expired:
+            self.follower_fetches_expired += 1
+        else:
+            self.follower_fetches_woken += 1
 
     def record_follower_fetch(
         self, replica_id: int, topic: str, partition: int, fetch_offset: int

@@ -37,7 +37,8 @@ class FetchPurgatory:
         for tp in keys:
             self._waiters[tp].add(event)
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):  # (wait_for would wrap the wait in a task)
+                await event.wait()
             return True
         except TimeoutError:
             return False
