@@ -13,7 +13,10 @@ One request drives everything: ConsumerGroupHeartbeat (Kafka's
    while it owns nothing beyond its assignment — else FENCED_MEMBER_EPOCH; an unknown member
    gets UNKNOWN_MEMBER_ID;
 3. bumps the group epoch when a member joins or leaves, a subscription or assignor changes,
-   or the partition count of a subscribed topic does (regexes resolved over the topics);
+   or the partition count of a subscribed topic does (regexes resolved over the topics). A
+   regex new to the group is resolved from the group's next heartbeat on: Kafka resolves it in
+   the background, so the heartbeat that brings it is answered with the named topics only,
+   and the regex's topics come with a later one (librdkafka's tests expect that order);
 4. recomputes the target assignment when the group epoch is past it;
 5. reconciles the member (``consumer_group.next_assignment``) and answers its epoch and, when
    it joined, its assignment changed or it reports owning something else, its assignment.
@@ -43,7 +46,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sluice.broker.groups.consumer_assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
@@ -169,9 +172,12 @@ class ConsumerGroupCoordinator:
         deadline = self._now() + self.session_timeout
         for group_id, records in stored.items():
             group = load_group(group_id, records, names, deadline)
+            # The members' regexes were resolved by the coordinator that wrote the records.
+            group.regexes = {m.subscribed_regex for m in group.members.values()
+                             if m.subscribed_regex}  # fmt: skip
             subscribed: set[str] = set()
             for m in group.members.values():
-                subscribed |= self.subscription(m, counts)
+                subscribed |= self.subscription(m, counts, group.regexes)
             group.subscribed_metadata = {t: counts[t] for t in sorted(subscribed)}
             self.groups[group_id] = group
             self._written[group_id] = dict(records)
@@ -253,6 +259,7 @@ class ConsumerGroupCoordinator:
                 return _fail(Errors.UNKNOWN_MEMBER_ID, member_id, member_epoch)
             group = self.groups[group_id] = ConsumerGroup(group_id)
         self._ensure_expiry_task()
+        self._resolve_regexes(group)
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(group, member_id, instance_id, member_epoch)
         found = self._member(group, member_id, member_epoch, instance_id, owned)
@@ -263,6 +270,8 @@ class ConsumerGroupCoordinator:
             return _fail(Errors.GROUP_MAX_SIZE_REACHED, member_id, member_epoch)
         changed = joined and member.member_id not in group.members
         changed |= self._subscribe(member, subscribed_names, subscribed_regex, server_assignor)
+        if member.subscribed_regex and member.subscribed_regex not in group.regexes:
+            group.pending_regexes.add(member.subscribed_regex)
         member.client_id, member.client_host = client_id or member.client_id, client_host
         if rack_id is not None:
             member.rack_id = rack_id
@@ -381,20 +390,31 @@ class ConsumerGroupCoordinator:
         return before != (member.subscribed_names, member.subscribed_regex, member.server_assignor)
 
     @staticmethod
-    def subscription(member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
+    def subscription(
+        member: ConsumerMember, topics: Mapping[str, int], resolved: Collection[str] | None = None
+    ) -> frozenset[str]:
         """The existing topics a member subscribes to: its names, and the topics its regex
-        matches (full match)."""
+        matches (full match) — if the regex is among ``resolved`` (None: any)."""
         named = frozenset(t for t in member.subscribed_names if t in topics)
-        if member.subscribed_regex:
-            pattern = re.compile(member.subscribed_regex)
+        regex = member.subscribed_regex
+        if regex and (resolved is None or regex in resolved):
+            pattern = re.compile(regex)
             return named | frozenset(t for t in topics if pattern.fullmatch(t))
         return named
+
+    @staticmethod
+    def _resolve_regexes(group: ConsumerGroup) -> None:
+        """The regexes earlier heartbeats brought are resolved now; those no member uses any
+        more are forgotten (a member bringing one back waits for it again, as in Kafka)."""
+        used = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
+        group.regexes = (group.regexes | group.pending_regexes) & used
+        group.pending_regexes.clear()
 
     def _refresh_metadata(self, group: ConsumerGroup, topics: Mapping[str, int]) -> bool:
         """Note the partition counts of the subscribed topics; whether they changed."""
         subscribed: set[str] = set()
         for m in group.members.values():
-            subscribed |= self.subscription(m, topics)
+            subscribed |= self.subscription(m, topics, group.regexes)
         metadata = {t: topics[t] for t in sorted(subscribed)}
         if metadata == group.subscribed_metadata:
             return False
@@ -405,7 +425,9 @@ class ConsumerGroupCoordinator:
         preferred = sorted(m.server_assignor for m in group.members.values() if m.server_assignor)
         name = preferred[0] if preferred else self.assignors[0]
         assign = ASSIGNORS[name]
-        subs = {m.member_id: self.subscription(m, topics) for m in group.members.values()}
+        subs = {
+            m.member_id: self.subscription(m, topics, group.regexes) for m in group.members.values()
+        }
         group.target = assign(subs, group.subscribed_metadata, group.target)
         group.assignor = name
         group.target_epoch = group.group_epoch

@@ -132,6 +132,11 @@ class ConsumerGroup:
     assignor: str = "uniform"
     #: instance id → member id, for static members.
     static_members: dict[str, str] = field(default_factory=dict)
+    #: The members' regexes the group has resolved — re-resolved against the topics at every
+    #: heartbeat — and those a heartbeat brought that are resolved from the next one on (Kafka
+    #: resolves a new regex in the background; until then it matches nothing).
+    regexes: set[str] = field(default_factory=set)
+    pending_regexes: set[str] = field(default_factory=set)
 
     def state(self) -> str:
         """Kafka's ``ConsumerGroup.ConsumerGroupState`` names, as DescribeGroups shows them."""

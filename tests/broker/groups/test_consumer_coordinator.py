@@ -155,11 +155,34 @@ def test_the_group_consumer_keys_are_what_the_coordinator_applies() -> None:
 
 def test_regex_subscription_follows_new_topics() -> None:
     c = ConsumerGroupCoordinator()
-    r = join(c, "m1", subscribed_names=None, subscribed_regex="orders-.*",
-             topics={"orders-1": 2, "other": 2})  # fmt: skip
+    topics = {"orders-1": 2, "other": 2}
+    r = join(c, "m1", subscribed_names=None, subscribed_regex="orders-.*", topics=topics)
+    assert r.assignment == {}  # a regex new to the group is resolved from the next heartbeat
+    r = beat(c, "m1", r.member_epoch, r.assignment, topics=topics)
     assert r.assignment == {"orders-1": frozenset({0, 1})}
     r = beat(c, "m1", r.member_epoch, r.assignment, topics={"orders-1": 2, "orders-2": 1})
     assert r.assignment == {"orders-1": frozenset({0, 1}), "orders-2": frozenset({0})}
+
+
+def test_a_new_regex_is_resolved_after_the_heartbeat_that_brings_it() -> None:
+    # Kafka resolves a new regex in the background: the heartbeat that brings it is answered
+    # with the named topics; the regex's come with a later one. A regex the group has already
+    # resolved (another member's) applies at once; one nobody uses any more is forgotten.
+    topics = {"orders-1": 2, "audit": 1}
+    c = ConsumerGroupCoordinator()
+    r = join(c, "m1", subscribed_names=["audit"], subscribed_regex="(^orders-.)", topics=topics)
+    assert r.assignment == {"audit": frozenset({0})}
+    r = beat(c, "m1", r.member_epoch, r.assignment, topics=topics)
+    assert r.assignment == {"audit": frozenset({0}), "orders-1": frozenset({0, 1})}
+    r2 = join(c, "m2", subscribed_names=[], subscribed_regex="(^orders-.)", topics=topics)
+    group = c.describe("g")
+    assert group is not None and group.target["m2"] != {}  # known: in m2's first target
+    assert beat(c, "m1", r.member_epoch, r.assignment, topics=topics).error is Errors.NONE
+    assert beat(c, "m2", r2.member_epoch, {}, topics=topics).error is Errors.NONE
+    assert beat(c, "m1", -1, None, topics=topics).error is Errors.NONE
+    assert beat(c, "m2", -1, None, topics=topics).error is Errors.NONE
+    r = join(c, "m3", subscribed_names=[], subscribed_regex="(^orders-.)", topics=topics)
+    assert r.assignment == {}  # the group forgot it: resolved again, from the next heartbeat
 
 
 def test_names_and_a_regex_together_as_librdkafka_sends_them() -> None:
