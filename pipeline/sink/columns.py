@@ -5,7 +5,7 @@ found by its exact name, and any other column is ignored::
 
     column      type                                      when absent
     value       string or binary (a struct with           error: MissingValueColumnError
-                valueFormat=avro); null = a tombstone
+                a typed valueFormat); null = a tombstone
     key         string or binary                          null keys
     topic       string                                    the topic option; with neither,
                                                           MissingTopicError
@@ -87,7 +87,7 @@ def _same(a: DataType, b: DataType) -> bool:
 class SinkColumns:
     """Which sink columns a DataFrame has, and how to read each; picklable.
 
-    ``value`` / ``key`` are ``"string"``, ``"binary"``, ``"struct"`` (value only, Avro) or
+    ``value`` / ``key`` are ``"string"``, ``"binary"``, ``"struct"`` (value only, a typed format) or
     ``None`` (absent key); ``timestamp`` is ``"timestamp"``, ``"double"`` or ``None``.
     ``topic_column`` is whether rows take their topic from a ``topic`` column (no option).
     """
@@ -100,10 +100,11 @@ class SinkColumns:
     timestamp: str | None
 
     @classmethod
-    def of(cls, schema: Any, *, topic_option: str | None, avro: bool) -> SinkColumns:
+    def of(cls, schema: Any, *, topic_option: str | None, typed: bool) -> SinkColumns:
         """Check ``schema`` (a ``StructType``) against the contract; the columns to write.
 
-        ``avro``: ``valueFormat=avro``, where ``value`` must be a struct.
+        ``typed``: a typed ``valueFormat`` (avro, json-schema, protobuf), where ``value`` must
+        be a struct.
         """
         if not isinstance(schema, StructType):
             raise SinkColumnsError(f"expected a StructType schema, found {type(schema).__name__}")
@@ -112,10 +113,10 @@ class SinkColumns:
             listed = ", ".join(schema.names) or "none"
             raise MissingValueColumnError(
                 f"Required attribute 'value' not found: expected a column named value "
-                f"({'struct' if avro else 'string or binary'}), found columns {listed}"
+                f"({'struct' if typed else 'string or binary'}), found columns {listed}"
             )
-        if avro:
-            value = _kind(fields, "value", {"struct": StructType()}, "struct (valueFormat=avro)")
+        if typed:
+            value = _kind(fields, "value", {"struct": StructType()}, "struct (typed valueFormat)")
         else:
             value = _kind(fields, "value", {"string": StringType(), "binary": BinaryType()})
         key = _kind(fields, "key", {"string": StringType(), "binary": BinaryType()})

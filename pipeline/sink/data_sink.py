@@ -18,8 +18,9 @@ Spark's Kafka sink (``org.apache.spark.sql.kafka010``: ``KafkaWriter``, ``KafkaW
 
 Columns (``sluice.pipeline.sink.columns``): ``value`` required, ``key``, ``topic``,
 ``partition``, ``headers``, ``timestamp`` optional. Options (``sluice.pipeline.sink.options``):
-``kafka.*`` producer settings, ``topic``, and ``valueFormat=avro`` with the registry options
-(``sluice.pipeline.sink.avro_values``).
+``kafka.*`` producer settings, ``topic``, and ``valueFormat=avro|json-schema|protobuf`` with
+the registry options (``sluice.pipeline.sink.writer_schema``; the encoders ``avro_values``,
+``json_values``, ``protobuf_values``).
 
 Lifecycle (``pyspark.sql.datasource``)
 ======================================
@@ -27,8 +28,8 @@ Lifecycle (``pyspark.sql.datasource``)
 ``SluiceBatchWriter`` / ``SluiceStreamWriter`` on the driver (in a Python worker Spark starts
 for planning). Everything that can be checked without writing is checked there, so a bad
 query fails before any record is sent: the options, the columns against the contract, the
-save mode, and for Avro the writer schema (registered or looked up once) against the value
-struct. Spark pickles the writer to the executors, where ``write`` runs one
+save mode, and for a typed value format the writer schema (registered or looked up once)
+against the value struct. Spark pickles the writer to the executors, where ``write`` runs one
 ``sluice.pipeline.sink.write_task.KafkaWriteTask`` per Spark task and returns its
 ``SinkCommitMessage`` only after every record of the task was acknowledged. ``commit`` (all
 tasks succeeded) and ``abort`` (one failed) run on the driver; the sink uses no transactions
@@ -65,10 +66,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from sluice.pipeline.sink.avro_values import WriterSchema
 from sluice.pipeline.sink.columns import SinkColumns
 from sluice.pipeline.sink.options import SinkOptions
 from sluice.pipeline.sink.write_task import KafkaWriteTask, SinkCommitMessage
+from sluice.pipeline.sink.writer_schema import WriterSchema
 
 try:  # pyspark >= 4.1: streaming writers get Arrow batches too
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
@@ -96,17 +97,17 @@ class UnsupportedSaveModeError(ValueError):
 
 class _Sink:
     """What the batch and streaming writers share: the write checked and planned on the
-    driver (options, columns, Avro writer schema), and the executor's task."""
+    driver (options, columns, writer schema), and the executor's task."""
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.options = SinkOptions.parse(options)
         self.schema = schema
         self.columns = SinkColumns.of(
-            schema, topic_option=self.options.topic, avro=self.options.avro is not None
+            schema, topic_option=self.options.topic, typed=self.options.typed is not None
         )
         self.writer_schema: WriterSchema | None = None
-        if self.options.avro is not None:
-            self.writer_schema = WriterSchema.resolve(self.options.avro)
+        if self.options.typed is not None:
+            self.writer_schema = WriterSchema.resolve(self.options.typed)
             self.writer_schema.check_struct(schema["value"].dataType)
 
     def _run(self, batches: Iterator[Any]) -> SinkCommitMessage:

@@ -14,21 +14,26 @@ side) and the integration guide's "Writing Data to Kafka":
                             as Spark refuses them: the sink writes bytes.
 ``topic``                   the topic of every row; wins over a ``topic`` column (as in Spark)
 ``valueFormat``             ``binary`` (default: ``value`` is string or binary, sent as is) or
-                            ``avro`` (``value`` is a struct, sent Confluent-framed)
-``schema.registry.url``     the registry (``valueFormat=avro`` only; required there)
+                            ``avro``, ``json-schema``, ``protobuf`` (``value`` is a struct,
+                            sent Confluent-framed in that format)
+``schema.registry.url``     the registry (a typed ``valueFormat`` only; required there)
 ``valueSchemaSubject``      the subject (default ``<topic>-value``, which needs the ``topic``
                             option)
-``valueSchema``             a path to an ``.avsc`` file: registered under the subject (or found
-                            there, when the registry has it already) before any write
+``valueSchema``             a path to the schema file (``.avsc``, a JSON Schema ``.json``, a
+                            ``.proto``): registered under the subject with the format's
+                            ``schemaType`` (or found there, when the registry has it already)
+                            before any write
 ``valueSchemaVersion``      without ``valueSchema``: the subject's version to write with
                             (default ``latest``)
 ``valueSchemaId``           without ``valueSchema``: a schema id to write with
+``valueSchemaMessage``      ``protobuf`` only: the value's message by full name (default the
+                            schema's first message)
 ``flushTimeoutMs``          how long a task waits for its last delivery reports (default: the
                             producer's ``message.timeout.ms`` + 30 s; librdkafka reports every
                             message within ``message.timeout.ms``, so this only bounds a hang)
 ==========================  ===================================================================
 
-The names of the ``valueFormat=avro`` options are the source's (``sluice.pipeline.source``),
+The names of the typed ``valueFormat`` options are the source's (``sluice.pipeline.source``),
 so a query reads and writes a topic with the same words. Spark's own options that reach a sink
 (``checkpointLocation``, ``path``, ``queryName``) are accepted and ignored; any other key is an
 error naming it and the nearest known option.
@@ -51,16 +56,17 @@ from typing import Any
 
 from sluice.common.options import positive_int, text
 from sluice.pipeline.kafka_settings import translate_java_settings
+from sluice.pipeline.sink.wire_formats import ValueFormat
 
 __all__ = [
     "KNOWN_OPTIONS",
-    "AvroValueOptionError",
-    "AvroValueOptions",
     "MissingBootstrapServersError",
     "SinkOptionError",
     "SinkOptions",
     "UnknownSinkOptionError",
     "UnsupportedSerializerError",
+    "ValueSchemaOptionError",
+    "ValueSchemaOptions",
 ]
 
 KAFKA_PREFIX = "kafka."
@@ -73,6 +79,7 @@ KNOWN_OPTIONS = (
     "valueSchema",
     "valueSchemaVersion",
     "valueSchemaId",
+    "valueSchemaMessage",
     "flushTimeoutMs",
 )
 """The sink's own options (besides ``kafka.*``), in their documented spelling."""
@@ -111,17 +118,17 @@ class UnsupportedSerializerError(SinkOptionError):
     """``kafka.key.serializer`` / ``kafka.value.serializer``: the sink writes bytes itself."""
 
 
-class AvroValueOptionError(SinkOptionError):
-    """A ``valueFormat=avro`` option is missing or malformed."""
+class ValueSchemaOptionError(SinkOptionError):
+    """A typed ``valueFormat``'s option is missing or malformed."""
 
 
 @dataclass(frozen=True, slots=True)
-class AvroValueOptions:
-    """How ``valueFormat=avro`` finds its writer schema; picklable.
+class ValueSchemaOptions:
+    """How a typed ``valueFormat`` finds its writer schema; picklable.
 
     Exactly one of: ``schema_path`` (a file registered under ``subject``), ``schema_id``, or
     ``version`` of ``subject`` (``latest`` by default). ``subject`` is ``None`` only with
-    ``schema_id``.
+    ``schema_id``. ``message``: Protobuf's value message (``None``: the first).
     """
 
     registry_url: str
@@ -129,6 +136,8 @@ class AvroValueOptions:
     schema_path: str | None = None
     version: str = "latest"
     schema_id: int | None = None
+    value_format: ValueFormat = ValueFormat.AVRO
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +146,12 @@ class SinkOptions:
 
     ``producer`` is the confluent-kafka configuration: the ``kafka.*`` options over
     ``PRODUCER_DEFAULTS``. ``topic`` is the ``topic`` option (``None``: each row's ``topic``
-    column). ``avro`` is ``None`` for ``valueFormat=binary``.
+    column). ``typed`` is ``None`` for ``valueFormat=binary``.
     """
 
     producer: dict[str, Any] = field(default_factory=dict)
     topic: str | None = None
-    avro: AvroValueOptions | None = None
+    typed: ValueSchemaOptions | None = None
     flush_timeout_s: float = (DEFAULT_MESSAGE_TIMEOUT_MS + FLUSH_MARGIN_MS) / 1000
 
     @classmethod
@@ -174,7 +183,7 @@ class SinkOptions:
         return cls(
             producer=producer,
             topic=topic,
-            avro=_avro_options(opts, topic),
+            typed=_typed_options(opts, topic),
             flush_timeout_s=timeout_ms / 1000,
         )
 
@@ -192,44 +201,52 @@ def _refuse_unknown(opts: Mapping[str, str]) -> None:
         )
 
 
-def _avro_options(opts: Mapping[str, str], topic: str | None) -> AvroValueOptions | None:
-    value_format = (text(opts, "valueformat") or "binary").lower()
-    avro_keys = ("schema.registry.url", "valueschemasubject", "valueschema", "valueschemaversion")
-    if value_format == "binary":
-        given = [k for k in (*avro_keys, "valueschemaid") if k in opts]
+def _typed_options(opts: Mapping[str, str], topic: str | None) -> ValueSchemaOptions | None:
+    try:
+        value_format = ValueFormat.parse(text(opts, "valueformat"))
+    except ValueError as exc:
+        raise ValueSchemaOptionError(str(exc)) from None
+    typed_keys = ("schema.registry.url", "valueschemasubject", "valueschema", "valueschemaversion")
+    if value_format is None:
+        given = [k for k in (*typed_keys, "valueschemaid", "valueschemamessage") if k in opts]
         if given:
-            raise AvroValueOptionError(
-                f"{given[0]}: expected only with valueFormat=avro, found valueFormat=binary"
+            raise ValueSchemaOptionError(
+                f"{given[0]}: expected only with valueFormat=avro|json-schema|protobuf, found "
+                "valueFormat=binary"
             )
         return None
-    if value_format != "avro":
-        raise AvroValueOptionError(f"valueFormat: expected binary or avro, found {value_format!r}")
+    named = f"valueFormat={value_format.value}"
     url = text(opts, "schema.registry.url")
     if url is None:
-        raise AvroValueOptionError(
-            "schema.registry.url: expected the registry's URL with valueFormat=avro, found none"
+        raise ValueSchemaOptionError(
+            f"schema.registry.url: expected the registry's URL with {named}, found none"
+        )
+    message = text(opts, "valueschemamessage")
+    if message is not None and value_format is not ValueFormat.PROTOBUF:
+        raise ValueSchemaOptionError(
+            f"valueSchemaMessage: expected only with valueFormat=protobuf, found {named}"
         )
     path = text(opts, "valueschema")
-    schema_id = positive_int(opts, "valueschemaid", error=AvroValueOptionError)
+    schema_id = positive_int(opts, "valueschemaid", error=ValueSchemaOptionError)
     version = text(opts, "valueschemaversion")
     chosen = [n for n, v in (("valueSchema", path), ("valueSchemaId", schema_id)) if v]
     if version is not None:
         chosen.append("valueSchemaVersion")
     if len(chosen) > 1:
-        raise AvroValueOptionError(
-            f"valueFormat=avro: expected at most one of valueSchema, valueSchemaId and "
+        raise ValueSchemaOptionError(
+            f"{named}: expected at most one of valueSchema, valueSchemaId and "
             f"valueSchemaVersion, found {', '.join(chosen)}"
         )
     wanted = version or "latest"
     if wanted != "latest" and not (wanted.isascii() and wanted.isdigit()):
-        raise AvroValueOptionError(
+        raise ValueSchemaOptionError(
             f"valueSchemaVersion: expected latest or a number, found {wanted!r}"
         )
     subject = text(opts, "valueschemasubject") or (f"{topic}-value" if topic else None)
     if subject is None and schema_id is None:
-        raise AvroValueOptionError(
+        raise ValueSchemaOptionError(
             "valueSchemaSubject: expected a subject (or the topic option, for <topic>-value), "
             "found neither; rows naming their own topic need valueSchemaSubject or "
             "valueSchemaId"
         )
-    return AvroValueOptions(url, subject, path, wanted, schema_id)
+    return ValueSchemaOptions(url, subject, path, wanted, schema_id, value_format, message)

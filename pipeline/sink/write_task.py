@@ -6,10 +6,11 @@ task, on the executor:
 1. open a producer from the sink's settings (``SinkOptions.producer``: idempotent, acks=all
    unless overridden), with a delivery callback on every record;
 2. for each Arrow batch, turn the sink columns (``SinkColumns``) into records — string keys and
-   values UTF-8 encoded, struct values Avro-framed (``AvroValueEncoder``), the ``topic`` option
-   or each row's ``topic``, ``partition`` (null: the producer's partitioner), ``headers``,
-   ``timestamp`` (ms) — and hand them to ``produce``; a full local queue is waited out
-   (``poll``), never dropped; sending stops at the first failed delivery, as Spark's does;
+   values UTF-8 encoded, struct values Confluent-framed in the write's format
+   (``value_encoders.value_encoder``), the ``topic`` option or each row's ``topic``,
+   ``partition`` (null: the producer's partitioner), ``headers``, ``timestamp`` (ms) — and
+   hand them to ``produce``; a full local queue is waited out (``poll``), never dropped;
+   sending stops at the first failed delivery, as Spark's does;
 3. ``flush``: wait until every record has its delivery report (bounded by
    ``SinkOptions.flush_timeout_s``);
 4. only when every record sent was acknowledged, return a ``SinkCommitMessage`` (records and the
@@ -58,9 +59,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
-from sluice.pipeline.sink.avro_values import AvroValueEncoder, WriterSchema
 from sluice.pipeline.sink.columns import SinkColumns
 from sluice.pipeline.sink.options import SinkOptions
+from sluice.pipeline.sink.value_encoders import ValueEncoder, value_encoder
+from sluice.pipeline.sink.writer_schema import WriterSchema
 
 __all__ = [
     "DeliveryFailedError",
@@ -131,20 +133,20 @@ def _timestamps_ms(column: pa.Array, kind: str | None) -> list[int | None]:
 
 
 class KafkaWriteTask:
-    """One task's writes; see the module doc. ``avro`` is the writer schema for struct values
-    (``valueFormat=avro``), ``None`` for string/binary ones."""
+    """One task's writes; see the module doc. ``writer`` is the writer schema for struct values
+    (a typed ``valueFormat``), ``None`` for string/binary ones."""
 
     def __init__(
-        self, options: SinkOptions, columns: SinkColumns, avro: WriterSchema | None = None
+        self, options: SinkOptions, columns: SinkColumns, writer: WriterSchema | None = None
     ) -> None:
         self.options = options
         self.columns = columns
-        self.avro = avro
+        self.writer = writer
         self.sent = 0
         self.delivered = 0
         self.offsets: dict[tuple[str, int], tuple[int, int]] = {}
         self._failure: SinkWriteError | None = None
-        self._encoder: AvroValueEncoder | None = None
+        self._encoder: ValueEncoder | None = None
 
     # -- callbacks (on this thread, from poll/flush) -------------------------------------------
 
@@ -243,8 +245,8 @@ class KafkaWriteTask:
         if self.columns.value != "struct":
             return _bytes(column, self.columns.value)
         if self._encoder is None:
-            assert self.avro is not None  # the writer checked valueFormat=avro has a schema
-            self._encoder = AvroValueEncoder(self.avro, column.type)
+            assert self.writer is not None  # the sink checked a typed valueFormat has a schema
+            self._encoder = value_encoder(self.writer, column.type)
         return self._encoder.encode_column(column)
 
     @staticmethod

@@ -4,8 +4,9 @@ A value is Confluent-framed JSON (magic 0, 4-byte schema id, the UTF-8 JSON docu
 confluent-kafka's ``JSONSerializer`` writes it. The reader schema gives the columns; each
 record is parsed, **validated against its writer schema** (the header's id, fetched and parsed
 once per executor process by ``registry_schemas``; ``jsonschema`` with the draft the schema
-names, its references registered under their names) and then projected onto the reader's
-columns: properties the reader lacks are dropped, columns the record lacks are null.
+names, its references registered under their names: the sink's ``json_validator``) and then
+projected onto the reader's columns: properties the reader lacks are dropped, columns the
+record lacks are null.
 
 Type mapping (``json_schema_type``)::
 
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +61,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sluice.pipeline.source.registry_schemas import RegisteredSchema, directory
+from sluice.pipeline.sink.json_values import best_error, json_documents, json_validator
+from sluice.pipeline.sink.registry_schemas import RegisteredSchema, directory
 from sluice.pipeline.source.typed_columns import (
     ReaderSchema,
     UnsupportedValueSchemaError,
@@ -336,17 +337,6 @@ def _pointer(doc: Any, pointer: str) -> Any:
     return node
 
 
-def _documents(registered: RegisteredSchema) -> tuple[Any, dict[str, Any]]:
-    from sluice.schemas.json_schema import JsonSchema
-
-    assert isinstance(registered.schema, JsonSchema)
-    refs = {}
-    for ref in registered.references:
-        assert isinstance(ref.schema, JsonSchema)
-        refs[ref.name] = ref.schema.document
-    return registered.schema.document, refs
-
-
 def _top(root: Any, references: Mapping[str, Any], what: str) -> _Column:
     column = _Mapper(root, references).column(root, root, "value", ())
     if not isinstance(column.type, StructType):
@@ -365,7 +355,7 @@ def json_schema_type(document: Any, references: Mapping[str, Any] | None = None)
 
 def json_value_type(reader: ReaderSchema, registry_url: str) -> StructType:
     """The value's struct for a JSON Schema reader schema (fetched by id with its references)."""
-    root, refs = _documents(directory(registry_url).by_id(reader.schema_id))
+    root, refs = json_documents(directory(registry_url).by_id(reader.schema_id))
     value = _top(root, refs, reader.describe()).type
     assert isinstance(value, StructType)
     return value
@@ -378,7 +368,7 @@ class JsonSchemaValueDecoder:
 
     def __init__(self, registry_url: str, reader: ReaderSchema) -> None:
         self.schemas = directory(registry_url)
-        root, refs = _documents(self.schemas.by_id(reader.schema_id))
+        root, refs = json_documents(self.schemas.by_id(reader.schema_id))
         self._convert = _top(root, refs, reader.describe()).convert
 
     def decode(self, data: bytes) -> dict[str, Any]:
@@ -392,7 +382,7 @@ class JsonSchemaValueDecoder:
             raise UndecodableJsonError(
                 f"JSON body of {len(body)} bytes does not parse (schema id {schema_id}): {exc}"
             ) from None
-        error = _best_error(validator, document)
+        error = best_error(validator, document)
         if error is not None:
             raise InvalidJsonValueError(
                 f"not valid against its writer schema id {schema_id}: {error}"
@@ -402,44 +392,12 @@ class JsonSchemaValueDecoder:
         return converted
 
 
-_VALIDATORS: dict[int, Any] = {}
-_VALIDATORS_LOCK = threading.Lock()
-
-
 def _validator(registered: RegisteredSchema) -> Any:
-    """The ``jsonschema`` validator of a writer schema, built once per schema per process."""
-    key = id(registered)
-    found = _VALIDATORS.get(key)
-    if found is not None:
-        return found[1]
+    """The writer schema's validator (``sluice.pipeline.sink.json_values``, shared with the
+    sink), once its type is checked."""
     if registered.schema_type != "JSON":
         raise WrongSchemaTypeError(
             f"schema id {registered.schema_id} is a {registered.schema_type} schema, expected "
             "JSON (valueFormat=json-schema)"
         )
-    import jsonschema.validators
-    from referencing import Registry, Resource
-    from referencing.jsonschema import DRAFT7
-
-    root, refs = _documents(registered)
-    resources = [
-        (name, Resource.from_contents(doc, default_specification=DRAFT7))
-        for name, doc in refs.items()
-    ]
-    registry: Any = Registry().with_resources(resources)
-    cls = jsonschema.validators.validator_for(root, default=jsonschema.validators.Draft7Validator)
-    validator = cls(root, registry=registry)
-    with _VALIDATORS_LOCK:
-        # keyed by the object's id, kept alive beside it (the directory caches it for good)
-        _VALIDATORS[key] = (registered, validator)
-    return validator
-
-
-def _best_error(validator: Any, document: Any) -> str | None:
-    import jsonschema.exceptions
-
-    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"at '#/{where}': {error.message}"
+    return json_validator(registered)

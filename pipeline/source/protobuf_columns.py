@@ -10,9 +10,11 @@ A value is Confluent-framed Protobuf, as confluent-kafka's ``ProtobufSerializer`
                   message type; a count of 0 alone means [0], the file's first message
     ...           the message, Protobuf binary
 
-The reader schema (a ``.proto`` file, parsed by ``sluice.schemas.protobuf_schema`` through
-``registry_schemas``) and the message named by ``valueSchemaMessage`` (its full name; default
-the file's first message, as Confluent's default) give the columns. Each record's header names
+The framing (message indexes) and the message classes are
+``sluice.pipeline.sink.protobuf_descriptors``'s, shared with the sink. The reader schema (a
+``.proto`` file, parsed by ``sluice.schemas.protobuf_schema`` through ``registry_schemas``)
+and the message named by ``valueSchemaMessage`` (its full name; default the file's first
+message, as Confluent's default) give the columns. Each record's header names
 its writer schema and message: the id must be a Protobuf schema the registry knows and the
 indexes a message of it with the reader message's full name; the body is then parsed with the
 *reader's* message class — Protobuf's own evolution rule (fields match by number; fields the
@@ -51,12 +53,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pyspark.sql.types import (
     ArrayType,
@@ -75,8 +75,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sluice.pipeline.sink.protobuf_descriptors import (
+    UnknownMessageError,
+    message_class,
+    message_indexes,
+    message_name,
+)
+from sluice.pipeline.sink.registry_schemas import directory
 from sluice.pipeline.source.json_schema_columns import WrongSchemaTypeError
-from sluice.pipeline.source.registry_schemas import RegisteredSchema, directory
 from sluice.pipeline.source.typed_columns import (
     ReaderSchema,
     UnsupportedValueSchemaError,
@@ -84,12 +90,10 @@ from sluice.pipeline.source.typed_columns import (
 )
 
 __all__ = [
-    "MessageIndexError",
     "ProtobufValueDecoder",
     "UndecodableProtobufError",
     "UnsupportedProtobufSchemaError",
     "WrongMessageTypeError",
-    "message_class",
     "message_indexes",
     "message_type",
     "protobuf_value_type",
@@ -101,10 +105,6 @@ class UnsupportedProtobufSchemaError(UnsupportedValueSchemaError):
     """The reader message has no column type (recursion) or is not in the reader schema."""
 
 
-class MessageIndexError(ValueDecodeError):
-    """The message-index array is cut short or names no message of the writer schema."""
-
-
 class WrongMessageTypeError(ValueDecodeError):
     """The record's message is not the reader's."""
 
@@ -113,137 +113,17 @@ class UndecodableProtobufError(ValueDecodeError):
     """The body does not parse as the reader's message."""
 
 
-# -- framing ------------------------------------------------------------------------------------
-
-
-def _varint(data: memoryview, at: int) -> tuple[int, int]:
-    """The zigzag varint at ``at`` of ``data`` and the position after it."""
-    shift = result = 0
-    while True:
-        if at >= len(data):
-            raise MessageIndexError(f"expected a varint at byte {at}, found the end")
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-        if shift > 63:
-            raise MessageIndexError(f"expected a varint of at most 10 bytes before byte {at}")
-
-
-def message_indexes(body: memoryview) -> tuple[list[int], memoryview]:
-    """Split what follows the 5-byte header into (message indexes, message bytes)."""
-    count, at = _varint(body, 0)
-    if count == 0:
-        return [0], body[at:]
-    if count < 0 or count > 64:
-        raise MessageIndexError(f"expected 0 to 64 message indexes, found a count of {count}")
-    indexes = []
-    for _ in range(count):
-        index, at = _varint(body, at)
-        indexes.append(index)
-    return indexes, body[at:]
-
-
-# -- descriptors --------------------------------------------------------------------------------
-
-
-def _pool(registered: RegisteredSchema) -> tuple[descriptor_pool.DescriptorPool, str]:
-    """A pool with ``registered``'s file, its references (under the names it imports them by)
-    and the well-known files they import; the file's name in it."""
-    from google.protobuf import descriptor_pool as pools
-
-    from sluice.schemas.protobuf_schema import ProtobufSchema
-
-    default = pools.Default()
-    pool = descriptor_pool.DescriptorPool()
-    added: set[str] = set()
-
-    def add(file: descriptor_pb2.FileDescriptorProto) -> None:
-        for dependency in file.dependency:
-            if dependency not in added and dependency not in names:
-                known = descriptor_pb2.FileDescriptorProto()
-                default.FindFileByName(dependency).CopyToProto(known)  # a well-known file
-                add(known)
-        if file.name not in added:
-            pool.Add(file)
-            added.add(file.name)
-
-    files = []
-    for ref in registered.references:
-        assert isinstance(ref.schema, ProtobufSchema)
-        file = descriptor_pb2.FileDescriptorProto()
-        file.CopyFrom(ref.schema.file)
-        file.name = ref.name
-        files.append(file)
-    schema = registered.schema
-    assert isinstance(schema, ProtobufSchema)
-    main = descriptor_pb2.FileDescriptorProto()
-    main.CopyFrom(schema.file)
-    main.name = main.name or "schema.proto"
-    names = {f.name for f in files}
-    for file in [*files, main]:
-        add(file)
-    return pool, main.name
-
-
-_CLASSES: dict[tuple[int, str], Any] = {}
-_CLASSES_LOCK = threading.Lock()
-
-
-def message_class(registered: RegisteredSchema, full_name: str | None) -> Any:
-    """The message class of ``full_name`` (``None``: the file's first message) in
-    ``registered``, built once per process."""
-    key = (id(registered), full_name or "")
-    with _CLASSES_LOCK:
-        found = _CLASSES.get(key)
-        if found is None:
-            pool, file_name = _pool(registered)
-            file = pool.FindFileByName(file_name)
-            if full_name is None:
-                if not file.message_types_by_name:
-                    raise UnsupportedProtobufSchemaError(
-                        f"schema id {registered.schema_id}: expected a message, found none"
-                    )
-                descriptor = next(iter(file.message_types_by_name.values()))
-            else:
-                try:
-                    descriptor = pool.FindMessageTypeByName(full_name)
-                except KeyError:
-                    raise UnsupportedProtobufSchemaError(
-                        f"valueSchemaMessage: expected a message of schema id "
-                        f"{registered.schema_id}, found no {full_name!r} in it"
-                    ) from None
-            found = _CLASSES[key] = (registered, message_factory.GetMessageClass(descriptor))
-        return found[1]
-
-
-def _by_indexes(registered: RegisteredSchema, indexes: list[int]) -> str:
-    """The full name of the message ``indexes`` name in ``registered``."""
-    from sluice.schemas.protobuf_schema import ProtobufSchema
-
-    schema = registered.schema
-    assert isinstance(schema, ProtobufSchema)
-    scope = schema.file.package
-    messages = schema.file.message_type
-    name = ""
-    for depth, index in enumerate(indexes):
-        if not 0 <= index < len(messages):
-            raise MessageIndexError(
-                f"message indexes {indexes}: expected index {depth} within [0, {len(messages)}) "
-                f"of schema id {registered.schema_id}, found {index}"
-            )
-        message = messages[index]
-        name = f"{scope}.{message.name}" if scope else message.name
-        scope, messages = name, message.nested_type
-    return name
-
-
 def reader_message(reader: ReaderSchema, registry_url: str, message: str | None) -> Descriptor:
     """The descriptor of the reader's message (``message``, or the first of the file)."""
+    return _reader_class(reader, registry_url, message).DESCRIPTOR  # type: ignore[no-any-return]
+
+
+def _reader_class(reader: ReaderSchema, registry_url: str, message: str | None) -> Any:
     registered = directory(registry_url).by_id(reader.schema_id)
-    return message_class(registered, message).DESCRIPTOR  # type: ignore[no-any-return]
+    try:
+        return message_class(registered, message)
+    except UnknownMessageError as exc:
+        raise UnsupportedProtobufSchemaError(str(exc)) from None
 
 
 # -- the type mapping ---------------------------------------------------------------------------
@@ -392,7 +272,7 @@ class ProtobufValueDecoder:
 
     def __init__(self, registry_url: str, reader: ReaderSchema, message: str | None) -> None:
         self.schemas = directory(registry_url)
-        self._class = message_class(self.schemas.by_id(reader.schema_id), message)
+        self._class = _reader_class(reader, registry_url, message)
         self._name = self._class.DESCRIPTOR.full_name
         self._convert = message_type(self._class.DESCRIPTOR)[1]
         self._names: dict[tuple[int, tuple[int, ...]], str] = {}
@@ -407,7 +287,7 @@ class ProtobufValueDecoder:
                     f"schema id {schema_id} is a {registered.schema_type} schema, expected "
                     "PROTOBUF (valueFormat=protobuf)"
                 )
-            name = self._names[key] = _by_indexes(registered, indexes)
+            name = self._names[key] = message_name(registered, indexes)
         return name
 
     def decode(self, data: bytes) -> dict[str, Any]:

@@ -1,13 +1,12 @@
-"""The typed value formats, named once: ``valueFormat=avro|json-schema|protobuf``.
+"""The typed value formats on the read side: ``valueFormat=avro|json-schema|protobuf``.
 
-Each format is Confluent's wire format of one registry ``schemaType`` and has a module of its
-own for the type mapping and the per-value decoding — ``avro_columns`` (AVRO),
-``json_schema_columns`` (JSON), ``protobuf_columns`` (PROTOBUF) — over what they share in
-``typed_columns`` (reader schema, layout, batch decoder, error table). This module names the
-formats (``ValueFormat``; ``binary``, the default, is no format: Spark's Kafka columns) and
-chooses a format's module: ``resolve_reader`` (the registry's reader schema, of the format's
-type), ``output_schema`` (the columns) and ``batch_decoder`` (the executor's decoder). The
-source, the sink, the nightly load and the console tools all go through it.
+The formats are named once, by ``ValueFormat`` (``sluice.pipeline.sink.wire_formats``,
+re-exported here). Each has a module of its own for the type mapping and the per-value
+decoding — ``avro_columns`` (AVRO), ``json_schema_columns`` (JSON), ``protobuf_columns``
+(PROTOBUF) — over what they share in ``typed_columns`` (reader schema, layout, batch decoder,
+error table). This module chooses a format's module: ``resolve_reader`` (the registry's
+reader schema, of the format's type), ``output_schema`` (the columns) and ``batch_decoder``
+(the executor's decoder). The source, the nightly load and the console tools go through it.
 
 The format modules are imported when a read of theirs is planned or decoded, not with this
 module: the options' parsers import it, and ``jsonschema`` / protobuf cost about half a
@@ -18,9 +17,10 @@ Immutable; thread-safe.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from sluice.pipeline.sink.wire_formats import BINARY, VALUE_FORMATS, ValueFormat
 
 if TYPE_CHECKING:
     from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, TypedBatchDecoder
@@ -33,40 +33,6 @@ __all__ = [
     "output_schema",
     "resolve_reader",
 ]
-
-BINARY = "binary"
-"""``valueFormat``'s default: no decoding, Spark's Kafka columns."""
-
-
-class ValueFormat(enum.StrEnum):
-    """A typed value format (its ``valueFormat`` spelling) and its registry schema type."""
-
-    AVRO = "avro"
-    JSON_SCHEMA = "json-schema"
-    PROTOBUF = "protobuf"
-
-    @property
-    def schema_type(self) -> str:
-        """The registry's ``schemaType`` of the format's schemas."""
-        return {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}[self.value]
-
-    @classmethod
-    def parse(cls, value: str | None) -> ValueFormat | None:
-        """The format ``value`` names (any case), ``None`` for ``binary`` or nothing; a
-        ``ValueError`` naming the formats otherwise."""
-        name = (value or BINARY).strip().lower()
-        if name == BINARY:
-            return None
-        try:
-            return cls(name)
-        except ValueError:
-            raise ValueError(
-                f"valueFormat: expected {', '.join(VALUE_FORMATS)}, found {name!r}"
-            ) from None
-
-
-VALUE_FORMATS = (BINARY, *(f.value for f in ValueFormat))
-"""Every ``valueFormat`` value, ``binary`` first."""
 
 
 def resolve_reader(

@@ -41,19 +41,19 @@ def test_every_column_of_the_contract() -> None:
             offset=LongType(),  # not a sink column: ignored, as Spark does
         ),
         topic_option=None,
-        avro=False,
+        typed=False,
     )
     assert found == SinkColumns("string", "binary", True, True, True, "timestamp")
 
 
 def test_only_value_and_the_topic_option() -> None:
-    found = SinkColumns.of(schema(value=BinaryType()), topic_option="t", avro=False)
+    found = SinkColumns.of(schema(value=BinaryType()), topic_option="t", typed=False)
     assert found == SinkColumns("binary", None, False, False, False, None)
 
 
 def test_the_topic_option_wins_and_the_column_is_not_checked() -> None:
     found = SinkColumns.of(
-        schema(value=BinaryType(), topic=LongType()), topic_option="t", avro=False
+        schema(value=BinaryType(), topic=LongType()), topic_option="t", typed=False
     )
     assert not found.topic_column
 
@@ -68,19 +68,19 @@ def test_headers_match_up_to_nullability_and_timestamps_may_be_seconds() -> None
     found = SinkColumns.of(
         schema(value=StringType(), headers=headers, timestamp=DoubleType()),
         topic_option="t",
-        avro=False,
+        typed=False,
     )
     assert found.headers and found.timestamp == "double"
 
 
 def test_missing_value() -> None:
     with pytest.raises(MissingValueColumnError, match="Required attribute 'value' not found.*key"):
-        SinkColumns.of(schema(key=StringType()), topic_option="t", avro=False)
+        SinkColumns.of(schema(key=StringType()), topic_option="t", typed=False)
 
 
 def test_no_topic_anywhere() -> None:
     with pytest.raises(MissingTopicError, match="topic option required"):
-        SinkColumns.of(schema(value=StringType()), topic_option=None, avro=False)
+        SinkColumns.of(schema(value=StringType()), topic_option=None, typed=False)
 
 
 @pytest.mark.parametrize(
@@ -104,11 +104,13 @@ def test_no_topic_anywhere() -> None:
 def test_wrong_types_name_column_and_type(columns: dict[str, object], message: str) -> None:
     with pytest.raises(ColumnTypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
         topic = None if "topic" in columns else "t"
-        SinkColumns.of(schema(**columns), topic_option=topic, avro=False)
+        SinkColumns.of(schema(**columns), topic_option=topic, typed=False)
 
 
-def test_avro_values_are_structs() -> None:
+def test_typed_values_are_structs() -> None:
     struct = StructType([StructField("a", IntegerType())])
-    assert SinkColumns.of(schema(value=struct), topic_option="t", avro=True).value == "struct"
-    with pytest.raises(ColumnTypeError, match="expected value to be struct \\(valueFormat=avro\\)"):
-        SinkColumns.of(schema(value=BinaryType()), topic_option="t", avro=True)
+    assert SinkColumns.of(schema(value=struct), topic_option="t", typed=True).value == "struct"
+    with pytest.raises(
+        ColumnTypeError, match="expected value to be struct \\(typed valueFormat\\)"
+    ):
+        SinkColumns.of(schema(value=BinaryType()), topic_option="t", typed=True)

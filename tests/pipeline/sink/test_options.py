@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from sluice.pipeline.sink.options import (
-    AvroValueOptionError,
-    AvroValueOptions,
     MissingBootstrapServersError,
     SinkOptionError,
     SinkOptions,
     UnknownSinkOptionError,
     UnsupportedSerializerError,
+    ValueSchemaOptionError,
+    ValueSchemaOptions,
 )
+from sluice.pipeline.sink.wire_formats import ValueFormat
 
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -27,7 +28,7 @@ def test_kafka_options_become_producer_settings_over_idempotent_defaults() -> No
     assert options.producer["client.id"] == "mine"
     assert options.producer["enable.idempotence"] is True
     assert options.producer["acks"] == "all"
-    assert options.avro is None
+    assert options.typed is None
     assert options.flush_timeout_s == 330.0  # librdkafka's message.timeout.ms + 30 s
 
 
@@ -71,17 +72,17 @@ def test_avro_subject_defaults_to_topic_value_and_version_latest() -> None:
     options = SinkOptions.parse(
         {**BOOTSTRAP, "topic": "views", "valueFormat": "AVRO", "schema.registry.url": "http://r"}
     )
-    assert options.avro == AvroValueOptions("http://r", "views-value", None, "latest", None)
+    assert options.typed == ValueSchemaOptions("http://r", "views-value", None, "latest", None)
 
 
 def test_avro_schema_file_id_and_version() -> None:
     base = {**BOOTSTRAP, "valueFormat": "avro", "schema.registry.url": "http://r"}
     with_file = SinkOptions.parse({**base, "topic": "t", "valueSchema": "/s.avsc"})
-    assert with_file.avro is not None and with_file.avro.schema_path == "/s.avsc"
+    assert with_file.typed is not None and with_file.typed.schema_path == "/s.avsc"
     by_id = SinkOptions.parse({**base, "valueSchemaId": "7"})  # no subject needed
-    assert by_id.avro == AvroValueOptions("http://r", None, None, "latest", 7)
+    assert by_id.typed == ValueSchemaOptions("http://r", None, None, "latest", 7)
     pinned = SinkOptions.parse({**base, "valueSchemaSubject": "s", "valueSchemaVersion": "3"})
-    assert pinned.avro == AvroValueOptions("http://r", "s", None, "3", None)
+    assert pinned.typed == ValueSchemaOptions("http://r", "s", None, "3", None)
 
 
 @pytest.mark.parametrize(
@@ -101,15 +102,36 @@ def test_avro_schema_file_id_and_version() -> None:
     ],
 )  # fmt: skip
 def test_bad_avro_options(extra: dict[str, str], message: str) -> None:
-    with pytest.raises(AvroValueOptionError, match=message):
+    with pytest.raises(ValueSchemaOptionError, match=message):
         SinkOptions.parse({**BOOTSTRAP, "valueFormat": "avro", **extra})
 
 
 def test_registry_options_need_value_format_avro() -> None:
-    with pytest.raises(AvroValueOptionError, match="expected only with valueFormat=avro"):
+    with pytest.raises(ValueSchemaOptionError, match="expected only with valueFormat=avro"):
         SinkOptions.parse({**BOOTSTRAP, "schema.registry.url": "http://r"})
-    with pytest.raises(AvroValueOptionError, match="expected binary or avro, found 'json'"):
+    with pytest.raises(
+        ValueSchemaOptionError, match="expected binary, avro, json-schema, protobuf, found 'json'"
+    ):
         SinkOptions.parse({**BOOTSTRAP, "valueFormat": "json"})
+    with pytest.raises(ValueSchemaOptionError, match="valueSchemaMessage: expected only with"):
+        SinkOptions.parse(
+            {**BOOTSTRAP, "valueFormat": "avro", "schema.registry.url": "r", "topic": "t",
+             "valueSchemaMessage": "a.B"}
+        )  # fmt: skip
+
+
+def test_json_schema_and_protobuf_options() -> None:
+    base = {**BOOTSTRAP, "schema.registry.url": "http://r", "topic": "views"}
+    json_schema = SinkOptions.parse({**base, "valueFormat": "JSON-Schema"}).typed
+    assert json_schema == ValueSchemaOptions(
+        "http://r", "views-value", value_format=ValueFormat.JSON_SCHEMA
+    )
+    protobuf = SinkOptions.parse(
+        {**base, "valueFormat": "protobuf", "valueSchemaMessage": "sluice.Order"}
+    ).typed
+    assert protobuf == ValueSchemaOptions(
+        "http://r", "views-value", value_format=ValueFormat.PROTOBUF, message="sluice.Order"
+    )
 
 
 def test_a_jaas_line_copied_from_a_spark_job_becomes_librdkafkas_credentials() -> None:

@@ -32,14 +32,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sluice.pipeline.sink.protobuf_descriptors import (
+    MessageIndexError,
+    encode_message_indexes,
+    message_indexes,
+)
 from sluice.pipeline.source.data_source import register
 from sluice.pipeline.source.json_schema_columns import json_schema_type
-from sluice.pipeline.source.protobuf_columns import (
-    MessageIndexError,
-    UnsupportedProtobufSchemaError,
-    message_indexes,
-    message_type,
-)
+from sluice.pipeline.source.protobuf_columns import UnsupportedProtobufSchemaError, message_type
 from sluice.schemas.protobuf_schema import parse_protobuf_schema
 from sluice.testing.broker import create_topic
 from tests.pipeline.broker_fixture import produce
@@ -159,6 +159,9 @@ def test_message_indexes_are_zigzag_varints() -> None:
     assert message_indexes(memoryview(b"\x00rest")) == ([0], memoryview(b"rest"))
     indexes, rest = message_indexes(memoryview(bytes([4, 2, 6]) + b"x"))  # count 2: [1, 3]
     assert indexes == [1, 3] and bytes(rest) == b"x"
+    for indexes in ([0], [1, 3], [70, 0, 200]):
+        assert message_indexes(memoryview(encode_message_indexes(indexes) + b"x"))[0] == indexes
+    assert encode_message_indexes([0]) == b"\x00"
     with pytest.raises(MessageIndexError, match="found the end"):
         message_indexes(memoryview(bytes([4, 2])))
     with pytest.raises(MessageIndexError, match="expected 0 to 64 message indexes"):

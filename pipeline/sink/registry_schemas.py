@@ -1,5 +1,5 @@
-"""Registered schemas by id, parsed once per process: the JSON Schema and Protobuf decoders'
-view of the registry.
+"""Registered schemas by id, parsed once per process: the JSON Schema and Protobuf encoders'
+(the sink's) and decoders' (the source's) view of the registry.
 
 ``SchemaDirectory.by_id(id)`` asks the registry for ``GET /schemas/ids/{id}`` (text,
 ``schemaType``, ``references``), fetches each reference (``GET /subjects/{s}/versions/{v}``,
