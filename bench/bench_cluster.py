@@ -13,12 +13,14 @@ message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/re
 * ``cluster_throughput`` — ``acks=all`` against ``acks=1`` in the same run, each way of batching
   of the peers benchmark (``bench.peers.kafka``: batch 1, batch 50, librdkafka's default
   batching) on a new one-partition topic; msg/s and the ratio all/1.
-* ``cluster_partitions`` — one message to every partition of a topic of 300 (quick), 1,500 and
-  4,000 partitions (full; in topics of at most ``MAX_PARTITIONS_PER_TOPIC``, 1,000, the most
-  Sluice's CreateTopics allows), ``acks=all``, the round timed until every message is
-  acknowledged; the first round (connections, metadata) apart from the median of the rest; and
-  the topics' creation: one CreateTopics until every broker shows every partition with a leader
-  and three replicas in sync.
+* ``cluster_partitions`` — one message to every partition of a topic of 300 and 1,500
+  partitions (quick; 4,000 too in full; in topics of at most ``MAX_PARTITIONS_PER_TOPIC``,
+  1,000, the most Sluice's CreateTopics allows), ``acks=all``, the round timed until every
+  message is acknowledged; the first round (connections, metadata) apart from the median of the
+  rest; the three brokers' CPU time (user + system, from ``/proc``) per round after the first,
+  which the machine's load changes far less than the round's time; and the topics' creation:
+  one CreateTopics until every broker shows every partition with a leader and three replicas in
+  sync.
 * ``cluster_transactions`` — transactions per second at 1 and 100 batches per transaction (a
   batch is ``BATCH`` messages produced and flushed), and the median time of a transaction of
   one message (begin, produce, commit).
@@ -26,11 +28,14 @@ message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/re
   assignor, librdkafka's defaults otherwise); a third subscribes; the time from its
   ``subscribe()`` until all three hold an assignment given after it (their ``on_assign``),
   covering every partition once. The third then leaves, the two settle again, and it repeats.
-* ``cluster_failover`` — every one of those 300 partitions (quick; 1,500 too in full mode)
-  has taken an ``acks=all`` write; the controller is killed with SIGKILL; from that moment,
-  every partition not yet acknowledged is written again (one message each, librdkafka's own
-  retries within ``message.timeout.ms``) until each has acknowledged a write produced after the
-  kill: the time of the last acknowledgement.
+* ``cluster_failover`` — every one of those 300 and 1,500 partitions has taken an ``acks=all``
+  write; the controller is killed with SIGKILL; from that moment, every partition not yet
+  acknowledged is written again (one message each, librdkafka's own retries within
+  ``message.timeout.ms``) until each has acknowledged a write produced after the kill: the time
+  of the last acknowledgement. With the test suite's 4 s ZooKeeper session (the clusters
+  above), and at 1,500 partitions again on a cluster of its own with the issue's 18 s session
+  (``LONG_SESSION_MS``, Kafka's default): the controller's death is noticed only when its
+  session expires, so the session bounds the failover from below.
 
 Bounds: every loop stops at its count or its time limit (``Sizes.limit``, seconds per
 measurement), whichever comes first, and is never waited for beyond it. The latencies and the
@@ -85,6 +90,9 @@ CONSUMER: dict[str, Any] = {"partition.assignment.strategy": "range",
                             "enable.auto.commit": False, "auto.offset.reset": "latest"}  # fmt: skip
 FAILOVER_MESSAGE_TIMEOUT_MS = 5_000  # a write unacknowledged this long is written again
 START_TIMEOUT = 60.0  # seconds for three brokers to register under one controller
+# The ZooKeeper session of the issue's failover setting (Kafka's default, 18 s); the other
+# clusters have the test suite's 4 s (CLUSTER_OVERRIDES).
+LONG_SESSION_MS = 18_000
 # SLUICE_BENCH_PROFILE=1: after the measured acks=all latency run, py-spy samples the
 # partition's leader for PROFILE_SECONDS of the same load (no rows; bench_profile's text in
 # build/bench/profiles/cluster-acks-all-latency.txt).
@@ -105,13 +113,17 @@ class Sizes:
     transaction_latency: int = 30  # one-message transactions timed
     joins: int = 3
     limit: float = 60.0  # seconds per measurement
+    # partition counts whose failover is measured again with a LONG_SESSION_MS session
+    long_session_failover: tuple[int, ...] = ()
 
 
 # bench.report's SETUP quotes these counts: change both together.
 QUICK = Sizes(1_000, {"batch 1": 5_000, "batch 50": 50_000, "default batching": 100_000},
-              (300,), (300,), 5, {1: 100, 100: 5}, 100, 3, 60.0)  # fmt: skip
+              (300, 1_500), (300, 1_500), 5, {1: 100, 100: 5}, 100, 3, 60.0,
+              (1_500,))  # fmt: skip
 FULL = Sizes(10_000, {"batch 1": 20_000, "batch 50": 500_000, "default batching": 1_000_000},
-             (300, 1_500, 4_000), (300, 1_500), 10, {1: 500, 100: 20}, 500, 5, 300.0)  # fmt: skip
+             (300, 1_500, 4_000), (300, 1_500), 10, {1: 500, 100: 20}, 500, 5, 300.0,
+             (1_500,))  # fmt: skip
 
 
 class DidNotFinish(Exception):
@@ -158,10 +170,13 @@ def median(values: list[float]) -> float:
 
 
 @contextmanager
-def started_cluster(work: Path, zookeeper: ZooKeeperServer) -> Iterator[BrokerCluster]:
-    """Three brokers (``OVERRIDES``) under a fresh chroot of ``zookeeper``; stopped after."""
+def started_cluster(
+    work: Path, zookeeper: ZooKeeperServer, overrides: dict[str, str] | None = None
+) -> Iterator[BrokerCluster]:
+    """Three brokers (``overrides``, else ``OVERRIDES``) under a fresh chroot of
+    ``zookeeper``; stopped after."""
     connect = zookeeper.connect_string + new_chroot(zookeeper, "sluice-bench")
-    cluster = BrokerCluster(work, connect, REPLICAS, OVERRIDES)
+    cluster = BrokerCluster(work, connect, REPLICAS, overrides or OVERRIDES)
     cluster.start(START_TIMEOUT)
     try:
         yield cluster
@@ -320,18 +335,28 @@ def throughput(cluster: BrokerCluster, topic: str, acks: str, way: str, count: i
     return count / (time.perf_counter() - started)
 
 
+def cpu_seconds(cluster: BrokerCluster) -> float:
+    """User + system CPU seconds the running brokers have used (``/proc/<pid>/stat``)."""
+    total = 0
+    for b in cluster.brokers.values():
+        if b.running and b.pid is not None:
+            fields = Path(f"/proc/{b.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def rounds(cluster: BrokerCluster, targets: list[Partition], count: int,
-           limit: float) -> list[float]:  # fmt: skip
+           limit: float, cpu: list[float] | None = None) -> list[float]:  # fmt: skip
     """Milliseconds of ``count + 1`` rounds of one ``acks=all`` message to every partition of
     ``targets`` (default batching), each until every message is acknowledged; the first is the
     warm-up. Fewer when ``limit`` seconds pass first; :class:`DidNotFinish` when not even the
-    first round finished."""
+    first round finished. ``cpu``: where the brokers' CPU milliseconds of each round go."""
     p = producer(cluster, "all", SETTINGS["default batching"])
     deadline = Deadline(f"one message to each of {len(targets):,} partitions", limit)
     out: list[float] = []
     for _ in range(count + 1):
         reports = Acks()
-        started = time.perf_counter()
+        started, used = time.perf_counter(), cpu_seconds(cluster)
         for topic, i in targets:
             send(p, topic, i, reports)
         try:
@@ -343,6 +368,8 @@ def rounds(cluster: BrokerCluster, targets: list[Partition], count: int,
         if reports.errors:
             raise RuntimeError(f"{len(reports.errors)} messages failed: {reports.errors[0]}")
         out.append((time.perf_counter() - started) * 1000)
+        if cpu is not None:
+            cpu.append((cpu_seconds(cluster) - used) * 1000)
     return out
 
 
@@ -498,6 +525,40 @@ def failover(cluster: BrokerCluster, targets: list[Partition], limit: float) -> 
     return controller, last - killed
 
 
+def profile_rounds(cluster: BrokerCluster, targets: list[Partition], seconds: float) -> None:
+    """py-spy on the leader of ``targets``' first partition while rounds of one ``acks=all``
+    message to every partition of ``targets`` run for ``seconds`` (plus a second each side;
+    each broker leads about a third of them); the summary in ``PROFILES``."""
+    topic, first = targets[0]
+    leader = cluster.partition(topic, first).leader
+    pid = cluster.brokers[leader].pid
+    assert pid is not None
+    timed: list[float] = []
+
+    def load() -> None:
+        deadline = time.monotonic() + seconds + 2
+        while time.monotonic() < deadline:
+            try:
+                timed.extend(rounds(cluster, targets, 0, max(deadline - time.monotonic(), 1)))
+            except DidNotFinish:
+                return
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    time.sleep(1)
+    slug = f"cluster-rounds-{len(targets)}"
+    bench_profile.PROFILES.mkdir(parents=True, exist_ok=True)
+    profile = bench_profile.record(pid, seconds, bench_profile.PROFILES / f"{slug}.folded")
+    thread.join(seconds + 120)
+    reached = (f"{len(timed):,} rounds, median {median(timed):.0f} ms under the profiler, "
+               f"load {load_average()}")  # fmt: skip
+    what = (f"broker {leader}, leading about a third, under rounds of one acks=all message to "
+            f"each of {len(targets):,} partitions (3 brokers, RF 3)")  # fmt: skip
+    text = bench_profile.summary(slug, profile, what, reached)
+    (bench_profile.PROFILES / f"{slug}.txt").write_text(text)
+    print("\n".join("    " + line for line in text.splitlines()[:3]), flush=True)
+
+
 def profile_latency(cluster: BrokerCluster, topic: str, seconds: float) -> None:
     """py-spy on ``topic``'s leader while one ``acks=all`` message at a time is written for
     ``seconds`` (plus a second each side); the summary in ``PROFILES``."""
@@ -583,32 +644,63 @@ def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int
     """Topic creation and rounds at ``partitions``; then the failover, when its mode has it."""
     system, topics = f"{partitions:,} partitions", spread(f"wide-{partitions}", partitions)
     targets = every_partition(topics)
-    creation, round_ms = math.nan, [math.nan]
+    creation, round_ms, cpu_ms = math.nan, [math.nan], [math.nan]
     if len(topics) > 1:
         results.note("cluster_partitions", f"{system} in {len(topics)} topics of at most "
                      f"{MAX_PARTITIONS_PER_TOPIC:,} (the broker's limit per topic)")  # fmt: skip
     try:
         creation = create_topics(cluster, topics, sizes.limit * 2)
-        round_ms = rounds(cluster, targets, sizes.rounds, sizes.limit)
+        cpu_ms = []
+        round_ms = rounds(cluster, targets, sizes.rounds, sizes.limit, cpu_ms)
+        if os.environ.get("SLUICE_BENCH_PROFILE") == "1":
+            profile_rounds(cluster, targets, PROFILE_SECONDS)
     except DidNotFinish as e:
         results.note("cluster_partitions", str(e))
     results.add("cluster_partitions", system, "topic creation", creation, "s")
     results.add("cluster_partitions", system, "first round", round_ms[0], "ms")
     results.add_runs("cluster_partitions", system, "round, median of the rest",
                      round_ms[1:] or [math.nan], "ms")  # fmt: skip
+    results.add_runs("cluster_partitions", system, "brokers' CPU per round, median of the rest",
+                     cpu_ms[1:] or [math.nan], "ms")  # fmt: skip
     if math.isfinite(round_ms[0]) and len(round_ms) <= sizes.rounds:
         results.note("cluster_partitions", f"{system}: {len(round_ms) - 1} of {sizes.rounds} "
                      f"rounds after the first within {sizes.limit:.0f} s")  # fmt: skip
-    if partitions not in sizes.failover or not math.isfinite(creation):
-        return
+    if partitions in sizes.failover and math.isfinite(creation):
+        measure_failover(results, cluster, targets, _session_s(CLUSTER_OVERRIDES), sizes)
+
+
+def _session_s(overrides: dict[str, str]) -> int:
+    return int(overrides["zookeeper.session.timeout.ms"]) // 1000
+
+
+def measure_failover(results: Results, cluster: BrokerCluster, targets: list[Partition],
+                     session_s: int, sizes: Sizes) -> None:  # fmt: skip
+    """The failover of ``targets`` on ``cluster``, whose ZooKeeper session is ``session_s``."""
+    system = f"{len(targets):,} partitions, {session_s} s session"
     seconds = math.nan
     try:
         controller, seconds = failover(cluster, targets, sizes.limit * 2)
         results.note("cluster_failover", f"{system}: broker {controller} was the controller")
     except DidNotFinish as e:
-        results.note("cluster_failover", str(e))
+        results.note("cluster_failover", f"{system}: {e}")
     results.add("cluster_failover", system, "until every partition takes acks=all writes",
                 seconds, "s")  # fmt: skip
+
+
+def measure_long_session_failover(results: Results, work: Path, zookeeper: ZooKeeperServer,
+                                  partitions: int, sizes: Sizes) -> None:  # fmt: skip
+    """The failover at ``partitions`` on a cluster of its own with a ``LONG_SESSION_MS``
+    ZooKeeper session (the issue's setting)."""
+    topics = spread(f"failover-{partitions}", partitions)
+    overrides = {**OVERRIDES, "zookeeper.session.timeout.ms": str(LONG_SESSION_MS)}
+    with started_cluster(work, zookeeper, overrides) as cluster:
+        try:
+            create_topics(cluster, topics, sizes.limit * 2)
+        except DidNotFinish as e:
+            results.note("cluster_failover", str(e))
+            return
+        measure_failover(results, cluster, every_partition(topics), LONG_SESSION_MS // 1000,
+                         sizes)  # fmt: skip
 
 
 def run(
@@ -631,6 +723,10 @@ def run(
         for partitions in sizes.partitions[1:]:
             with started_cluster(work / f"cluster-{partitions}", zookeeper) as cluster:
                 measure_partitions(results, cluster, partitions, sizes)
+            load.append(load_average())
+        for partitions in sizes.long_session_failover:
+            measure_long_session_failover(results, work / f"failover-{partitions}", zookeeper,
+                                          partitions, sizes)  # fmt: skip
             load.append(load_average())
     finally:
         if own:

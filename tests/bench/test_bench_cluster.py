@@ -19,7 +19,8 @@ from sluice.testing.zookeeper import ZooKeeperServer
 MACHINE = {"command": "python -m bench.run --quick --only cluster", "mode": "quick",
            "date": "2026-11-28T06:00:00+00:00", "cpus": 2}  # fmt: skip
 TINY = Sizes(5, {"batch 1": 50, "batch 50": 200, "default batching": 200}, (12,), (12,), 2,
-             {1: 2, 100: 1}, 3, 1, 60.0)  # fmt: skip
+             {1: 2, 100: 1}, 3, 1, 60.0, (12,))  # fmt: skip
+CPU = "brokers' CPU per round, median of the rest"
 EXPERIMENTS = {"cluster_latency", "cluster_throughput", "cluster_partitions", "cluster_failover",
                "cluster_transactions", "cluster_rebalance"}  # fmt: skip
 
@@ -58,9 +59,14 @@ def test_a_deadline_raises_once_passed_and_says_how_far_it_got() -> None:
 
 
 def test_the_modes_follow_the_issue() -> None:
-    assert bench_cluster.QUICK.partitions == (300,) and bench_cluster.QUICK.failover == (300,)
+    assert bench_cluster.QUICK.partitions == (300, 1_500)
+    assert bench_cluster.QUICK.failover == (300, 1_500)
     assert bench_cluster.FULL.partitions == (300, 1_500, 4_000)
     assert bench_cluster.FULL.failover == (300, 1_500)
+    # and at 1,500 again with the issue's ZooKeeper session, 18 s
+    assert bench_cluster.QUICK.long_session_failover == (1_500,)
+    assert bench_cluster.FULL.long_session_failover == (1_500,)
+    assert bench_cluster.LONG_SESSION_MS == 18_000
     assert set(bench_cluster.QUICK.transactions) == set(bench_cluster.FULL.transactions) == {1, 100}
     assert bench_cluster.OVERRIDES["min.insync.replicas"] == "2"
 
@@ -84,14 +90,19 @@ def test_a_tiny_run_measures_every_experiment(tmp_path: Path, zookeeper: ZooKeep
     for metric in ("topic creation", "first round", "round, median of the rest"):
         assert found["cluster_partitions", "12 partitions", metric].value > 0
     assert len(found["cluster_partitions", "12 partitions", "round, median of the rest"].runs) == 2
-    failover = [r for r in results.items if r.experiment == "cluster_failover"]
-    assert len(failover) == 1 and failover[0].value > 0 and failover[0].system == "12 partitions"
+    cpu = found["cluster_partitions", "12 partitions", CPU]
+    assert cpu.value > 0 and cpu.unit == "ms" and len(cpu.runs) == 2
+    failover = {r.system: r for r in results.items if r.experiment == "cluster_failover"}
+    assert set(failover) == {"12 partitions, 4 s session", "12 partitions, 18 s session"}
+    assert all(r.value > 0 and r.unit == "s" for r in failover.values())
     for metric in ("1 batch per transaction", "100 batches per transaction",
                    "one-message transaction, median"):  # fmt: skip
         assert found["cluster_transactions", "acks=all", metric].value > 0
     rebalance = found["cluster_rebalance", "3 consumers, range", "join to all three assigned"]
     assert rebalance.value > 0 and rebalance.unit == "s"
-    assert any("broker" in n and "controller" in n for n in results.notes["cluster_failover"])
+    for system in failover:
+        assert any(n.startswith(f"{system}: broker") and "controller" in n
+                   for n in results.notes["cluster_failover"])  # fmt: skip
     assert any("zookeeper.session.timeout.ms=" in n for n in results.notes["cluster_latency"])
     assert not any("did not finish" in n for notes in results.notes.values() for n in notes)
 
@@ -115,9 +126,9 @@ def test_a_measurement_past_its_limit_is_recorded_as_not_finished(
         with pytest.raises(DidNotFinish, match="did not finish in 0 s"):
             bench_cluster.throughput(cluster, "wide-1000-0", "all", "batch 1", 10**7, 0.2)
     rows = {r.metric: r for r in results.items}
-    assert set(rows) == {"topic creation", "first round", "round, median of the rest"}
+    assert set(rows) == {"topic creation", "first round", "round, median of the rest", CPU}
     assert all(math.isnan(r.value) for r in rows.values())
-    assert [r.experiment for r in results.items] == ["cluster_partitions"] * 3  # no failover
+    assert [r.experiment for r in results.items] == ["cluster_partitions"] * 4  # no failover
     (note,) = results.notes["cluster_partitions"]
     assert "did not finish in 1 s" in note  # creation's limit is twice the measurement's
 
