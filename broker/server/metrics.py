@@ -19,6 +19,8 @@ Sluice's name → Kafka's (labels)::
     -                           kafka_server_replicamanager_leadercount
     -                           kafka_server_replicamanager_isrshrinks_total
     -                           kafka_server_replicamanager_isrexpands_total
+    -                           kafka_server_delayedfetchmetrics_expirespersec_total (fetchertype)
+    -                           sluice_delayed_fetches_completed_total             (fetchertype)
     -                           kafka_controller_kafkacontroller_activecontrollercount
     -                           kafka_controller_kafkacontroller_offlinepartitionscount
 
@@ -155,6 +157,23 @@ class _ReplicaCollector(Collector):
             "kafka_server_replicamanager_isrexpands",
             "ISR expansions written by this broker as leader", value=replicas.isr_expands,
         )  # fmt: skip
+        # Kafka's DelayedFetchMetrics (fetcherType=follower): followers' fetches that waited
+        # here and expired at their max wait; beside it, Sluice's count of those an append
+        # (or another change) completed — what makes acks=all take milliseconds.
+        expired = CounterMetricFamily(
+            "kafka_server_delayedfetchmetrics_expirespersec",
+            "Follower fetches that waited here and expired at their max wait",
+            labels=["fetchertype"],
+        )
+        expired.add_metric(["follower"], replicas.follower_fetches_expired)
+        yield expired
+        completed = CounterMetricFamily(
+            "sluice_delayed_fetches_completed",
+            "Follower fetches that waited here and were completed by a change (an append)",
+            labels=["fetchertype"],
+        )
+        completed.add_metric(["follower"], replicas.follower_fetches_woken)
+        yield completed
         active = self._cluster.controller_id() == self._broker_id
         yield gauge(
             "kafka_controller_kafkacontroller_activecontrollercount",
