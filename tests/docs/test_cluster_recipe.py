@@ -18,7 +18,9 @@ settings and ``JAVA_HOME`` if set:
 
 What the page asks the reader to do by hand — name a broker with data in
 ``conf/nightly_load.properties`` — the test does to the copy's file: ``kafka.bootstrap.servers``
-and ``topics`` point at the pipeline tests' broker and a topic filled with 5,000 records. The
+and ``topics`` point at the pipeline tests' broker and a topic filled with 5,000 records, and
+``table.format=parquet`` (the file's own is ``iceberg``; the page's table is the Parquet
+layout's ``./warehouse/events/load=1``, which ``assert_exactly_once`` reads). The
 table must then hold every produced record exactly once, and each worker must have run an
 executor of the load. The venv is this interpreter's (``sys.prefix``), linked into the copy as
 ``.venv``: the page's install step (``python3 -m venv``, ``pip install -e``) is the one thing
@@ -211,6 +213,7 @@ def test_the_cluster_recipe_loads_every_record_once(
     config = clone / "conf" / "nightly_load.properties"
     _set(config, "kafka.bootstrap.servers", kafka_broker.bootstrap)
     _set(config, "topics", topic_name)
+    _set(config, "table.format", "parquet")
 
     package = subprocess.run(["bash", "-c", blocks["package"]], cwd=clone, env=env,
                              capture_output=True, text=True, timeout=600)  # fmt: skip
