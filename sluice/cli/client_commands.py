@@ -3,8 +3,9 @@
 ``sluice topics create|list|describe|delete`` (kafka-topics.sh), ``sluice produce``
 (kafka-console-producer.sh: one message per stdin line, optional key separator) and
 ``sluice consume`` (kafka-console-consumer.sh: from the beginning, an offset or a time); with
-``--value-format avro`` they are kafka-avro-console-producer/-consumer (JSON lines in and
-out, Avro through the registry: ``sluice.cli.value_formats``).
+``--value-format avro|json-schema|protobuf`` they are kafka-avro-console-producer/-consumer
+and their JSON Schema and Protobuf siblings (JSON lines in and out, Confluent-framed through
+the registry: ``sluice.cli.value_formats``).
 
 Honest by construction: reading commands never create a topic (``describe`` asks with
 DescribeTopics, whose Metadata request does not allow auto-creation, as Kafka's tool does);
