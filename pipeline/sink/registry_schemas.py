@@ -69,7 +69,7 @@ class SchemaDirectory:
                 f"schema id {schema_id} from the message header is not in the registry at "
                 f"{self.client.url}: {exc}"
             ) from exc
-        references = tuple(self._references(doc.get("references") or [], set()))
+        references = tuple(self._references(doc.get("references") or [], {}))
         try:
             parsed = parse_schema(str(doc["schema"]), doc.get("schemaType"), references)
         except InvalidSchemaError as exc:  # the registry accepted it: a registry of a newer kind
@@ -78,20 +78,28 @@ class SchemaDirectory:
             ) from exc
         return RegisteredSchema(schema_id, parsed, references)
 
-    def _references(self, refs: list[Any], seen: set[str]) -> list[ResolvedReference]:
-        """The references ``refs`` name, with theirs, dependencies first, each once."""
+    def _references(
+        self, refs: list[Any], memo: dict[str, list[ResolvedReference]]
+    ) -> list[ResolvedReference]:
+        """The references ``refs`` name, with theirs, dependencies first, each once; ``memo``
+        holds each name's resolution (its dependencies, then itself) for this fetch."""
         resolved: list[ResolvedReference] = []
         for ref in refs:
-            name = str(ref["name"])
-            if name in seen:
-                continue
-            seen.add(name)
-            doc = self.client.get_version(str(ref["subject"]), ref["version"])
-            deps = self._references(doc.get("references") or [], seen)
-            resolved += deps
-            parsed = parse_schema(str(doc["schema"]), doc.get("schemaType"), deps)
-            resolved.append(ResolvedReference(name, parsed))
+            for found in self._resolve(ref, memo):
+                if all(r.name != found.name for r in resolved):
+                    resolved.append(found)
         return resolved
+
+    def _resolve(
+        self, ref: Any, memo: dict[str, list[ResolvedReference]]
+    ) -> list[ResolvedReference]:
+        name = str(ref["name"])
+        if name not in memo:
+            doc = self.client.get_version(str(ref["subject"]), ref["version"])
+            deps = self._references(doc.get("references") or [], memo)
+            parsed = parse_schema(str(doc["schema"]), doc.get("schemaType"), deps)
+            memo[name] = [*deps, ResolvedReference(name, parsed)]
+        return memo[name]
 
 
 _DIRECTORIES: dict[str, SchemaDirectory] = {}

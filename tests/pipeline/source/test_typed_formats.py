@@ -279,3 +279,98 @@ def test_protobuf_serializer_records_read_back_typed(
     with pytest.raises(Exception, match="expected a JSON reader schema, found PROTOBUF"):
         _read(spark, kafka_broker.bootstrap, topic_name, registry_url, "json-schema",
               onDecodeError="fail")  # fmt: skip
+
+
+MONEY_JSON = {
+    "type": "object",
+    "properties": {"currency": {"type": "string"}, "units": {"type": "integer"}},
+    "required": ["currency", "units"],
+}
+MONEY_PROTO = """syntax = "proto3";
+package acme;
+message Money { string currency = 1; int64 units = 2; }
+"""
+SHOP_PROTO = """syntax = "proto3";
+package shop;
+import "acme/money.proto";
+message Order { int64 id = 1; acme.Money total = 2; repeated acme.Money parts = 3; }
+"""
+
+
+def _shop_order_class(tmp_path: Path) -> Any:
+    """``shop.Order``, compiled by protoc from ``SHOP_PROTO`` importing ``MONEY_PROTO``."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from grpc_tools import protoc
+
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "money.proto").write_text(MONEY_PROTO)
+    (tmp_path / "shop.proto").write_text(SHOP_PROTO)
+    out = tmp_path / "shop.desc"
+    args = ["protoc", f"-I{tmp_path}", "--include_imports", f"--descriptor_set_out={out}"]
+    assert protoc.main([*args, "shop.proto"]) == 0
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_references_to_other_subjects_type_and_check_the_values(
+    spark: Any, kafka_broker: Any, registry_url: str, topic_name: str, tmp_path: Path
+) -> None:
+    """A JSON Schema whose ``$ref`` names another subject's schema, and a ``.proto`` importing
+    another subject's file: the referenced types are typed columns, and the JSON values are
+    validated against the referenced schema too."""
+    from sluice.schemas.client import RegistryClient
+    from sluice.schemas.serde import encode_header
+
+    client = RegistryClient(registry_url)
+    json_topic, proto_topic = f"{topic_name}-json", f"{topic_name}-proto"
+    client.register(f"{json_topic}-money", json.dumps(MONEY_JSON), schema_type="JSON")
+    order = {
+        "type": "object",
+        "required": ["id"],
+        "properties": {"id": {"type": "integer"}, "total": {"$ref": "money.json"}},
+    }
+    ref = [{"name": "money.json", "subject": f"{json_topic}-money", "version": 1}]
+    json_id = client.register(
+        f"{json_topic}-value", json.dumps(order), schema_type="JSON", references=ref
+    )
+    docs = [{"id": 1, "total": {"currency": "EUR", "units": 5}}, {"id": 2},
+            {"id": 3, "total": {"currency": "EUR", "units": "five"}}]  # fmt: skip
+    _produce(kafka_broker.bootstrap, json_topic,
+             [encode_header(json_id) + json.dumps(d).encode() for d in docs])  # fmt: skip
+    errors_dir = tmp_path / "json-errors"
+    df = _read(spark, kafka_broker.bootstrap, json_topic, registry_url, "json-schema",
+               decodeErrorPath=str(errors_dir))  # fmt: skip
+    money = StructType(
+        [StructField("currency", StringType(), False), StructField("units", LongType(), False)]
+    )
+    assert df.schema["total"].dataType == money
+    _assert_rows(spark, df, [{"offset": 0, "id": 1, "total": {"currency": "EUR", "units": 5}},
+                             {"offset": 1, "id": 2, "total": None}])  # fmt: skip
+    [error] = spark.read.parquet(str(errors_dir)).collect()
+    assert (error["offset"], error["error"]) == (2, "InvalidJsonValueError")
+    assert "'five' is not of type 'integer'" in error["reason"]
+
+    client.register(f"{proto_topic}-money", MONEY_PROTO, schema_type="PROTOBUF")
+    ref = [{"name": "acme/money.proto", "subject": f"{proto_topic}-money", "version": 1}]
+    proto_id = client.register(
+        f"{proto_topic}-value", SHOP_PROTO, schema_type="PROTOBUF", references=ref
+    )
+    cls = _shop_order_class(tmp_path)
+    messages = [cls(id=1), cls(id=2)]
+    messages[1].total.currency, messages[1].total.units = "USD", 7
+    messages[1].parts.add(currency="USD", units=3)
+    framed = [encode_header(proto_id) + b"\x00" + m.SerializeToString() for m in messages]
+    _produce(kafka_broker.bootstrap, proto_topic, framed)
+    df = _read(spark, kafka_broker.bootstrap, proto_topic, registry_url, "protobuf",
+               onDecodeError="fail")  # fmt: skip
+    money = StructType(
+        [StructField("currency", StringType(), False), StructField("units", LongType(), False)]
+    )
+    assert df.schema["total"].dataType == money
+    _assert_rows(spark, df, [
+        {"offset": 0, "id": 1, "total": None, "parts": []},
+        {"offset": 1, "id": 2, "total": {"currency": "USD", "units": 7},
+         "parts": [{"currency": "USD", "units": 3}]},
+    ])  # fmt: skip
