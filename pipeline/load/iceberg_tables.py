@@ -33,10 +33,10 @@ import pyarrow as pa
 
 from sluice.pipeline.load.config import LoadConfig
 from sluice.pipeline.load.errors import LoadError, UnreachableError
-from sluice.pipeline.source.avro_columns import ERROR_ARROW_SCHEMA, OutputLayout, ReaderSchema
 from sluice.pipeline.source.metadata import KafkaMetadata
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import ARROW_SCHEMA
+from sluice.pipeline.source.typed_columns import ERROR_ARROW_SCHEMA, OutputLayout, ReaderSchema
 from sluice.pipeline.table.iceberg_catalog import (
     CatalogUnavailableError,
     IcebergConfig,
@@ -122,22 +122,23 @@ def pin(
 
 
 def arrow_schemas(
-    avro: tuple[ReaderSchema, OutputLayout] | None,
+    typed: tuple[ReaderSchema, OutputLayout] | None,
 ) -> tuple[pa.Schema, pa.Schema | None]:
-    """The run's Arrow schema and, for a typed load, its error table's."""
-    if avro is None:
+    """The run's Arrow schema and, for a typed load (Avro, JSON Schema, Protobuf), its error
+    table's."""
+    if typed is None:
         return ARROW_SCHEMA, None
     from pyspark.sql.pandas.types import to_arrow_schema  # the driver has Spark
 
-    return to_arrow_schema(avro[1].schema, timezone="UTC"), ERROR_ARROW_SCHEMA
+    return to_arrow_schema(typed[1].schema, timezone="UTC"), ERROR_ARROW_SCHEMA
 
 
 def writers(
-    run: IcebergRun, avro: tuple[ReaderSchema, OutputLayout] | None
+    run: IcebergRun, typed: tuple[ReaderSchema, OutputLayout] | None
 ) -> dict[str, TopicWriters]:
     """Create or check the tables (``IcebergRun.writers``); a refusal is a ``LoadError``
     before anything is read."""
-    data, errors = arrow_schemas(avro)
+    data, errors = arrow_schemas(typed)
     try:
         with _catalog_answering(run.config, "creating or checking the tables"):
             return run.writers(data, errors)
