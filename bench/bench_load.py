@@ -37,6 +37,18 @@ the system ``profile`` (unit ``%``: share of the workers' samples, own time);
 ``SLUICE_BENCH_PROFILE=<file>`` also keeps py-spy's raw samples there (for a flame graph). The
 machine's load average at the start of each run is a note (the machine is shared).
 
+**Iceberg** (``table.format=iceberg``, rows of ``nightly_load``, local mode, right after the
+main measurement): the same ``count`` rows of topic ``load`` loaded into an Iceberg table (the
+embedded SQLite catalog, ``day(timestamp)``, one conditional catalog commit) and, right after,
+into a fresh Parquet-format table again — both with the JVM and the Python workers warm, so
+neither pays for the other's start (the main measurement's load paid for its workers). The
+rows: each load's rows/s and phases, the Iceberg table's Parquet bytes, and two ratios of
+seconds (higher is better for Iceberg): ``sluice iceberg/parquet`` (the paired Parquet
+load's seconds / the Iceberg load's; the goal is at least 0.9) and ``sluice
+iceberg/in-memory`` (the main measurement's Spark baseline seconds / the Iceberg load's; the
+goal is at least 1.0). Spark writing an Iceberg table itself needs Iceberg's Spark runtime,
+which cannot be fetched here, so Spark's side is its plain Parquet write of the same rows.
+
 **Shapes** (experiment ``nightly_load_shapes``, local mode, the same session after the main
 measurement): the same ``SHAPE_ROWS`` rows as one topic of 8 partitions (narrow) and as
 ``WIDE_TOPICS`` topics of 4 partitions (wide: 800 partitions of 100 rows), each loaded into a
@@ -306,6 +318,7 @@ def run(results: Results, quick: bool) -> None:
         spark = build_spark(config)
         figures = measure(spark, config, count, local, profile)
         record(results, count, figures)
+        run_iceberg(results, spark, config, count, local, figures["baseline_seconds"])
         run_shapes(results, spark, broker.bootstrap, work)
         spark.stop()  # the cluster run's driver is a process of its own
         spark = None
@@ -315,6 +328,54 @@ def run(results: Results, quick: bool) -> None:
             spark.stop()
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run_iceberg(
+    results: Results, spark: Any, config: Any, count: int, out: Path, baseline_seconds: float
+) -> dict[str, Any]:
+    """The Iceberg load and its paired Parquet load of the same ``count`` rows (module doc),
+    each into a fresh warehouse under ``out``, recorded by ``record_iceberg``; returns the
+    figures: each load's phases and the Iceberg table's Parquet bytes."""
+    from dataclasses import replace
+
+    from sluice.pipeline.load.run import run_load
+    from sluice.pipeline.table.iceberg_catalog import IcebergConfig
+
+    figures: dict[str, Any] = {"baseline_seconds": baseline_seconds}
+    for name in ("iceberg", "parquet"):
+        warehouse = (out / f"paired-{name}").as_uri()
+        iceberg = IcebergConfig.from_properties({}, warehouse) if name == "iceberg" else None
+        report = run_load(replace(config, warehouse=warehouse, iceberg=iceberg), spark,
+                          progress=lambda _m: None)  # fmt: skip
+        if report.total_rows != count:
+            raise RuntimeError(f"the {name} load published {report.total_rows:,} rows, "
+                               f"expected {count:,}")  # fmt: skip
+        figures[f"{name}_phases"] = dict(report.phases)
+    figures["iceberg_bytes"] = parquet_bytes(out / "paired-iceberg")
+    record_iceberg(results, count, figures)
+    return figures
+
+
+def record_iceberg(results: Results, count: int, figures: dict[str, Any]) -> None:
+    """The Iceberg rows of ``run_iceberg``'s ``figures`` (module doc): each load timed as
+    ``record`` times the main one, by the sum of its phases."""
+    seconds = {}
+    for name in ("iceberg", "parquet"):
+        system = "sluice iceberg" if name == "iceberg" else "sluice parquet (paired)"
+        phases = figures[f"{name}_phases"]
+        seconds[name] = sum(phases.values())
+        results.add("nightly_load", system, f"{count:,} rows over {PARTITIONS} partitions",
+                    count / seconds[name], "rows/s")  # fmt: skip
+        for phase, took in phases.items():
+            results.add("nightly_load", system, f"phase {phase}", took, "s")
+    results.add("nightly_load", "sluice iceberg", "parquet bytes", figures["iceberg_bytes"], "B")
+    results.add("nightly_load", "sluice iceberg/parquet", "rows/s",
+                seconds["parquet"] / seconds["iceberg"], "ratio")  # fmt: skip
+    results.add("nightly_load", "sluice iceberg/in-memory", "rows/s",
+                figures["baseline_seconds"] / seconds["iceberg"], "ratio")  # fmt: skip
+    results.note("nightly_load", "iceberg: the Iceberg load, then the same rows as a Parquet-"
+                 "format load again (paired), both after the main run: JVM and Python workers "
+                 "warm for both")  # fmt: skip
 
 
 def _produce_spread(bootstrap: str, partitions: list[tuple[str, int]], count: int) -> None:
