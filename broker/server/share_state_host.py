@@ -62,7 +62,7 @@ from sluice.broker.share.share_state_log import (
 )
 from sluice.common.topic_partition import TopicPartition
 
-__all__ = ["ShareStateHost", "build_share_coordinator"]
+__all__ = ["ShareStateHost", "build_share_coordinator", "read_log", "remote_append", "remote_read"]
 
 log = logging.getLogger(__name__)
 
@@ -141,19 +141,7 @@ class ShareStateHost:
                     + (f" ({result.message})" if result.message else "")
                 )
             return
-        client = self._client(leader)
-        body = build(request_type(ApiKey.PRODUCE, 8), {
-            "transactional_id": None, "acks": -1, "timeout": WRITE_TIMEOUT_MS,
-            "topic_data": [{"name": TOPIC, "partition_data": [
-                {"index": partition, "records": batch}]}],
-        })  # fmt: skip
-        response = await self._call(client, body, partition)
-        (answer,) = [p for t in response.responses for p in t.partition_responses]
-        if answer.error_code != Errors.NONE:
-            raise ShareStateUnavailableError(
-                f"{TOPIC}-{partition}: broker {client.host}:{client.port} answered error code "
-                f"{int(answer.error_code)} to the state's Produce"
-            )
+        await remote_append(self._client(leader), partition, batch)
 
     async def read(self, partition: int) -> list[RawRecord]:
         leader = await self._ready(partition)
@@ -163,7 +151,7 @@ class ShareStateHost:
             or (local.role is Role.FOLLOWER and self.broker_id in local.isr)
         ):
             return read_log(local.log)
-        return await self._fetch(partition, leader)
+        return await remote_read(self._client(leader), partition)
 
     # -- the replica manager's role changes --------------------------------------------------
 
@@ -253,45 +241,65 @@ class ShareStateHost:
             self._clients[broker_id] = client
         return client
 
-    async def _call(self, client: BrokerClient, body: Any, partition: int) -> Any:
-        try:
-            return await client.request(body)
-        except (OSError, EOFError, TimeoutError, ConnectionError) as exc:
-            raise ShareStateUnavailableError(
-                f"{TOPIC}-{partition}: broker {client.host}:{client.port} unreachable: {exc!r}"
-            ) from None
 
-    async def _fetch(self, partition: int, leader: int) -> list[RawRecord]:
-        """The partition's records from its leader, to its high watermark (Fetch v11 as a
-        consumer, one round per ``_READ_BYTES``)."""
-        client = self._client(leader)
-        out: list[RawRecord] = []
-        offset = 0
-        while True:
-            body = build(request_type(ApiKey.FETCH, 11), {
-                "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": _READ_BYTES,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "forgotten_topics_data": [], "rack_id": "",
-                "topics": [{"topic": TOPIC, "partitions": [{
-                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "log_start_offset": -1, "partition_max_bytes": _READ_BYTES}]}],
-            })  # fmt: skip
-            response = await self._call(client, body, partition)
-            (answer,) = [p for t in response.responses for p in t.partitions]
-            if answer.error_code == Errors.OFFSET_OUT_OF_RANGE and offset < answer.log_start_offset:
-                offset = answer.log_start_offset
-                continue
-            if answer.error_code != Errors.NONE:
-                raise ShareStateUnavailableError(
-                    f"{TOPIC}-{partition}: the leader answered error code "
-                    f"{int(answer.error_code)} to the state's Fetch"
-                )
-            data = bytes(answer.records or b"")
-            if not data:
-                return out
-            offset = _records(data, out, offset)
-            if offset >= answer.high_watermark:
-                return out
+async def remote_append(client: BrokerClient, partition: int, batch: bytes) -> None:
+    """Append ``batch`` to ``partition`` of the state topic on its leader, ``client``'s broker:
+    a Produce with acks=-1, which the leader answers once the batch is committed. Raises
+    ``ShareStateUnavailableError`` for an error answer or an unreachable broker."""
+    body = build(request_type(ApiKey.PRODUCE, 8), {
+        "transactional_id": None, "acks": -1, "timeout": WRITE_TIMEOUT_MS,
+        "topic_data": [{"name": TOPIC, "partition_data": [
+            {"index": partition, "records": batch}]}],
+    })  # fmt: skip
+    response = await _call(client, body, partition)
+    (answer,) = [p for t in response.responses for p in t.partition_responses]
+    if answer.error_code != Errors.NONE:
+        raise ShareStateUnavailableError(
+            f"{TOPIC}-{partition}: broker {client.host}:{client.port} answered error code "
+            f"{int(answer.error_code)} to the state's Produce"
+        )
+
+
+async def remote_read(client: BrokerClient, partition: int) -> list[RawRecord]:
+    """Every record of ``partition`` of the state topic from its leader, ``client``'s broker,
+    to its high watermark (Fetch v11 as a consumer, one round per ``_READ_BYTES``). Raises
+    ``ShareStateUnavailableError`` for an error answer or an unreachable broker."""
+    out: list[RawRecord] = []
+    offset = 0
+    while True:
+        body = build(request_type(ApiKey.FETCH, 11), {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": _READ_BYTES,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": TOPIC, "partitions": [{
+                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "log_start_offset": -1, "partition_max_bytes": _READ_BYTES}]}],
+        })  # fmt: skip
+        response = await _call(client, body, partition)
+        (answer,) = [p for t in response.responses for p in t.partitions]
+        if answer.error_code == Errors.OFFSET_OUT_OF_RANGE and offset < answer.log_start_offset:
+            offset = answer.log_start_offset
+            continue
+        if answer.error_code != Errors.NONE:
+            raise ShareStateUnavailableError(
+                f"{TOPIC}-{partition}: broker {client.host}:{client.port} answered error code "
+                f"{int(answer.error_code)} to the state's Fetch"
+            )
+        data = bytes(answer.records or b"")
+        if not data:
+            return out
+        offset = _records(data, out, offset)
+        if offset >= answer.high_watermark:
+            return out
+
+
+async def _call(client: BrokerClient, body: Any, partition: int) -> Any:
+    try:
+        return await client.request(body)
+    except (OSError, EOFError, TimeoutError, ConnectionError) as exc:
+        raise ShareStateUnavailableError(
+            f"{TOPIC}-{partition}: broker {client.host}:{client.port} unreachable: {exc!r}"
+        ) from None
 
 
 def build_share_coordinator(
