@@ -8,8 +8,8 @@ handled one at a time, in order, as Kafka does (it mutes the channel): a produce
 batches are appended in the order sent, which idempotence depends on. Responses to pipelined
 requests go out in one write per chunk read (one send syscall instead of one per response,
 which profiling showed costly for a batch-of-1 producer); anything that may wait flushes them
-first. A small fetch response (``response_writer.INLINE_MAX``) is copied and joins them; a
-larger one is written zero-copy by ``response_writer``, after the pending ones.
+first. A fetch response is written by ``response_writer`` (copied if small, else zero-copy),
+after the pending ones.
 
 The SASL gate (``SASL_PLAINTEXT`` and ``SASL_SSL`` listeners): the connection has a
 :class:`~sluice.broker.server.sasl_session.SaslSession`, and until it has authenticated only
@@ -55,7 +55,7 @@ from sluice.broker.security.tls import ANONYMOUS, peer_principal
 from sluice.broker.server.connection_limits import ConnectionSlot
 from sluice.broker.server.context import CURRENT_LISTENER, CURRENT_PEER, CURRENT_PRINCIPAL
 from sluice.broker.server.dispatcher import API_NAMES, RequestDispatcher
-from sluice.broker.server.response_writer import flush_pending, inline, write_response
+from sluice.broker.server.response_writer import flush_pending, write_response
 from sluice.broker.server.sasl_session import SASL_API_KEYS, SASL_HANDSHAKE, SaslSession
 
 log = logging.getLogger(__name__)
@@ -161,10 +161,6 @@ class Connection:
                 if isinstance(response, bytes):
                     pending.append(response)
                 elif response is not None:
-                    # A small fetch response is copied and leaves with the others.
-                    if (data := inline(response)) is not None:
-                        pending.append(data)
-                        continue
                     await flush_pending(writer, pending)
                     await write_response(writer, response)
             await flush_pending(writer, pending)

@@ -1,14 +1,16 @@
 """How a broker connection's responses reach the socket: pipelined responses batched into one
-write, small fetch responses copied into it, large ones' record bytes zero-copy.
+write, small fetch responses copied, large ones' record bytes zero-copy.
 
 A fetch response of at most ``INLINE_MAX`` bytes (a follower's fetch of a few new batches, a
 consumer's of the latest ones) is read into memory whole (``inline``: one ``pread`` per file
-slice) and joins the connection's pending responses like any other bytes: one ``send`` for all
-of them, no ``TCP_CORK`` and no ``sendfile``. Zero copy costs more than it saves there: the
-corked path below takes four system calls a response (cork, header ``send``, ``sendfile``,
-uncork), and under an ``acks=all`` round to 1,500 partitions py-spy put a third of a leader's
-response writing in the two ``setsockopt`` calls alone; a copy of 64 KiB from the page cache
-costs a few microseconds.
+slice) and written with one ``send``: no ``TCP_CORK`` and no ``sendfile``. Zero copy costs more
+than it saves there: the corked path below takes four system calls a response (cork, header
+``send``, ``sendfile``, uncork), and under an ``acks=all`` round to 1,500 partitions py-spy put
+a third of a leader's response writing in the two ``setsockopt`` calls alone; a copy of 64 KiB
+from the page cache costs a few microseconds. It is written where the zero-copy one would be —
+after the connection's pending responses, then drained — not added to those pending: joined to
+them, an ``acks=all`` producer's default-batched throughput fell to a third (27–41 k against
+77–123 k msg/s, the cause not found), so a fetch response leaves as it always did.
 
 Larger fetch responses go out zero-copy (``sendfile`` from the segment file) on plaintext
 connections. TLS cannot take ``sendfile`` (the bytes must be encrypted in user space), so on a
@@ -130,7 +132,8 @@ def _cork(sock: Any, on: bool) -> bool:
 async def write_response(
     writer: asyncio.StreamWriter, response: bytes | EncodedFetchResponse
 ) -> None:
-    """Write one response: bytes as they are; a fetch response's file slices zero-copy
+    """Write one response: bytes as they are; a fetch response of at most ``INLINE_MAX``
+    bytes copied whole (``inline``), in one ``send``; a larger one's file slices zero-copy
     (``sendfile``) on plaintext — corked, so the header leaves with the records —, in
     ``TLS_READ_CHUNK`` preads over TLS."""
     if isinstance(response, bytes):
@@ -138,6 +141,17 @@ async def write_response(
         if writer.transport.get_write_buffer_size() > DRAIN_ABOVE:
             await writer.drain()
         return
+    if (data := inline(response)) is not None:
+        writer.write(data)  # header and records in one send, no cork
+        await writer.drain()
+        return
+    await write_zero_copy(writer, response)
+
+
+async def write_zero_copy(writer: asyncio.StreamWriter, response: EncodedFetchResponse) -> None:
+    """Write a fetch response without copying its file slices: ``sendfile`` on plaintext,
+    corked; ``TLS_READ_CHUNK`` preads over TLS (``write_response`` takes this path above
+    ``INLINE_MAX``)."""
     tls = writer.get_extra_info("ssl_object") is not None
     sendfile = not tls and any(isinstance(c, FileSlice) for c in response.chunks)
     sock = writer.get_extra_info("socket") if sendfile else None

@@ -18,7 +18,12 @@ import pytest
 
 from sluice.broker.log.log_segment import FileSlice
 from sluice.broker.protocol import EncodedFetchResponse
-from sluice.broker.server.response_writer import INLINE_MAX, flush_pending, inline, write_response
+from sluice.broker.server.response_writer import (
+    INLINE_MAX,
+    inline,
+    write_response,
+    write_zero_copy,
+)
 
 # struct tcp_info (linux/tcp.h): tcpi_segs_out, a u32 at byte 136 (Linux >= 4.2).
 SEGS_OUT = 136
@@ -55,7 +60,7 @@ def _pair(sndbuf: int | None = None) -> tuple[socket.socket, socket.socket, sock
 def test_a_fetch_response_header_leaves_with_its_records_in_one_segment(tmp_path: Path) -> None:
     """With TCP_NODELAY (as asyncio sets it on the broker's accepted connections), a header
     written before the ``sendfile`` went out as a segment of its own; corked, header and
-    records share one."""
+    records share one (``write_zero_copy``, ``write_response``'s path above ``INLINE_MAX``)."""
     path = tmp_path / "segment.log"
     path.write_bytes(os.urandom(4096))
     fd = os.open(path, os.O_RDONLY)
@@ -68,7 +73,7 @@ def test_a_fetch_response_header_leaves_with_its_records_in_one_segment(tmp_path
         _, writer = await asyncio.open_connection(sock=accepted)
         raw = writer.get_extra_info("socket")
         before = _segments_sent(raw)
-        await write_response(writer, response)
+        await write_zero_copy(writer, response)
         sent = _segments_sent(raw) - before
         writer.close()
         await writer.wait_closed()
@@ -127,13 +132,13 @@ def test_a_slice_the_socket_takes_at_once_is_sent_without_loop_sendfile(tmp_path
     """The common case — the socket's buffer takes the whole slice — costs one ``sendfile``
     and none of ``loop.sendfile``'s futures and epoll registrations."""
     path = tmp_path / "segment.log"
-    path.write_bytes(os.urandom(64 * 1024))
+    path.write_bytes(os.urandom(256 * 1024))
     fd = os.open(path, os.O_RDONLY)
     listener, client, accepted = _pair()
-    response = EncodedFetchResponse([b"header", FileSlice(fd, 10, 30_000), b"tail"], 30_010)
+    response = EncodedFetchResponse([b"header", FileSlice(fd, 10, 200_000), b"tail"], 200_010)
     try:
         calls = asyncio.run(_write(accepted, response, count_loop_sendfile=True))
-        assert _receive(client, 30_010) == b"header" + path.read_bytes()[10:30_010] + b"tail"
+        assert _receive(client, 200_010) == b"header" + path.read_bytes()[10:200_010] + b"tail"
         assert calls == 0, f"expected no loop.sendfile call, found {calls}"
     finally:
         os.close(fd)
@@ -205,12 +210,12 @@ def test_a_segment_shorter_than_its_slice_closes_the_connection_with_a_warning(
         listener.close()
 
 
-def test_a_small_fetch_response_is_copied_whole_and_leaves_with_the_pending_ones(
-    tmp_path: Path,
+def test_a_small_fetch_response_is_copied_and_sent_whole_without_cork_or_sendfile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """At most ``INLINE_MAX`` bytes, a fetch response is read into memory (its slices with
-    ``pread``) and written with the responses pending before and after it: one write, one
-    segment, in order, byte for byte — no cork and no ``sendfile``."""
+    ``pread``) and written in one ``send``: one segment, byte for byte, no ``sendfile`` and no
+    ``TCP_CORK``."""
     data = os.urandom(8192)
     path = tmp_path / "segment.log"
     path.write_bytes(data)
@@ -219,25 +224,33 @@ def test_a_small_fetch_response_is_copied_whole_and_leaves_with_the_pending_ones
     accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     chunks: list[Any] = [b"h" * 40, FileSlice(fd, 100, 1000), b"m" * 20, FileSlice(fd, 5000, 3000)]
     fetch = EncodedFetchResponse(chunks, 4060)
-    expected_fetch = b"h" * 40 + data[100:1100] + b"m" * 20 + data[5000:8000]
+    expected = b"h" * 40 + data[100:1100] + b"m" * 20 + data[5000:8000]
+    sendfiles: list[int] = []
+    real_sendfile = os.sendfile
 
-    async def send() -> int:
+    def counted_sendfile(*args: Any) -> int:
+        sendfiles.append(1)
+        return real_sendfile(*args)
+
+    monkeypatch.setattr(os, "sendfile", counted_sendfile)
+
+    async def send() -> tuple[int, int]:
         _, writer = await asyncio.open_connection(sock=accepted)
         raw = writer.get_extra_info("socket")
         before = _segments_sent(raw)
-        copied = inline(fetch)
-        assert copied == expected_fetch
-        await flush_pending(writer, [b"before", copied, b"after"])
+        await write_response(writer, fetch)
         sent = _segments_sent(raw) - before
+        cork = raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
         writer.close()
         await writer.wait_closed()
-        return sent
+        return sent, cork
 
     try:
-        segments = asyncio.run(send())
-        total = len(b"before") + len(expected_fetch) + len(b"after")
-        assert _receive(client, total) == b"before" + expected_fetch + b"after"
-        assert segments == 1, f"expected the three responses in one segment, found {segments}"
+        assert inline(fetch) == expected
+        segments, cork = asyncio.run(send())
+        assert _receive(client, len(expected)) == expected
+        assert segments == 1, f"expected the response in one segment, found {segments}"
+        assert sendfiles == [] and cork == 0, (sendfiles, cork)
     finally:
         os.close(fd)
         client.close()
