@@ -68,9 +68,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-# The shared names are re-exported: the load's modules (and their users) import them from here.
 from sluice.pipeline.source.typed_columns import (
-    ERROR_ARROW_SCHEMA,
     OutputLayout,
     ReaderSchema,
     TypedBatchDecoder,
@@ -80,11 +78,8 @@ from sluice.pipeline.source.typed_columns import (
 )
 
 __all__ = [
-    "ERROR_ARROW_SCHEMA",
     "AvroBatchDecoder",
     "AvroValueDecoder",
-    "OutputLayout",
-    "ReaderSchema",
     "UnsupportedAvroSchemaError",
     "avro_to_spark",
     "avro_value_type",

@@ -57,7 +57,7 @@ _SPARK_REFUSED = {
     ),
     "value.deserializer": (
         "values are deserialized as byte arrays; use DataFrame operations to explicitly "
-        "deserialize the values (or valueFormat=avro)"
+        "deserialize the values (or valueFormat=avro|json-schema|protobuf)"
     ),
     "enable.auto.commit": "the source tracks offsets itself and commits none to Kafka",
     "interceptor.classes": "interceptors can modify the payload, so they are not safe",

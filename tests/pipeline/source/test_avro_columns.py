@@ -24,12 +24,12 @@ from chispa import assert_df_equality
 
 from sluice.pipeline.load.run import LoadConfig, LoadError, run_load
 from sluice.pipeline.source.avro_columns import (
-    ReaderSchema,
     UnsupportedAvroSchemaError,
     avro_to_spark,
     output_schema,
 )
 from sluice.pipeline.source.data_source import register
+from sluice.pipeline.source.typed_columns import ReaderSchema
 from sluice.pipeline.table.commit import latest_manifest, published_runs
 from sluice.schemas import schema_path
 from sluice.schemas.client import RegistryClient
@@ -190,12 +190,9 @@ def test_decoder_fetches_each_writer_schema_once(registry_url: str, topic_name: 
     a null value and a writer that does not resolve to the reader are error rows."""
     import pyarrow as pa
 
-    from sluice.pipeline.source.avro_columns import (
-        ERROR_ARROW_SCHEMA,
-        AvroBatchDecoder,
-        _deserializer,
-    )
+    from sluice.pipeline.source.avro_columns import AvroBatchDecoder, _deserializer
     from sluice.pipeline.source.split_reader import ARROW_SCHEMA_NO_HEADERS
+    from sluice.pipeline.source.typed_columns import ERROR_ARROW_SCHEMA
 
     client = RegistryClient(registry_url)
     subject = f"{topic_name}-value"
