@@ -8,13 +8,16 @@ for a file the wheel forgot.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +104,10 @@ def test_the_demo_and_its_spark_submit_load_run_from_the_wheel(
     installed: Path, tmp_path: Path
 ) -> None:
     """``make demo``'s program from the wheel: a broker, the registry, two nightly loads
-    through ``spark-submit <wheel>/sluice/jobs/nightly_load.py``, all from installed code."""
+    through ``spark-submit <wheel>/sluice/jobs/nightly_load.py``, all from installed code, into
+    the Iceberg table ``sluice.page_views`` — which then holds every produced offset once (20,000
+    v1 and 400 v2 page views, 750 more before the second load; the corrupt message in its error
+    table), in two snapshots each carrying its offsets — and the demo's query of it."""
     env = {**os.environ, "PYTHONPATH": str(installed)}
     proc = subprocess.run(
         [sys.executable, "-m", "sluice.jobs.demo"],
@@ -109,4 +115,30 @@ def test_the_demo_and_its_spark_submit_load_run_from_the_wheel(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert str(installed / "sluice" / "jobs" / "nightly_load.py") in proc.stdout
-    assert (tmp_path / "warehouse" / "events").is_dir()
+    warehouse = tmp_path / "warehouse" / "demo"
+    catalog = load_catalog("sluice", type="sql", uri=f"sqlite:///{warehouse}/_iceberg_catalog.db",
+                           warehouse=str(warehouse))  # fmt: skip
+    table = catalog.load_table("sluice.page_views")
+    rows = table.scan(selected_fields=("partition", "offset")).to_arrow().to_pylist()
+    offsets = {(r["partition"], r["offset"]) for r in rows}
+    assert len(rows) == len(offsets) == 21_150
+    snapshots = table.snapshots()
+    assert [s.summary["added-records"] for s in snapshots if s.summary] == ["20400", "750"]
+    summary = snapshots[-1].summary
+    assert summary is not None
+    newest = json.loads(summary["sluice.offsets"])
+    ends = {int(p): o for p, o in newest["page_views"].items()}
+    errors = catalog.load_table("sluice.page_views_errors").scan().to_arrow().to_pylist()
+    undecodable = {(r["partition"], r["offset"]) for r in errors}
+    assert len(errors) == len(undecodable) == 1 and not undecodable & offsets
+    # every offset of the topic once, in the table or in its error table
+    assert offsets | undecodable == {(p, o) for p, end in ends.items() for o in range(end)}
+    # the demo's last query of the table: rows per day of event time, summing to its rows
+    last = proc.stdout.rsplit("day (event time)", 1)[1]
+    per_day = re.findall(r"^\d{4}-\d\d-\d\d +(\d+) ", last, re.M)
+    assert len(per_day) >= 3 and sum(map(int, per_day)) == 21_150, proc.stdout[-3000:]
+    assert "21150 rows, 21150 distinct (partition, offset)" in proc.stdout
+    assert "error table sluice.page_views_errors: 1 undecodable record(s)" in proc.stdout
+    assert "sluice table describe --warehouse warehouse/demo --table sluice.page_views" in (
+        proc.stdout
+    )
