@@ -287,8 +287,16 @@ class ConsumerGroupCoordinator:
             self._compute_target(group, topics)
         before = dict(member.assigned)
         self._reconcile(group, member, owned, now)
+        # Kafka answers the assignment to a full request — a join, or what a client sends after
+        # an error: rebalance timeout, subscription and owned partitions all set — and when the
+        # assignment changed; Sluice also when the member reports owning something else.
+        full = member_epoch == 0 or (
+            rebalance_timeout_ms != -1
+            and (subscribed_names is not None or subscribed_regex is not None)
+            and owned is not None
+        )
         send = (
-            member_epoch == 0
+            full
             or member.assigned != before
             or (owned is not None and dict(owned) != member.assigned)
         )

@@ -95,6 +95,18 @@ def test_fencing_and_unknown_members() -> None:
     )
 
 
+def test_a_full_request_gets_the_assignment_back() -> None:
+    # Kafka's isFullRequest: after an error a client sends everything (rebalance timeout,
+    # subscription, owned partitions) and is answered its assignment even when unchanged.
+    c = ConsumerGroupCoordinator()
+    r = join(c, "m1")
+    assert r.assignment is not None
+    assert beat(c, "m1", r.member_epoch, r.assignment).assignment is None  # unchanged
+    full = c.heartbeat("g", "m1", r.member_epoch, topics=TOPICS, owned=r.assignment,
+                       rebalance_timeout_ms=30_000, subscribed_names=["t"])  # fmt: skip
+    assert full.assignment == r.assignment
+
+
 def test_leave_frees_partitions() -> None:
     c = ConsumerGroupCoordinator()
     join(c, "m1")
