@@ -12,9 +12,14 @@ Arrow rows into Parquet data files a catalog commit can add as they are:
   ``identity``, ``year``, ``month``, ``day``, ``hour`` and value by value for ``bucket`` and
   ``truncate``; the path is ``<location>/data/<spec path>/<prefix>-<n>.parquet``
   (``event_time_day=2024-01-02``), Iceberg's default layout;
-* Parquet statistics on every column, from which the driver's ``describe_data_files`` takes
-  the Iceberg column metrics (value, null counts, bounds) and checks the partition: a file
-  whose rows span two partition values is refused (pyiceberg's ``parquet_file_to_data_file``).
+* Parquet statistics on every column but the raw ``value`` (``NO_STATISTICS``), from which the
+  driver's ``describe_data_files`` takes the Iceberg column metrics (value, null counts,
+  bounds) and checks the partition: a file whose rows span two partition values is refused
+  (pyiceberg's ``parquet_file_to_data_file``);
+* the codec the table names in ``write.parquet.compression-codec`` (Iceberg's default,
+  zstd, where it names none; the tables Sluice creates name snappy), row groups of
+  ``row_group_rows`` rows, no dictionary for the columns of distinct values
+  (``NO_DICTIONARY``).
 
 A file is written to its final name directly: the name holds the writer's ``prefix`` (the run
 id, the split and a random part), no reader sees a file until a snapshot references it, and a
@@ -27,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +54,22 @@ from pyiceberg.transforms import (
 from pyiceberg.typedef import Record
 
 __all__ = ["IcebergFileAppender", "IcebergFileWriter", "WrittenFile", "describe_data_files"]
+
+CODEC_PROPERTY = "write.parquet.compression-codec"
+"""The table property naming its data files' codec, as Iceberg's writers read it."""
+
+DEFAULT_CODEC = "zstd"
+"""Iceberg's codec where a table names none (tables Sluice creates name ``snappy``:
+``iceberg_commit``)."""
+
+NO_DICTIONARY = ("value", "offset")
+"""Columns written without a dictionary: distinct values in nearly every row (the raw value,
+the offset); parquet-cpp would hash each until its 1 MiB dictionary page gives up, as the
+Parquet layout's writer (``split_writer``) also avoids."""
+
+NO_STATISTICS = ("value",)
+"""Columns without Parquet statistics: the raw value's bounds help no reader (Iceberg's
+column metrics then hold its counts, not bounds)."""
 
 _MICROS_PER_DAY = 86_400_000_000
 _MICROS_PER_HOUR = 3_600_000_000
@@ -72,16 +93,26 @@ class IcebergFileWriter:
     spec_json: str
     location: str
     filesystem_properties: tuple[tuple[str, str], ...] = ()
+    compression: str = DEFAULT_CODEC
 
     @classmethod
     def for_table(
-        cls, schema: Schema, spec: PartitionSpec, location: str, properties: dict[str, str]
+        cls,
+        schema: Schema,
+        spec: PartitionSpec,
+        location: str,
+        properties: dict[str, str],
+        table_properties: dict[str, str] | None = None,
     ) -> IcebergFileWriter:
+        """The writer of a table: its schema, spec and location, the S3 settings of its
+        FileIO ``properties``, the codec its ``table_properties`` name (``CODEC_PROPERTY``)."""
+        codec = (table_properties or {}).get(CODEC_PROPERTY, DEFAULT_CODEC).lower()
         return cls(
             schema.model_dump_json(),
             spec.model_dump_json(),
             location.rstrip("/"),
             tuple(sorted((k, v) for k, v in properties.items() if k.startswith("s3."))),
+            "none" if codec == "uncompressed" else codec,
         )
 
     def write(self, rows: pa.Table, prefix: str) -> list[WrittenFile]:
@@ -103,7 +134,10 @@ class IcebergFileWriter:
 
 class IcebergFileAppender:
     """The open data files of one writer call: one ``ParquetWriter`` per partition value, each
-    flushed a row group at a time. For one thread (one task)."""
+    fed a row group at a time — batches are held per file until ``row_group_rows`` rows (a
+    ``write_table`` per 4,096-row batch made a row group each: tiny row groups, and a
+    dictionary page, a compression call and statistics per column each time, which made the
+    writer three times as slow as the Parquet layout's). For one thread (one task)."""
 
     def __init__(self, writer: IcebergFileWriter, prefix: str, row_group_rows: int) -> None:
         self._schema = Schema.model_validate_json(writer.schema_json)
@@ -113,6 +147,7 @@ class IcebergFileAppender:
         self._location = writer.location
         self._prefix = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self._row_group_rows = row_group_rows
+        self._compression = writer.compression
         self._open: dict[tuple[object, ...], _OpenFile] = {}
 
     def add(self, rows: pa.Table | pa.RecordBatch) -> None:
@@ -124,21 +159,28 @@ class IcebergFileAppender:
             target = self._open.get(key)
             if target is None:
                 target = self._open[key] = self._new_file(record)
-            target.rows += part.num_rows
-            target.writer.write_table(part, row_group_size=self._row_group_rows)
+            target.add(part, self._row_group_rows)
 
     def _new_file(self, record: Record) -> _OpenFile:
         relative = self._spec.partition_to_path(record, self._schema) if self._spec.fields else ""
         directory = f"{self._location}/data" + (f"/{relative}" if relative else "")
         path = f"{directory}/{self._prefix}-{len(self._open):05d}.parquet"
         stream = self._io.new_output(path).create(overwrite=True)
-        writer = pq.ParquetWriter(stream, self._arrow, compression="zstd", write_statistics=True)
+        names = self._arrow.names
+        writer = pq.ParquetWriter(
+            stream,
+            self._arrow,
+            compression=self._compression,
+            use_dictionary=[n for n in names if n not in NO_DICTIONARY],
+            write_statistics=[n for n in names if n not in NO_STATISTICS],
+        )
         return _OpenFile(path, stream, writer)
 
     def close(self) -> list[WrittenFile]:
         """Finish every file; returns them with their sizes and rows."""
         written = []
         for target in self._open.values():
+            target.flush()
             target.writer.close()
             target.stream.close()
             written.append(
@@ -160,10 +202,28 @@ class IcebergFileAppender:
 
 @dataclass
 class _OpenFile:
+    """One data file being written: its rows held until a row group's worth."""
+
     path: str
     stream: Any
     writer: pq.ParquetWriter
     rows: int = 0
+    pending: list[pa.Table] = field(default_factory=list)
+    pending_rows: int = 0
+
+    def add(self, part: pa.Table, row_group_rows: int) -> None:
+        self.pending.append(part)
+        self.pending_rows += part.num_rows
+        if self.pending_rows >= row_group_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the held rows as one row group."""
+        if self.pending_rows:
+            table = pa.concat_tables(self.pending)
+            self.writer.write_table(table, row_group_size=self.pending_rows)
+            self.rows += self.pending_rows
+        self.pending, self.pending_rows = [], 0
 
 
 def describe_data_files(
@@ -181,12 +241,14 @@ def _file_io(properties: dict[str, str]) -> FileIO:
 def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
     """``rows`` in the table's column order and types (ids in the field metadata); a column
     the rows lack is null. Widened types (int → long) are cast."""
+    if rows.schema.equals(target, check_metadata=False):  # the common case: ids only
+        return pa.Table.from_arrays(rows.columns, schema=target)
     columns = []
-    for field in target:
-        if field.name in rows.column_names:
-            columns.append(rows.column(field.name).cast(field.type))
+    for target_field in target:
+        if target_field.name in rows.column_names:
+            columns.append(rows.column(target_field.name).cast(target_field.type))
         else:
-            columns.append(pa.nulls(rows.num_rows, field.type))
+            columns.append(pa.nulls(rows.num_rows, target_field.type))
     return pa.Table.from_arrays(columns, schema=target)
 
 
@@ -197,13 +259,18 @@ def _partitions(
     if not spec.fields:
         return [((), Record(), table)]
     keys = {}
-    for i, field in enumerate(spec.fields):
-        source = schema.find_field(field.source_id)
-        keys[f"_p{i}"] = _transformed(table.column(source.name), field.transform, source.field_type)
+    for i, spec_field in enumerate(spec.fields):
+        source = schema.find_field(spec_field.source_id)
+        keys[f"_p{i}"] = _transformed(
+            table.column(source.name), spec_field.transform, source.field_type
+        )
     key_table = pa.table(keys)
-    unique = key_table.group_by(list(keys), use_threads=False).aggregate([])
+    unique = key_table.group_by(list(keys), use_threads=False).aggregate([]).to_pylist()
+    if len(unique) == 1:  # the common case (a batch of one day): no mask, no copy
+        values = tuple(unique[0].values())
+        return [(values, Record(*values), table)]
     groups = []
-    for row in unique.to_pylist():
+    for row in unique:
         mask = None
         for name, value in row.items():
             column = key_table.column(name)

@@ -165,8 +165,9 @@ def _compact_once(
         return CompactionResult(None, 0, 0, 0)
     _, offsets = snapshot_offsets(table)
     writer = IcebergFileWriter.for_table(
-        table.schema(), table.spec(), table.location(), dict(table.io.properties)
-    )
+        table.schema(), table.spec(), table.location(), dict(table.io.properties),
+        table.properties,
+    )  # fmt: skip
     new_files: list[WrittenFile] = []
     rows = 0
     for n, (_partition, files) in enumerate(sorted(small.items())):

@@ -341,3 +341,34 @@ def test_a_narrower_type_than_the_tables_is_written_cast_up(warehouse: str) -> N
     load(catalog, narrow, {"page_views": {0: 20}}, "v1-again")
     read = catalog.load_table(TABLE).scan().to_arrow()
     assert read.schema.field("user_id").type == pa.int64() and read.num_rows == 20
+
+
+def test_new_tables_name_snappy_and_their_files_use_the_table_s_codec(tmp_path: Path) -> None:
+    """A table Sluice creates names ``write.parquet.compression-codec=snappy`` (the Parquet
+    layout's codec) and its writer writes snappy; a table naming another codec (or none:
+    Iceberg's zstd) gets that one; row groups hold the writer's ``row_group_rows``."""
+    import pyarrow.parquet as pq
+
+    from sluice.pipeline.table.iceberg_data_file import CODEC_PROPERTY, IcebergFileWriter
+
+    catalog = IcebergConfig.from_properties({}, (tmp_path / "wh").as_uri()).open_catalog()
+    rows = typed_rows("clicks", 1, 0, 3_000, days=1)
+    planned = IcebergTable(catalog, "sluice.clicks").plan(rows.schema, EVENT_DAY)
+    assert planned.table.properties[CODEC_PROPERTY] == "snappy"
+    appender = planned.writer.open("codec", row_group_rows=1_000)
+    for batch in rows.to_batches(max_chunksize=256):
+        appender.add(batch)
+    (written,) = appender.close()
+    footer = pq.ParquetFile(written.path.removeprefix("file://")).metadata
+    assert footer.row_group(0).column(0).compression == "SNAPPY"
+    assert [footer.row_group(i).num_rows for i in range(footer.num_row_groups)] == [1_024] * 2 + [
+        952
+    ]
+    table = planned.table
+    for named, expected in (({CODEC_PROPERTY: "gzip"}, "GZIP"), ({}, "ZSTD")):
+        writer = IcebergFileWriter.for_table(
+            table.schema(), table.spec(), table.location(), {}, named
+        )
+        (other,) = writer.write(rows, f"codec-{expected}")
+        footer = pq.ParquetFile(other.path.removeprefix("file://")).metadata
+        assert footer.row_group(0).column(0).compression == expected
