@@ -61,6 +61,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sluice.testing.broker import create_topic
 from sluice.testing.console import step
@@ -236,46 +237,62 @@ def mirror_caught_up(config: Path) -> bool:
     return len(mine) == PARTITIONS and all(lag.lag == 0 for lag in mine)
 
 
-def uncommitted(bootstrap: str) -> int | None:
-    """Records of ``page_views`` on ``bootstrap`` past the last stable offset: in a transaction
-    still open (the end offset read_uncommitted minus read_committed's, summed over the
-    partitions); None when the topic is not there yet or a broker did not answer."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+def uncommitted(consumers: list[Any]) -> int | None:
+    """Records of ``page_views`` past the last stable offset: in a transaction still open (the
+    end offset seen by ``consumers[0]``, read_uncommitted, minus that of ``consumers[1]``,
+    read_committed, summed over the partitions); None when the topic is not there yet or a
+    broker did not answer."""
+    from confluent_kafka import KafkaException, TopicPartition
 
     ends: list[list[int]] = []  # per isolation level, per partition
-    for isolation in ("read_uncommitted", "read_committed"):
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-lso",
-                             "isolation.level": isolation, "log_level": 0})  # fmt: skip
+    for consumer in consumers:
         try:
             marks = [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 2, cached=False)
                      for p in range(PARTITIONS)]  # fmt: skip
-            ends.append([int(high) for _low, high in marks])
         except KafkaException:
             return None
-        finally:
-            consumer.close()
+        ends.append([int(high) for _low, high in marks])
     highs, stables = ends
     return sum(high - stable for high, stable in zip(highs, stables, strict=True))
 
 
 def kill_mid_transaction(mirror: ChildProcess, offline: str, timeout: float) -> int | None:
     """SIGKILL ``mirror`` while it is producing into an open transaction: as soon as the records
-    of ``page_views`` past the offline cluster's last stable offset grow between two looks
-    (records past it that do not grow may be a commit already decided, its markers on their
-    way). Gives up waiting after ``timeout`` seconds and kills it then; returns how many
-    records past the last stable offset the look that caught the transaction growing saw, or
-    None when no look did."""
-    deadline = time.monotonic() + timeout
-    before = uncommitted(offline)
-    while time.monotonic() < deadline:
-        time.sleep(0.02)
-        now = uncommitted(offline)
-        if before and now and now > before:
-            mirror.kill()
-            return now
-        before = now
-    mirror.kill()
-    return None
+    of ``page_views`` past the offline cluster's last stable offset grow between two looks —
+    records just written, whose transaction the mirror commits only after every delivery
+    report (records past it that do not grow may be a commit already decided, its markers on
+    their way; the count of aborted records after the restart tells which it was). Gives up
+    waiting after ``timeout`` seconds and kills it then. Returns how many records past the
+    last stable offset the look that saw them grow counted, or None when no look did. The two
+    consumers that look are made once: a look is then only the ListOffsets round trips."""
+    from confluent_kafka import Consumer
+
+    consumers = [
+        Consumer(
+            {
+                "bootstrap.servers": offline,
+                "group.id": "demo-lso",
+                "isolation.level": isolation,
+                "log_level": 0,
+            }
+        )  # fmt: skip
+        for isolation in ("read_uncommitted", "read_committed")
+    ]
+    try:
+        deadline = time.monotonic() + timeout
+        before = uncommitted(consumers)
+        while time.monotonic() < deadline:
+            time.sleep(0.005)
+            now = uncommitted(consumers)
+            if before is not None and now is not None and now > before:
+                mirror.kill()
+                return now
+            before = now
+        mirror.kill()
+        return None
+    finally:
+        for consumer in consumers:
+            consumer.close()
 
 
 def read_counts(bootstrap: str) -> dict[str, int]:
@@ -405,9 +422,9 @@ def produce_through_a_mirror_crash(
     time.sleep(PRODUCE_SECONDS / 2)
     held = kill_mid_transaction(mirror, offline, PRODUCE_SECONDS / 4)
     caught = (
-        f"{held} mirrored records in its open transaction on the offline cluster"
+        f"{held} mirrored records of a transaction not yet committed on the offline cluster"
         if held
-        else f"no open transaction seen growing within {PRODUCE_SECONDS / 4:.0f}s"
+        else f"no uncommitted records seen growing within {PRODUCE_SECONDS / 4:.0f}s"
     )
     print(f"    kill -9 the mirror mid-traffic ({caught}), restarting it", flush=True)
     time.sleep(2)
