@@ -130,3 +130,58 @@ def test_protobuf_values_read_back_by_confluents_deserializer(
         deserializer = ProtobufDeserializer(cls, {"use.deprecated.format": False}, sr)
         decoded = [deserializer(r.value, context) for r in got]
     assert decoded == [protobuf_message(cls, order(i)) for i in range(ORDERS)]
+
+
+def test_fill_message_takes_what_the_source_gives() -> None:
+    """The sink's inverse of the source's Protobuf mapping, without servers: an enum by name, a
+    Timestamp from a datetime, a wrapper from its scalar, a uint64 from a decimal, a map of
+    messages, a Struct from JSON text; a null leaves the field unset, a name the message lacks
+    or an enum name it does not know is refused."""
+    import datetime as dt
+
+    from google.protobuf import (
+        descriptor_pool,
+        message_factory,
+        struct_pb2,
+        timestamp_pb2,
+        wrappers_pb2,
+    )
+
+    from sluice.pipeline.sink.protobuf_values import fill_message
+    from sluice.schemas.protobuf_schema import parse_protobuf_schema
+
+    text = """syntax = "proto3";
+    import "google/protobuf/timestamp.proto";
+    import "google/protobuf/wrappers.proto";
+    import "google/protobuf/struct.proto";
+    message Part { string sku = 1; }
+    message M {
+      enum Kind { A = 0; B = 1; }
+      Kind kind = 1;
+      google.protobuf.Timestamp at = 2;
+      google.protobuf.Int64Value maybe = 3;
+      uint64 big = 4;
+      map<string, Part> parts = 5;
+      google.protobuf.Struct doc = 6;
+      repeated Kind kinds = 7;
+      string note = 8;
+    }"""
+    pool = descriptor_pool.DescriptorPool()
+    for module in (timestamp_pb2, wrappers_pb2, struct_pb2):
+        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
+    pool.Add(parse_protobuf_schema(text).file)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("M"))
+    at = dt.datetime(2024, 3, 1, 12, 0, 0, 5, tzinfo=dt.UTC)
+    message = fill_message(cls(), {
+        "kind": "B", "at": at, "maybe": 7, "big": decimal.Decimal(2**64 - 1),
+        "parts": {"x": {"sku": "s1"}}, "doc": '{"a": [1, "two"]}', "kinds": ["A", "B"],
+        "note": None,
+    })  # fmt: skip
+    assert (message.kind, message.maybe.value, message.big) == (1, 7, 2**64 - 1)
+    assert message.at.ToDatetime(tzinfo=dt.UTC) == at
+    assert message.parts["x"].sku == "s1" and list(message.kinds) == [0, 1]
+    assert message.doc["a"][1] == "two" and message.note == ""  # null: left at its default
+    with pytest.raises(ValueError, match="has no field 'nope'"):
+        fill_message(cls(), {"nope": 1})
+    with pytest.raises(ValueError, match="expected a value of the enum, found 'C'"):
+        fill_message(cls(), {"kind": "C"})
