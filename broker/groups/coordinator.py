@@ -540,7 +540,12 @@ class GroupCoordinator:
     async def _expire_loop(self) -> None:
         checked = self._now()
         while True:
-            await asyncio.sleep(0.25)
+            # Wake at the next session deadline (at most 0.25 s away: a heartbeat only moves
+            # deadlines later, a join adds one no sooner than its session timeout): a session
+            # ends when it is due, as Kafka's DelayedHeartbeat does, not up to a tick after.
+            # librdkafka's test 0081 deletes a static member's group exactly one session
+            # timeout after its last commit.
+            await asyncio.sleep(min(0.25, max(0.001, self._next_deadline() - self._now())))
             self.expire_sessions()
             if self._now() - checked >= self.empty_group_check_interval:
                 checked = self._now()
@@ -608,6 +613,15 @@ class GroupCoordinator:
         if gone:
             log.info("unloaded %d group(s)", len(gone))
         return [g.group_id for g in gone]
+
+    def _next_deadline(self) -> float:
+        """The earliest moment a session of a member not waiting in a join may expire."""
+        return min(
+            (m.last_heartbeat + m.session_timeout_ms / 1000
+             for group in self.groups.values() for m in group.members.values()
+             if m.join_future is None or m.join_future.done()),
+            default=self._now() + 0.25,
+        )  # fmt: skip
 
     def expire_sessions(self) -> None:
         now = self._now()
@@ -733,7 +747,9 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> Errors:
         """DeleteGroups' check and removal (Kafka's ``GroupCoordinator.handleDeleteGroups``): a
         group with members is NON_EMPTY_GROUP; an empty one is forgotten (the caller deletes
-        its offsets). A group unknown here answers NONE: it may be offsets alone."""
+        its offsets). A group unknown here answers NONE: it may be offsets alone. Sessions
+        already due end first, so the answer does not hang on when the expiry task runs."""
+        self.expire_sessions()
         group = self.groups.get(group_id)
         if group is None:
             return Errors.NONE

@@ -141,6 +141,33 @@ def test_leave_and_expiry():
     run(scenario())
 
 
+def test_a_session_ends_when_it_is_due_not_a_tick_later():
+    # Kafka's DelayedHeartbeat completes at the deadline; librdkafka's test 0081 deletes a
+    # static member's group one session timeout after its last commit and expects it Empty.
+    async def scenario():
+        c = coordinator()
+        a = await join(c, client="a", session_ms=600)
+        await c.sync("g", 1, a.member_id, {})
+        assert c.heartbeat("g", 1, a.member_id) == Errors.NONE
+        # The expiry task sleeps until this deadline (at most a tick), not a whole tick past it.
+        member = c.groups["g"].members[a.member_id]
+        assert c._next_deadline() == member.last_heartbeat + 0.6
+        while c.groups["g"].members:  # ended by the expiry task alone
+            await asyncio.sleep(0.005)
+        assert c.groups["g"].state is GroupState.EMPTY
+        assert c._now() >= member.last_heartbeat + 0.6
+        # A DeleteGroups right after the deadline finds the session ended, whenever the
+        # expiry task runs next.
+        b = await join(c, client="b", session_ms=300)
+        await c.sync("g", 3, b.member_id, {})
+        c._expiry_task.cancel()
+        await asyncio.sleep(0.35)
+        assert c.delete_group("g") == Errors.NONE
+        c.close()
+
+    run(scenario())
+
+
 def test_protocol_and_session_checks():
     async def scenario():
         c = coordinator()
