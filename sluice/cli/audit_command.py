@@ -11,12 +11,15 @@ stderr as ``[sluice audit <UTC time, ISO 8601>] ...`` lines, the report table to
 Before Spark starts, the command checks the services it can check in seconds: a
 ``spark://`` master must accept a connection within ``SPARK_MASTER_TIMEOUT_S``, and a broker of
 every cluster the audit reads (the live clusters; the offline one when it is a tier) must
-answer a Metadata request within ``BROKER_TIMEOUT_S`` — so a dead service is exit 3 within
-about 10 s per cluster, not after Spark's start-up. Exit status (``sluice.cli.errors``): 0 when
-every closed window agrees at every tier, 1 when some closed window differs or the audit failed
-(a tier unreadable for a reason other than a silent service), 2 for a bad configuration or
-``--until``, 3 when a service did not answer (a cluster's brokers, the schema registry, the
-Iceberg catalog, the Spark master). A failure is one line; ``--debug`` adds the traceback.
+answer a Metadata request within ``BROKER_TIMEOUT_S``; then the run checks the schema registry
+(5 s), the warehouse (the Iceberg catalog answers; a Parquet table is a readable directory) and
+``report.dir`` before its SparkSession (``sluice.pipeline.audit.preflight``) — so a dead
+service is exit 3 within about 10 s per cluster, not after Spark's start-up. Exit status
+(``sluice.cli.errors``): 0 when every closed window agrees at every tier, 1 when some closed
+window differs or the audit failed (a tier unreadable for a reason other than a silent
+service, an unwritable ``report.dir``), 2 for a bad configuration or ``--until``, 3 when a
+service did not answer (a cluster's brokers, the schema registry, the Iceberg catalog, the
+Spark master). A failure is one line; ``--debug`` adds the traceback.
 Functions only; no state beyond the call.
 """
 
@@ -61,7 +64,8 @@ DESCRIPTION = (
     "Compare the producers' per-window counts with every tier (live, offline, warehouse). "
     "Exit status: 0 every closed window agrees, 1 some window differs or the audit failed, "
     "2 bad configuration, 3 a service did not answer (a cluster's brokers within "
-    "10 s, the schema registry, the Iceberg catalog, the Spark master within 5 s)."
+    "10 s, the schema registry within 5 s, the Iceberg catalog, the Spark master within 5 s); "
+    "each is checked before Spark starts."
 )
 """The ``--help`` text: plain words, no reST markup."""
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import bench_load
-from bench.bench_load import CLUSTER, PROFILE, record, top_lines
+from bench.bench_load import CLUSTER, PROFILE, record, record_iceberg, top_lines
 from bench.results import Results
 
 FIGURES = {
@@ -75,3 +75,22 @@ def test_the_cluster_run_is_a_note_where_no_cluster_can_start(
     bench_load.run_cluster(results, "127.0.0.1:9092", 10, tmp_path)
     assert results.items == []
     assert results.notes["nightly_load"] == ["no standalone cluster run: no java here"]
+
+
+def test_iceberg_rows_time_both_loads_by_their_phases_and_give_the_two_ratios() -> None:
+    results = Results()
+    record_iceberg(results, 1_000_000, {
+        "baseline_seconds": 10.0,
+        "iceberg_phases": {"plan": 0.5, "read+write": 4.0, "verify": 0.1, "commit": 0.4},
+        "parquet_phases": {"plan": 0.5, "read+write": 3.5, "verify": 0.0, "commit": 0.0},
+        "iceberg_bytes": 200_000_000,
+    })  # fmt: skip
+    got = rows_of(results)
+    assert got["sluice iceberg", "1,000,000 rows over 8 partitions"] == (200_000.0, "rows/s")
+    assert got["sluice parquet (paired)", "1,000,000 rows over 8 partitions"] == (
+        250_000.0, "rows/s")  # fmt: skip
+    assert got["sluice iceberg", "phase commit"] == (0.4, "s")
+    assert got["sluice iceberg", "parquet bytes"] == (200_000_000, "B")
+    assert got["sluice iceberg/parquet", "rows/s"] == (0.8, "ratio")  # 4 s / 5 s
+    assert got["sluice iceberg/in-memory", "rows/s"] == (2.0, "ratio")  # 10 s / 5 s
+    assert {r.experiment for r in results.items} == {"nightly_load"}
