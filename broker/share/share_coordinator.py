@@ -236,9 +236,11 @@ class ShareCoordinator:
 
     def drop_partitions(self, topic: str, partition: int) -> None:
         """This broker no longer leads ``topic``-``partition``: forget every group's
-        share-partition of it (the new leader loads them from the state topic)."""
+        share-partition of it and its state not yet written (the new leader loads the state
+        from the topic; a late write from here would be older than the new leader's)."""
         for key in [k for k in self.partitions if k[1:] == (topic, partition)]:
             del self.partitions[key]
+            self.store.discard(*key)
 
     async def flush(self) -> None:
         """Return once every state queued so far is committed (``ShareStateLog.flush``;

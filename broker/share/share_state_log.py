@@ -21,7 +21,11 @@ and bring it back:
   key in its partition, in log order: the last snapshot and the updates after it) before the
   broker that now leads the topic partition creates its share-partition — Sluice's simpler
   model of KIP-932, where the share-partition leader reloads the state it needs rather than
-  asking the coordinator for it with ReadShareGroupState.
+  asking the coordinator for it with ReadShareGroupState. Every record carries the leader
+  epoch of the topic partition's leader that wrote it; a record with a lower epoch than the
+  state replayed so far is a deposed leader's late write and is skipped (Kafka's coordinator
+  refuses such a write with FENCED_LEADER_EPOCH); a broker that stops leading a topic
+  partition discards the states it had queued for it (:meth:`ShareStateLog.discard`).
 * :meth:`load_partition` replays a whole partition of the topic when this broker becomes its
   leader (every partition at startup on a standalone broker), so ``groups`` lists the share
   groups with state there, as the file store it replaced did.
@@ -135,6 +139,7 @@ class ShareStateLog:
         self._queued = 0  # writes queued so far
         self._durable = 0  # writes durable so far (all queued up to it)
         self._writer: asyncio.Task[None] | None = None
+        self._dropped: set[Ident] = set()  # discarded since last queued (``discard``)
         self._failure: Exception | None = None
 
     # -- the mirror (synchronous) -----------------------------------------------------------
@@ -166,7 +171,17 @@ class ShareStateLog:
                 topic, _, partition = key.rpartition(":")
                 self._queue((group_id, topic, int(partition)))
 
+    def discard(self, group_id: str, topic: str, partition: int) -> None:
+        """This broker no longer leads the share-partition: its queued state is not written
+        (the new leader's is newer) and its mirror entry is forgotten."""
+        ident = (group_id, topic, partition)
+        self._pending.pop(ident, None)
+        self.load(group_id).pop(partition_key(topic, partition), None)
+        self._updates.pop(ident, None)
+        self._dropped.add(ident)  # not even a failed write of it is retried
+
     def _queue(self, ident: Ident) -> None:
+        self._dropped.discard(ident)
         self._pending.pop(ident, None)
         self._pending[ident] = None
         self._queued += 1
@@ -217,20 +232,22 @@ class ShareStateLog:
                 ))  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - handed to every waiter by flush
                 for ident in idents:
-                    self._pending.setdefault(ident, None)
-                for ident in idents:
+                    if ident not in self._dropped:
+                        self._pending.setdefault(ident, None)
                     self._updates.pop(ident, None)  # unknown whether it landed: snapshot next
                 self._failure = exc
                 log.warning("writing share-group state failed, will retry: %s", exc)
                 return
             self._durable = max(self._durable, round_end)
+        # Nothing queued is left: all of it was written, or discarded.
+        self._durable = self._queued
 
     def _records(self, ident: Ident) -> tuple[ShareStateKey, list[RawRecord]] | None:
         """The records of ``ident``'s newest state (tombstones if it was deleted); None if
         its topic no longer exists."""
         group, topic, partition = ident
         topic_id = self.topic_ids().get(topic)
-        if topic_id is None:
+        if topic_id is None or ident in self._dropped:
             return None
         key = ShareStateKey(group, topic_id, partition)
         state = self._groups.get(group, {}).get(partition_key(topic, partition))
@@ -277,9 +294,7 @@ class ShareStateLog:
             if decoded is None or decoded[1] != key:
                 continue
             record_type, _ = decoded
-            state = apply(
-                state, None if raw_value is None else decode_value(record_type, raw_value)
-            )
+            state = _replay(state, record_type, raw_value)
         states = self.load(group_id)
         if ident in self._pending:  # written while we read: what we hold is newer
             return states.get(partition_key(topic, partition))
@@ -301,8 +316,7 @@ class ShareStateLog:
             if decoded is None:
                 continue
             record_type, key = decoded
-            value = None if raw_value is None else decode_value(record_type, raw_value)
-            states[key] = apply(states.get(key), value)
+            states[key] = _replay(states.get(key), record_type, raw_value)
         live = 0
         for key, state in states.items():
             topic = names.get(key.topic_id)
@@ -318,6 +332,17 @@ class ShareStateLog:
             )
             live += 1
         return live
+
+
+def _replay(state: ShareState | None, record_type: int, raw: bytes | None) -> ShareState | None:
+    """``apply`` one record, unless a leader of the topic partition wrote it after a newer
+    leader had written (a lower leader epoch than the state's): the deposed leader's late
+    write is fenced here, as Kafka's share coordinator fences it on write
+    (FENCED_LEADER_EPOCH). A tombstone always applies."""
+    value = None if raw is None else decode_value(record_type, raw)
+    if value is not None and state is not None and value.leader_epoch < state.leader_epoch:
+        return state
+    return apply(state, value)
 
 
 def _persisted(state: int) -> int:

@@ -124,3 +124,23 @@ def test_flush_waits_for_what_was_queued_before(topic: LocalStateTopic) -> None:
     assert [type(r) for r in records_of(topic, "g", 0)] == [ShareState]
     assert [type(r) for r in records_of(topic, "g", 1)] == [ShareState]
     assert asyncio.run(state.flush()) is None  # nothing queued: at once
+
+
+def test_a_deposed_leaders_late_write_is_fenced(topic: LocalStateTopic) -> None:
+    old = ShareStateLog(topic, lambda: IDS)
+    assert asyncio.run(old.refresh("g", "t", 0, leader_epoch=4)) is None
+    old.write("g", {"t:0": (2, [(2, 0, 1)])})
+    asyncio.run(old.flush())
+    new = ShareStateLog(topic, lambda: IDS)  # the partition's next leader, at epoch 5
+    assert asyncio.run(new.refresh("g", "t", 0, leader_epoch=5)) == (2, [(2, 0, 1)])
+    new.write("g", {"t:0": (3, [])})
+    asyncio.run(new.flush())
+    old.write("g", {"t:0": (2, [(2, 0, 2)])})  # the old leader, not yet told, writes again
+    asyncio.run(old.flush())
+    again = ShareStateLog(topic, lambda: IDS)
+    assert asyncio.run(again.refresh("g", "t", 0, leader_epoch=6)) == (3, [])
+    # Told it no longer leads, a broker drops what it had queued.
+    old.write("g", {"t:0": (1, [])})
+    old.discard("g", "t", 0)
+    asyncio.run(old.flush())
+    assert asyncio.run(again.refresh("g", "t", 0, leader_epoch=6)) == (3, [])
