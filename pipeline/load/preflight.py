@@ -20,7 +20,11 @@ the first failure:
    left to the commit protocol); a failure is ``LoadError`` naming the path
    and the OS's reason. On ``hdfs://`` the driver opens the filesystem with pyarrow
    (``session.check_driver_filesystem``: libhdfs); the executors' probe needs Spark and runs
-   after it starts (``session.check_filesystem``).
+   after it starts (``session.check_filesystem``);
+5. **the Iceberg catalog** (``table.format=iceberg``) — opened once
+   (``iceberg_tables.check_catalog``): no answer within its connect timeout (a PostgreSQL
+   catalog: libpq's ``connect_timeout``, 10 s unless the URI sets one) is ``UnreachableError``
+   naming the catalog and its URI, password hidden.
 
 Functions only; nothing is kept between calls.
 """
@@ -57,6 +61,10 @@ def preflight(config: LoadConfig, consumer: Mapping[str, Any]) -> dict[str, int]
     check_topics(config, counts)
     if config.typed is not None:
         check_registry(config.typed.registry_url)
+    if config.iceberg is not None:
+        from sluice.pipeline.load.iceberg_tables import check_catalog
+
+        check_catalog(config.iceberg)
     return counts
 
 
