@@ -324,6 +324,22 @@ class LoadConfig:
         return ", ".join(self.topics)
 
     @property
+    def described_destination(self) -> str:
+        """Where the load lands, for messages: the Parquet table's URI, or the Iceberg tables
+        and their warehouse (``sluice.page_views in file:///data/warehouse``)."""
+        if self.iceberg is None:
+            return self.table_uri
+        if self.subscribe_pattern is not None:
+            tables = f"the Iceberg tables {self.iceberg.namespace}.<topic>"
+        else:
+            tables = (
+                "the Iceberg table"
+                + ("s " if len(self.topics) > 1 else " ")
+                + ", ".join(self.iceberg.identifier(t) for t in self.topics)
+            )
+        return f"{tables} in {self.iceberg.catalog_properties['warehouse']}"
+
+    @property
     def split_timeout_s(self) -> float:
         """How long one split waits for a record before its task fails
         (``kafkaConsumer.pollTimeoutMs``, in seconds)."""

@@ -651,11 +651,7 @@ def _run(
     report.finish(
         "published",
         f"published {report.total_rows} rows as {published.uri}"
-        + (
-            f"; {report.total_errors} undecodable records in its error table {report.errors_path}"
-            if report.total_errors
-            else ""
-        )
+        # the error table's count and place: the summary's ERRORS line says them, once
         + (
             f"; {report.total_lost} offsets LOST (failOnDataLoss=false)" if report.data_loss else ""
         ),
@@ -721,11 +717,7 @@ def _run_iceberg(
     report.finish(
         "published",
         f"published {report.total_rows} rows to {report.table} (snapshots {committed or 'none'})"
-        + (
-            f"; {report.total_errors} undecodable records in its error table {report.errors_path}"
-            if report.total_errors
-            else ""
-        )
+        # the error table's count and place: the summary's ERRORS line says them, once
         + (
             f"; {report.total_lost} offsets LOST (failOnDataLoss=false)" if report.data_loss else ""
         ),

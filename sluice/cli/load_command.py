@@ -70,7 +70,7 @@ def run_load_command(args: argparse.Namespace) -> int:
         config = LoadConfig.from_properties(load_properties(args.config, args.override))
     except (PropertiesError, LoadConfigError) as exc:
         return _fail(EXIT_USAGE, f"bad configuration: {exc}", debug)
-    _progress(f"loading {config.described_topics} into {config.table_uri}")
+    _progress(f"loading {config.described_topics} into {config.described_destination}")
     try:
         with stopping_spark_started_inside():
             run_load(config, progress=_progress, live=sys.stderr.isatty())
