@@ -211,15 +211,17 @@ def create_topics(cluster: BrokerCluster, topics: dict[str, int], limit: float) 
     total = sum(topics.values())
     deadline = Deadline(f"creating {', '.join(topics)} ({total:,} partitions)", limit)
     started = time.perf_counter()
+    # The broker answers once every new partition has a leader: at 4,000 partitions on a
+    # loaded machine, longer than librdkafka's default request timeout (60 s).
     futures = cluster.admin().create_topics(
         [NewTopic(name, count, REPLICAS) for name, count in topics.items()],
-        operation_timeout=limit)  # fmt: skip
+        operation_timeout=limit, request_timeout=limit + 5)  # fmt: skip
     for future in futures.values():
         try:
             future.result(timeout=deadline.left())
         except (TimeoutError, KafkaException) as e:
-            timed_out = (isinstance(e, TimeoutError)
-                         or e.args[0].code() == KafkaError.REQUEST_TIMED_OUT)  # fmt: skip
+            timed_out = (isinstance(e, TimeoutError) or e.args[0].code() in
+                         (KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT))  # fmt: skip
             if not timed_out:
                 raise
             raise DidNotFinish(deadline.what, limit, "CreateTopics unanswered") from None
