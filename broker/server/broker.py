@@ -184,8 +184,9 @@ class Broker:
             store_group=self.offsets.store_group,
             has_offsets=lambda group: bool(self.offsets.committed(group)),
         )
-        # KIP-848's groups (group.protocol=consumer), at Kafka's group.consumer.* defaults.
+        # KIP-848's groups (group.protocol=consumer), under the broker's group.consumer.* keys.
         self.consumer_groups = ConsumerGroupCoordinator(
+            config.consumer_groups,
             classic=self.groups,
             store=self.offsets.store_consumer_records,
             topics=lambda: {
