@@ -84,9 +84,11 @@ def test_a_tiny_run_measures_every_experiment(tmp_path: Path, zookeeper: ZooKeep
         p50, p99 = found["cluster_latency", acks, "p50"], found["cluster_latency", acks, "p99"]
         assert 0 < p50.value <= p99.value and p50.unit == "ms"
         for way in TINY.throughput_messages:
-            assert found["cluster_throughput", acks, way].value > 0
+            rate = found["cluster_throughput", acks, way]
+            assert rate.value > 0 and len(rate.runs) == bench_cluster.THROUGHPUT_RUNS
     for way in TINY.throughput_messages:
-        assert found["cluster_throughput", "acks=all/acks=1", way].unit == "ratio"
+        ratio = found["cluster_throughput", "acks=all/acks=1", way]
+        assert ratio.unit == "ratio" and len(ratio.runs) == bench_cluster.THROUGHPUT_RUNS
     for metric in ("topic creation", "first round", "round, median of the rest"):
         assert found["cluster_partitions", "12 partitions", metric].value > 0
     assert len(found["cluster_partitions", "12 partitions", "round, median of the rest"].runs) == 2
