@@ -16,7 +16,8 @@ the executors' ``sys.path``)::
 
 (or ``spark.submit.pyFiles`` in the config; or ``spark.archives`` with a packed virtualenv).
 The executors' Python needs ``pyarrow`` and ``confluent-kafka`` (``fastavro`` too for
-``valueFormat=avro``) installed; the driver needs the whole ``sluice[spark]``. Under
+``valueFormat=avro``, ``jsonschema`` for ``json-schema``, ``protobuf`` and ``grpcio-tools`` for
+``protobuf``) installed; the driver needs the whole ``sluice[spark]``. Under
 spark-submit its ``--master`` wins over the config's ``spark.master``; without either Spark's
 conventions decide (``sluice.pipeline.load.session``). The module is only an entry point: the
 load itself is ``sluice.pipeline.load.run``, its command line ``sluice.cli.load_command``.
