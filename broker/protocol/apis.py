@@ -28,12 +28,14 @@ ListOffsets v7 alone (KIP-734's MAX_TIMESTAMP, which librdkafka's admin ListOffs
 every API kafka-python's inference reads is otherwise at 2.4's level (Produce v8, Fetch v11,
 the ACL APIs v1). What a 3.0 changes in kafka-python 3.0: without an ``api_version`` it still
 negotiates each request from the advertised ranges, and its consumer's default
-``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s; with one at or below
-the inferred release it sends its own release's table unnegotiated — 2.4 and older did under
-2.4, and now 2.5 to 3.0 do too (they negotiated before). Those tables name versions Sluice
-does not serve yet (2.4's already has FindCoordinator v3, which closes the connection): a
-client pinned to 2.4 fails today whatever is inferred, one pinned to 2.5-2.8 now fails the
-same way, and ``api_version`` unset or 2.3 and older works.
+``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s. Pinned to a release at
+or below the inferred one (kafka-python's own integration suite pins 2.4.0), it sends that
+release's table unnegotiated; so every version in kafka-python's 2.4 table is served
+(FindCoordinator v3, JoinGroup v6 and the other flexible group versions, CreateTopics v5).
+While Sluice looked like a 2.4, a client pinned to 2.4.0 negotiated (kafka-python orders
+(2, 4, 0) above (2, 4)); pinned to 2.5-2.8 it now sends versions Sluice lacks (FindCoordinator
+v3 is served, but OffsetFetch v7, JoinGroup v7, SyncGroup v5, DescribeAcls v2... are not) and
+fails where it negotiated before.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -218,22 +220,27 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             # v0: an empty topic list means every topic (v1+: null does).
             # v10+ carries topic ids and v12 asks by them: KIP-848 and share consumers need both.
             _spec(ApiKey.METADATA, "Metadata", 0, 12, handler_min=1),
+            # Kafka 2.4's level, the table kafka-python pinned to 2.4 sends unnegotiated (see
+            # "One release's level"): the flexible OffsetFetch v6, FindCoordinator v3,
+            # JoinGroup v6, Heartbeat v4, LeaveGroup v4, SyncGroup v4, DeleteTopics v4 carry
+            # the fields of the version before; CreateTopics v5 adds the created topic's counts
+            # and configs to the answer.
             # v9: the consumer group protocol's members commit with their epoch (KIP-848).
             _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 9, handler_min=2),
-            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 5, handler_min=1),
-            _spec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 2),
-            _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 5),
-            _spec(ApiKey.HEARTBEAT, "Heartbeat", 0, 3),
-            _spec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 3),
-            _spec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 3),
+            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 6, handler_min=1),
+            _spec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 3),
+            _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 6),
+            _spec(ApiKey.HEARTBEAT, "Heartbeat", 0, 4),
+            _spec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 4),
+            _spec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 4),
             # v3+: authorized operations; v4: static members' instance ids; v5 flexible; v6:
             # GROUP_ID_NOT_FOUND (KIP-1043).
             _spec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
             # v3 flexible; v4: states filter (KIP-518); v5: types filter (KIP-848).
             _spec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5),
             _spec(ApiKey.API_VERSIONS, "ApiVersions", 0, 3),
-            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 4, handler_min=2),
-            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 3, handler_min=1),
+            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 5, handler_min=2),
+            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 4, handler_min=1),
             _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4),
             # Transactions (KIP-98). AddPartitionsToTxn v4+ is broker-to-broker (KIP-890).
             _spec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 3),

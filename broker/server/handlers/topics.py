@@ -1,4 +1,4 @@
-"""CreateTopics (v2–4), DeleteTopics (v1–3), CreatePartitions (v0–3).
+"""CreateTopics (v2–5), DeleteTopics (v1–4), CreatePartitions (v0–3).
 
 Create and delete go through the broker's ``ctx.topics`` (``TopicAdmin``; off the event loop
 where they talk to ZooKeeper); a refused topic gets the code ``error_mapping`` gives its
@@ -116,8 +116,9 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     # KafkaApis: CREATE on the cluster allows every topic, else CREATE on each topic.
     on_cluster = cluster_allowed(ctx, AclOperation.CREATE)
     for topic in body.topics:
+        # v5+ (KIP-525): the created topic's counts and configs; null configs on an error.
         result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
-                                  "error_message": None}  # fmt: skip
+                                  "error_message": None, "configs": None}  # fmt: skip
         results.append(result)
         if not on_cluster and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
             result["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
@@ -145,6 +146,15 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
                 topic.name, partitions, replication, config, validate_only=body.validate_only,
             )  # fmt: skip
             created[topic.name] = range(info.partitions)
+            result["num_partitions"] = info.partitions
+            result["replication_factor"] = info.replication_factor
+            # The topic's own settings (DYNAMIC_TOPIC_CONFIG, source 1); Kafka also lists
+            # every default, which DescribeConfigs gives here.
+            result["configs"] = [
+                {"name": k, "value": v, "read_only": False, "config_source": 1,
+                 "is_sensitive": False}
+                for k, v in sorted(info.config.items())
+            ]  # fmt: skip
         except ADMIN_ERRORS as exc:
             result["error_code"] = code_for(exc)
             result["error_message"] = str(exc)

@@ -15,18 +15,18 @@ EXPECTED = {
     2: ((0, 8), (0, 8)),  # v7: MAX_TIMESTAMP (KIP-734), v8: EARLIEST_LOCAL (KIP-405)
     3: ((0, 12), (0, 12)),
     8: ((0, 9), (0, 9)),  # v9 for KIP-848's member epochs (issue 30)
-    9: ((0, 5), (0, 5)),
-    10: ((0, 2), (0, 2)),
-    11: ((0, 5), (0, 5)),
-    12: ((0, 3), (0, 3)),
-    13: ((0, 3), (0, 3)),
-    14: ((0, 3), (0, 3)),
+    9: ((0, 6), (0, 6)),  # v6..: Kafka 2.4's table, which kafka-python pinned to 2.4 sends
+    10: ((0, 3), (0, 3)),
+    11: ((0, 6), (0, 6)),
+    12: ((0, 4), (0, 4)),
+    13: ((0, 4), (0, 4)),
+    14: ((0, 4), (0, 4)),
     15: ((0, 6), (0, 6)),  # DescribeGroups: authorized operations, instance ids (KIP-430, 345)
     16: ((0, 5), (0, 5)),  # ListGroups: states and types filters (KIP-518, KIP-848)
     17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
     18: ((0, 3), (0, 3)),
-    19: ((0, 4), (0, 4)),
-    20: ((0, 3), (0, 3)),
+    19: ((0, 5), (0, 5)),
+    20: ((0, 4), (0, 4)),
     21: ((0, 2), (0, 2)),
     22: ((0, 4), (0, 4)),
     23: ((0, 3), (0, 3)),
@@ -118,9 +118,9 @@ def test_flexible_versions(key: int, first: int) -> None:
 
 
 def test_flexible_versions_in_the_implemented_ranges() -> None:
-    """The data and group APIs are implemented below their flexible versions (ApiVersions v3,
-    Metadata, OffsetCommit, ListOffsets and the group admin APIs aside); the admin APIs up to
-    theirs, as Kafka 3.x answers them."""
+    """Produce and Fetch are implemented below their flexible versions; the others up to at
+    least their first flexible version (Kafka 2.4's table, which kafka-python pinned to 2.4
+    sends without negotiating), as Kafka 3.x answers them."""
     flexible = {
         (key, v)
         for key, spec in APIS.items()
@@ -133,8 +133,16 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
             2,
             3,
             8,
+            9,
+            10,
+            11,
+            12,
+            13,
+            14,
             15,
             16,
+            19,
+            20,
             21,
             22,
             24,
@@ -221,5 +229,26 @@ def test_clients_infer_kafka_3_0_from_what_is_advertised() -> None:
     }
     assert infer_broker_version_from_api_versions(advertised) == (3, 0)
     # Without ListOffsets v7 it would be 2.4: nothing else reaches above it.
-    advertised[int(ApiKey.LIST_OFFSETS)] = (0, 6)
-    assert infer_broker_version_from_api_versions(advertised) == (2, 4)
+    without = {**advertised, int(ApiKey.LIST_OFFSETS): (0, 6)}
+    assert infer_broker_version_from_api_versions(without) == (2, 4)
+
+
+def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
+    # Inferring 3.0, kafka-python pinned to 2.4.0 (its own integration suite is) sends its
+    # 2.4 table unnegotiated: every version of it that it would send must be served.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.broker_version_data import BrokerVersionData
+
+    pinned = BrokerVersionData((2, 4, 0))
+    assert pinned < BrokerVersionData(api_versions={
+        int(v.api_key): (v.min_version, v.max_version) for v in apis.supported_api_versions()
+    })  # fmt: skip
+    unserved = {
+        key: high
+        for key, (_low, high) in pinned.api_versions.items()
+        if key in APIS and high > APIS[key].max_version
+    }
+    assert unserved == {}

@@ -210,3 +210,22 @@ def test_a_malformed_replica_assignment_is_refused(broker: BrokerProcess) -> Non
         assert refused.error_code == Errors.INVALID_REPLICA_ASSIGNMENT
         assert "consecutive 0-based" in refused.error_message
     assert topic not in _admin(broker).list_topics(timeout=10).topics
+
+
+def test_create_topics_v5_answers_the_counts_and_configs(broker: BrokerProcess) -> None:
+    topic = unique("create-v5")
+    body = request(ApiKey.CREATE_TOPICS, 5, {
+        "topics": [{"name": topic, "num_partitions": 2, "replication_factor": -1,
+                    "assignments": [], "configs": [{"name": "retention.ms", "value": "60000"}]}],
+        "timeout": 10_000, "validate_only": False,
+    })  # fmt: skip
+    with WireClient(broker.port) as wire:
+        (created,) = wire.call(body).topics
+        (refused,) = wire.call(body).topics  # exists now
+    assert (created.error_code, created.num_partitions, created.replication_factor) == (
+        Errors.NONE, 2, 1,
+    )  # fmt: skip
+    assert [(c.name, c.value, c.read_only) for c in created.configs] == [
+        ("retention.ms", "60000", False)
+    ]
+    assert refused.error_code == Errors.TOPIC_ALREADY_EXISTS and refused.configs is None
