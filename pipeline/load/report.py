@@ -19,6 +19,7 @@ JSON, version 1::
      "schema_ids": {"t": [1, 4]},
      "progress": {"splits_done": 4, "splits_total": 4, "offsets_total": 100,
                   "rows_per_second": 8.2, "seconds": 12.1},
+     "topics": ["t"], "subscribe_pattern": {"pattern": "t|u", "matched": ["t"]},
      "message": "...", "error": null}
 
 ``rows`` are the records that landed in the table; ``errors`` the undecodable ones a typed load
@@ -27,6 +28,10 @@ JSON, version 1::
 ``progress`` is the read+write job's last progress reading (``sluice.pipeline.load.progress``:
 splits done of total, the offsets planned, seconds) with ``rows_per_second`` the exact rate
 (rows and error rows over the phase's seconds); null when the run read nothing.
+``topics`` are the topics planned (sorted); ``subscribe_pattern`` is null unless the load was
+configured with ``subscribePattern``: then its regex and every topic it matched at plan time,
+sorted, also those with nothing new (the manifest's ``Subscription``; for the Parquet layout
+the manifest records the same).
 
 A partition's entry is its ``OffsetRange`` (``sluice.pipeline.source.ranges``) with the counts
 reading it produced (``PartitionReport``); a date's entry is the manifest's ``RowCount``.
@@ -45,7 +50,7 @@ from typing import Any
 from sluice.common.text_table import render_table
 from sluice.pipeline.source.ranges import DataLoss, OffsetRange
 from sluice.pipeline.table.filesystem import TableFileSystem
-from sluice.pipeline.table.manifest import RowCount
+from sluice.pipeline.table.manifest import RowCount, Subscription
 
 __all__ = ["REPORT_VERSION", "LoadReport", "PartitionReport"]
 
@@ -106,7 +111,8 @@ class LoadReport:
     schema_ids: dict[str, list[int]] = field(default_factory=dict)  # writer ids per topic
     errors_path: str | None = None  # the published error table, when it has rows
     progress: dict[str, Any] | None = None  # the read+write job's last progress reading
-    topics: list[str] = field(default_factory=list)  # the topics read (subscribePattern's)
+    topics: list[str] = field(default_factory=list)  # the topics planned, sorted
+    subscription: Subscription | None = None  # subscribePattern: the regex and what it matched
 
     @property
     def total_rows(self) -> int:
@@ -145,6 +151,7 @@ class LoadReport:
             "schema_ids": self.schema_ids,
             "progress": self.progress,
             "topics": self.topics,
+            "subscribe_pattern": None if self.subscription is None else self.subscription.to_json(),
             "message": self.message,
             "error": self.error,
         }
@@ -169,6 +176,9 @@ class LoadReport:
         ]
         if self.message:
             lines.append(self.message)
+        if self.subscription is not None:
+            matched = ", ".join(self.subscription.matched) or "none"
+            lines.append(f"topics matching {self.subscription.pattern!r}: {matched}")
         if self.partitions:
             rows = [
                 [

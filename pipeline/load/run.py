@@ -31,7 +31,8 @@ on Spark. One run:
    writing to a disk the driver cannot see — fails the run naming it
    (``StrandedFilesError``): nothing published, no offset moved.
 4. **commit** — write ``_manifest.json`` (every range with rows and bytes, the resume offsets,
-   per-date counts, files, data loss, schema ids, error counts) and publish with one
+   per-date counts, files, data loss, schema ids, error counts; ``subscribePattern``: the
+   regex and every topic it matched in the plan) and publish with one
    no-replace rename (``HadoopRenamer``: ``FileContext.rename`` on ``hdfs://``; on ``file://``
    the kernel's ``renameat2(RENAME_NOREPLACE)``, since Hadoop's local rename is
    check-then-rename with a copy fallback).
@@ -122,7 +123,7 @@ from sluice.pipeline.source.value_format import output_schema, resolve_reader
 from sluice.pipeline.table.commit import PublishedRun, StagedRun, TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
 from sluice.pipeline.table.iceberg_run import TopicWriters
-from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord
+from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord, Subscription
 
 __all__ = [
     "CRASH_PHASES",
@@ -214,12 +215,13 @@ def _plan(
     consumer: Mapping[str, Any],
     committed: Mapping[str, Mapping[int, int]],
     progress: Callable[[str], None],
-) -> Resolution:
+) -> tuple[Resolution, list[str]]:
     """Every subscribed partition's range ``[committed, log end)`` (a partition the table has
     never seen: from where ``startingOffsets`` / ``startingTimestamp`` say, by default its log
     start), the run's one resolution: the split writers read exactly these ranges and the
     manifest records them. The log ends are the ones just listed: the snapshot this run reads
-    up to. ``subscribePattern`` is matched against the topics listed here."""
+    up to. ``subscribePattern`` is matched against the topics listed here; returned beside
+    the ranges: the topics subscribed that exist, sorted (a pattern's: the ones it matched)."""
     resumed = {TopicPartition(t, p): o for t, ps in committed.items() for p, o in ps.items()}
     with KafkaMetadata(consumer) as metadata:
         assigned, bounds = metadata.assigned_bounds(config.strategy)
@@ -231,12 +233,13 @@ def _plan(
     for topic in config.topics:
         if topic not in present:
             progress(f"topic {topic!r} does not exist (yet); nothing to read from it")
-    return resume_ranges(
+    resolution = resume_ranges(
         bounds,
         {**starts, **resumed},
         partitions=assigned,
         fail_on_data_loss=config.fail_on_data_loss,
     )
+    return resolution, sorted(present)
 
 
 def _first_starts(
@@ -532,11 +535,14 @@ def _plan_reads(
     read, whether any partition moved, the typed read; ``adjust`` (Iceberg's pinning) may cut
     the planned ranges first. ``where`` opens the plan's progress line."""
     try:
-        resolution = _plan(config, consumer, committed, say)
+        resolution, present = _plan(config, consumer, committed, say)
     except OffsetOptionError as exc:
         raise LoadError(str(exc)) from None
     ranges = list(resolution.ranges) if adjust is None else adjust(list(resolution.ranges))
     report.topics = sorted({r.topic for r in ranges})
+    if config.subscribe_pattern is not None:  # every topic matched, those with nothing new too
+        pattern = config.subscribe_pattern.pattern.pattern
+        report.subscription = Subscription(pattern, tuple(present))
     report.data_loss = list(resolution.data_loss)
     reads = [r for r in ranges if r.count > 0]
     # A partition moved if it has offsets to read or its resume offset moves (a clamp). A
@@ -595,6 +601,8 @@ def _publish(staged: StagedRun, report: LoadReport, scan: StagedScan, spark: Any
         data_loss=report.data_loss,
         error_counts=scan.error_counts,
     )
+    if report.subscription is not None:  # subscribePattern: what it matched at plan time
+        manifest = replace(manifest, subscription=report.subscription)
     staged.write_manifest(manifest)
     _crash_point("manifest", spark)
     published = staged.publish()

@@ -18,6 +18,7 @@ It lives inside the run's directory, so the one rename that publishes the data p
       "row_counts": [{"topic": "t", "partition": 0, "date": "2024-01-02", "rows": 10}],
       "schema_ids": {"t": [1, 3]},             # Avro schema ids seen per topic (may be {})
       "error_counts": [{"topic": "t", "partition": 0, "rows": 1}],  # optional, see below
+      "subscribe_pattern": {"pattern": "t|u", "matched": ["t", "u"]},  # optional, see below
       "data_loss": [{"topic": ..., "partition": ..., "bound": "start", "requested": ...,
                      "used": ..., "log_start": ..., "log_end": ..., "lost": ...}],
       "files": [{"path": "topic=t/date=2024-01-02/part-0.parquet", "size": 2048,
@@ -29,6 +30,11 @@ table: Parquet files under ``_errors/`` in the run's directory, listed in ``file
 data files (so the rename publishes both) and counted per partition in ``error_counts``. The
 key is optional (absent means none; manifests written before it still decode); ``row_counts``
 add up to the data files' rows, ``error_counts`` to the ``_errors/`` files' rows.
+
+A load configured with ``subscribePattern`` records the pattern and the topics it matched when
+the run was planned, sorted (``Subscription``) — every one, also a topic with nothing new to
+read, which then has no range. The key is optional too (absent: the load named its topics);
+every range's topic must be among ``matched``.
 
 ``offsets`` uses Spark's offsets JSON, so ``offsets_to_json(manifest.offsets)`` is a valid
 ``startingOffsets``. ``decode`` validates every field and the cross-field invariants (each
@@ -58,6 +64,7 @@ __all__ = [
     "Manifest",
     "RangeRecord",
     "RowCount",
+    "Subscription",
     "UnsupportedManifestVersionError",
     "is_error_file",
     "merge_offsets",
@@ -117,6 +124,18 @@ class ErrorCount:
     rows: int
 
 
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A ``subscribePattern`` run's regex and the topics it matched at plan time (sorted,
+    each once)."""
+
+    pattern: str
+    matched: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "matched": list(self.matched)}
+
+
 def is_error_file(path: str) -> bool:
     """Whether a run-relative path is one of the error table's files."""
     return path.startswith(ERRORS_DIR + "/")
@@ -156,6 +175,7 @@ class Manifest:
     schema_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     data_loss: tuple[DataLoss, ...] = ()
     error_counts: tuple[ErrorCount, ...] = ()
+    subscription: Subscription | None = None
     created: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
 
     def __post_init__(self) -> None:
@@ -258,6 +278,17 @@ class Manifest:
         for topic, ids in self.schema_ids.items():
             if any(i < 0 for i in ids):
                 _fail(f"schema_ids[{topic!r}]", "ids >= 0", str(list(ids)))
+        if self.subscription is not None:
+            self._validate_subscription(self.subscription)
+
+    def _validate_subscription(self, sub: Subscription) -> None:
+        if not sub.pattern:
+            _fail("subscribe_pattern.pattern", "a regular expression", "''")
+        if list(sub.matched) != sorted(set(sub.matched)) or not all(sub.matched):
+            _fail("subscribe_pattern.matched", "topic names, sorted, each once", str(sub.matched))
+        outside = sorted({r.range.topic for r in self.ranges} - set(sub.matched))
+        if outside:
+            _fail("ranges", f"topics among those {sub.pattern!r} matched", str(outside))
 
     @property
     def total_rows(self) -> int:
@@ -297,6 +328,8 @@ class Manifest:
                 {"topic": e.topic, "partition": e.partition, "rows": e.rows}
                 for e in self.error_counts
             ]
+        if self.subscription is not None:
+            doc["subscribe_pattern"] = self.subscription.to_json()
         return doc
 
     def encode(self) -> bytes:
@@ -379,6 +412,7 @@ class Manifest:
                     else []
                 )
             ),
+            subscription=_read_subscription(obj),
         )
         obj.check_keys(_MANIFEST_KEYS)
         return manifest
@@ -386,7 +420,7 @@ class Manifest:
 
 _MANIFEST_KEYS = {
     "version", "run_id", "table", "sequence", "previous_run", "created", "ranges", "offsets",
-    "row_counts", "schema_ids", "data_loss", "files", "error_counts",
+    "row_counts", "schema_ids", "data_loss", "files", "error_counts", "subscribe_pattern",
 }  # fmt: skip
 _DATA_LOSS_KEYS = {
     "topic", "partition", "bound", "requested", "used", "log_start", "log_end", "lost",
@@ -414,6 +448,18 @@ def _read_schema_ids(obj: _Reader) -> dict[str, tuple[int, ...]]:
             _fail(f"schema_ids[{topic!r}]", "a list of integers", repr(ids))
         schema_ids[topic] = tuple(ids)
     return schema_ids
+
+
+def _read_subscription(obj: _Reader) -> Subscription | None:
+    """``subscribe_pattern`` (optional): ``{"pattern": "<regex>", "matched": ["<topic>", ...]}``."""
+    if "subscribe_pattern" not in obj.raw:
+        return None
+    sub = _Reader(obj.raw["subscribe_pattern"], f"{obj.where}.subscribe_pattern")
+    sub.check_keys({"pattern", "matched"})
+    matched = sub.get("matched", list)
+    if not all(isinstance(t, str) for t in matched):
+        _fail("subscribe_pattern.matched", "a list of topic names", repr(matched))
+    return Subscription(sub.get("pattern", str), tuple(matched))
 
 
 def _fail(where: str, expected: str, found: str) -> None:

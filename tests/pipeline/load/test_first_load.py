@@ -8,6 +8,7 @@ records at or after the chosen start, each once.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import pytest
 
 from sluice.pipeline.load.config import LoadConfigError
 from sluice.pipeline.load.run import run_load
+from sluice.pipeline.table.commit import latest_manifest
+from sluice.pipeline.table.manifest import Subscription
 from sluice.testing.broker import create_topic
 from tests.pipeline.broker_fixture import Produced, produce, simple_records
 from tests.pipeline.load.test_run import _config, _table
@@ -91,9 +94,33 @@ def test_a_pattern_load_lands_every_matching_topic_and_no_other(
     }
     from sluice.pipeline.load.config import LoadConfig
 
-    report = run_load(LoadConfig.from_properties(props), spark)
+    config = LoadConfig.from_properties(props)
+    report = run_load(config, spark)
     assert report.topics == sorted(matching)
     assert _landed(tmp_path) == _keys(produced)
+    recorded = Subscription(f"{topic_name}_ev_.*", tuple(sorted(matching)))
+    assert report.subscription == recorded
+    assert latest_manifest(config.table_uri).subscription == recorded
+
+    # Only one matched topic has new records: the run still records both as matched, in the
+    # manifest (whose ranges name only the topic read) and in the report.
+    later = produce(kafka_broker.bootstrap, simple_records(matching[1], 2, 5, prefix="late"))
+    second = run_load(config, spark)
+    assert second.total_rows == len(later)
+    manifest = latest_manifest(config.table_uri)
+    assert {r.range.topic for r in manifest.ranges} == {matching[1]}
+    assert manifest.subscription == recorded == second.subscription
+    written = json.loads(Path(_report_path(config, second.run_id)).read_text())
+    assert written["subscribe_pattern"] == {
+        "pattern": recorded.pattern,
+        "matched": sorted(matching),
+    }
+    assert _landed(tmp_path) == _keys(produced + later)
+
+
+def _report_path(config: Any, run_id: str) -> str:
+    """The path of run ``run_id``'s JSON report (the reports directory is a file URI)."""
+    return f"{config.reports_uri.removeprefix('file://')}/{run_id}.json"
 
 
 def test_topics_and_a_pattern_are_exclusive() -> None:

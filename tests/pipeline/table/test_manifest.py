@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from sluice.pipeline.table.manifest import (
     Manifest,
     RangeRecord,
     RowCount,
+    Subscription,
     UnsupportedManifestVersionError,
     merge_offsets,
     valid_run_id,
@@ -64,6 +66,38 @@ def test_round_trip() -> None:
     assert decoded.total_rows == 13
     # The resume position is a valid Spark startingOffsets value.
     assert offsets_to_json(decoded.offsets) == '{"clicks":{"0":20,"1":7},"views":{"1":9}}'
+
+
+def test_a_pattern_runs_subscription_round_trips_and_is_optional() -> None:
+    # "audits" matched but had nothing new: it is recorded though no range names it.
+    matched = ("audits", "clicks", "views")
+    manifest = replace(sample(), subscription=Subscription("clicks|views|audits", matched))
+    doc = json.loads(manifest.encode())
+    assert doc["subscribe_pattern"] == {
+        "pattern": "clicks|views|audits", "matched": ["audits", "clicks", "views"]
+    }  # fmt: skip
+    assert Manifest.decode(manifest.encode()).subscription == manifest.subscription
+    # A run that named its topics has no key, and decodes without one.
+    assert "subscribe_pattern" not in sample().to_json()
+    assert Manifest.decode(sample().encode()).subscription is None
+
+
+@pytest.mark.parametrize(
+    ("subscription", "message"),
+    [
+        ({"pattern": "", "matched": ["clicks", "views"]}, "subscribe_pattern.pattern: expected a"),
+        ({"pattern": "x", "matched": ["views", "clicks"]}, "expected topic names, sorted, each"),
+        ({"pattern": "x", "matched": ["clicks", "clicks", "views"]}, "sorted, each once"),
+        ({"pattern": "x", "matched": ["clicks", 1]}, "matched: expected a list of topic names"),
+        ({"pattern": "x", "matched": "clicks"}, "matched: expected list, found str"),
+        ({"pattern": "x", "matched": ["clicks"]}, "expected topics among those 'x' matched, found"),
+        ({"pattern": "x", "matched": [], "n": 1}, "expected only the keys ['matched', 'pattern']"),
+    ],
+)
+def test_a_subscription_is_validated(subscription: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidManifestError) as info:
+        Manifest.decode(mutated(lambda d: d.update(subscribe_pattern=subscription)))
+    assert message in str(info.value)
 
 
 def test_first_run_and_empty_run() -> None:
