@@ -29,7 +29,12 @@ is built in. An import that is neither is refused with 42201.
 Identity: the normalized form is the base64 of the ``FileDescriptorProto`` serialized
 deterministically without its file name, source locations and derived ``json_name`` values, so
 a ``.proto`` text and the descriptor a client built from the same file find the same id.
-``text`` is the schema as first registered; ``formatted("serialized")`` is the base64
+``text`` is the ``.proto`` text: as first registered, or — for a schema first registered as
+base64, as Confluent's registry serves it — printed from the descriptor
+(:mod:`sluice.schemas.protobuf_text`). The printed text is kept only if protoc compiles it back
+to the same normalized form (checked at registration, one more compile); otherwise (editions,
+proto2 groups, custom options) ``text`` stays the base64 as registered. Either way the
+normalized form, and so the id, is the descriptor's. ``formatted("serialized")`` is the base64
 descriptor a deserializer asks for with ``GET /schemas/ids/{id}?format=serialized``.
 
 Hostile input: the text is bounded in size and brace depth by the request limits before it
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 import tempfile
 import threading
@@ -72,6 +78,7 @@ from grpc_tools import _protoc_compiler
 
 from sluice.schemas.errors import InvalidSchemaError
 from sluice.schemas.protobuf_schema_diff import diff
+from sluice.schemas.protobuf_text import UnprintableSchema, print_proto
 from sluice.schemas.schema_type import ParsedSchema, ResolvedReference, SchemaType, verdict_trailer
 
 SERIALIZED = "serialized"
@@ -95,6 +102,7 @@ _WELL_KNOWN = {
 }
 _PROTOC_INCLUDE = str(resources.files("grpc_tools") / "_proto")
 _compile_lock = threading.Lock()
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -142,8 +150,33 @@ def parse_protobuf_schema(
     file = _from_base64(stripped) if _BASE64.fullmatch(stripped) else None
     if file is None:
         file = _compile(text, imported)
+        _check_builds(file, imported)
+        return ProtobufSchema(text=text, normalized=_normalized(file), file=file)
     _check_builds(file, imported)
-    return ProtobufSchema(text=text, normalized=_normalized(file), file=file)
+    normalized = _normalized(file)
+    return ProtobufSchema(
+        text=_printed(file, normalized, imported, text), normalized=normalized, file=file
+    )
+
+
+def _printed(
+    file: descriptor_pb2.FileDescriptorProto,
+    normalized: str,
+    imported: Sequence[descriptor_pb2.FileDescriptorProto],
+    registered: str,
+) -> str:
+    """``file`` as ``.proto`` text if that text compiles back to ``normalized``, else the
+    base64 ``registered`` (a printer gap must never change what the schema is)."""
+    try:
+        printed = print_proto(file)
+        again = _compile(printed, imported)
+    except (UnprintableSchema, InvalidSchemaError) as e:
+        _log.info("Protobuf schema kept as base64: %s", e)
+        return registered
+    if _normalized(again) != normalized:
+        _log.info("Protobuf schema kept as base64: its printed text compiles to another descriptor")
+        return registered
+    return printed
 
 
 def _imported_files(

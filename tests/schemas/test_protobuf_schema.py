@@ -44,7 +44,11 @@ def test_text_and_descriptor_are_one_schema() -> None:
     assert parsed.text == BASE
     serialized = parsed.formatted("serialized")
     again = parse_protobuf_schema(serialized)
-    assert again.fingerprint == parsed.fingerprint and again.text == serialized
+    assert again.fingerprint == parsed.fingerprint
+    # Registered as base64, served as the .proto text printed from it (as Confluent does).
+    assert again.text.startswith('syntax = "proto3";\npackage shop;\n'), again.text
+    assert parse_protobuf_schema(again.text).fingerprint == parsed.fingerprint
+    assert again.formatted("serialized") == serialized
     spaced = parse_protobuf_schema("/* comment */\n" + BASE.replace(";", " ;"))
     assert spaced.fingerprint == parsed.fingerprint
     renamed = parse_protobuf_schema(BASE.replace("string item", "string title"))

@@ -1,0 +1,326 @@
+"""Printing a ``FileDescriptorProto`` as ``.proto`` text.
+
+Why: a client may register a Protobuf schema as the base64 of a serialized
+``FileDescriptorProto`` (confluent-kafka's ``ProtobufSerializer`` does). Confluent's registry
+stores and serves the ``.proto`` text printed from the descriptor in that case
+(``ProtobufSchema.canonicalString()``), so a person or a tool reading
+``GET /schemas/ids/{id}`` sees a schema, not base64. This module is that printer.
+
+Covered: ``syntax`` (proto2 — also a descriptor with no syntax, which is how protoc writes
+proto2 — and proto3), ``package``, imports (``public``, ``weak``), file options, then
+messages (nested messages and enums, fields with labels, proto3 ``optional`` — whose synthetic
+oneof is not printed —, ``map<K, V>`` from map-entry nested types, oneofs, explicit defaults,
+``json_name`` when it is not the default one, reserved ranges and names, extension ranges,
+nested ``extend`` blocks), enums (values, ``allow_alias`` and other options, reserved), top-level
+``extend`` blocks and services (rpc methods, client and server streaming). Options are printed
+from the options message's set fields, whatever they are: scalars as literals, enums by name,
+messages in the aggregate ``{ ... }`` form. Declarations come in Confluent's order: syntax,
+package, imports, options, messages, enums, extends, services; types are written fully
+qualified (``.pkg.Msg``) as the descriptor holds them, so the text resolves to the same types
+wherever it is compiled.
+
+Not printed (:class:`UnprintableSchema` is raised, the caller keeps the base64): editions files
+and proto2 groups. Custom options (extensions of ``*Options``) are not known to the options
+message here and are left out; the registry therefore prints, compiles the text again and keeps
+the text only when it yields the same normalized descriptor (see ``protobuf_schema``), so a
+lossy print never becomes a schema's text.
+
+Pure functions, no state: thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf import descriptor_pb2, text_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+_FDP = descriptor_pb2.FieldDescriptorProto
+_SCALARS = {
+    _FDP.TYPE_DOUBLE: "double",
+    _FDP.TYPE_FLOAT: "float",
+    _FDP.TYPE_INT64: "int64",
+    _FDP.TYPE_UINT64: "uint64",
+    _FDP.TYPE_INT32: "int32",
+    _FDP.TYPE_FIXED64: "fixed64",
+    _FDP.TYPE_FIXED32: "fixed32",
+    _FDP.TYPE_BOOL: "bool",
+    _FDP.TYPE_STRING: "string",
+    _FDP.TYPE_BYTES: "bytes",
+    _FDP.TYPE_UINT32: "uint32",
+    _FDP.TYPE_SFIXED32: "sfixed32",
+    _FDP.TYPE_SFIXED64: "sfixed64",
+    _FDP.TYPE_SINT32: "sint32",
+    _FDP.TYPE_SINT64: "sint64",
+}
+_LABELS = {_FDP.LABEL_OPTIONAL: "optional", _FDP.LABEL_REQUIRED: "required"}
+_INDENT = "  "
+
+
+class UnprintableSchema(ValueError):
+    """The descriptor uses a feature this printer does not write (the message says which)."""
+
+
+def print_proto(file: descriptor_pb2.FileDescriptorProto) -> str:
+    """``file`` as ``.proto`` text; raise :class:`UnprintableSchema` if it cannot be."""
+    if file.syntax not in ("", "proto2", "proto3"):
+        raise UnprintableSchema(f"syntax '{file.syntax}' is not printed")
+    proto3 = file.syntax == "proto3"
+    # protoc writes no syntax for proto2 (the default): printed, it spares a reader protoc's
+    # warning and compiles to the same descriptor.
+    head = [f'syntax = "{file.syntax or "proto2"}";']
+    if file.package:
+        head.append(f"package {file.package};")
+    public, weak = set(file.public_dependency), set(file.weak_dependency)
+    imports = []
+    for i, dependency in enumerate(file.dependency):
+        kind = "public " if i in public else "weak " if i in weak else ""
+        imports.append(f"import {kind}{_quote(dependency)};")
+    scope = f".{file.package}" if file.package else ""
+    types = [line for m in file.message_type for line in _message(m, scope, proto3, "")]
+    types += [line for enum in file.enum_type for line in _enum(enum, "")]
+    sections = [
+        head,
+        imports,
+        [f"option {item};" for item in _options(file.options)],
+        types,
+        _extends(file.extension, proto3, ""),
+        [line for service in file.service for line in _service(service)],
+    ]
+    # Confluent's layout: the sections apart by one blank line.
+    return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
+
+
+def _message(
+    message: descriptor_pb2.DescriptorProto, scope: str, proto3: bool, indent: str
+) -> list[str]:
+    """A message in Confluent's order: reserved, options, fields (a oneof where its first
+    field is, keeping the descriptor's field order), extension ranges, extends, nested
+    messages, nested enums."""
+    full_name = f"{scope}.{message.name}"
+    inner = indent + _INDENT
+    entries = {
+        f"{full_name}.{nested.name}": nested
+        for nested in message.nested_type
+        if nested.options.map_entry
+    }
+    out = [f"{indent}message {message.name} {{"]
+    if message.reserved_range:
+        spans = ", ".join(_span(r.start, r.end - 1) for r in message.reserved_range)
+        out.append(f"{inner}reserved {spans};")
+    if message.reserved_name:
+        out.append(f"{inner}reserved {', '.join(_quote(n) for n in message.reserved_name)};")
+    out += [f"{inner}option {item};" for item in _options(message.options)]
+    printed_oneofs: set[int] = set()
+    for field in message.field:
+        in_real_oneof = field.HasField("oneof_index") and not field.proto3_optional
+        if not in_real_oneof:
+            out.append(inner + _field(field, proto3, entries))
+            continue
+        index = field.oneof_index
+        if index in printed_oneofs:
+            continue
+        printed_oneofs.add(index)
+        oneof = message.oneof_decl[index]
+        out.append(f"{inner}oneof {oneof.name} {{")
+        out += [f"{inner}{_INDENT}option {item};" for item in _options(oneof.options)]
+        for member in message.field:
+            if member.HasField("oneof_index") and member.oneof_index == index:
+                out.append(inner + _INDENT + _field(member, proto3, entries, in_oneof=True))
+        out.append(f"{inner}}}")
+    for extension_range in message.extension_range:
+        items = _options(extension_range.options)
+        if extension_range.HasField("options") and not items:
+            # Present but empty: what protoc leaves of a range whose options were all
+            # source-retention ones (descriptor.proto's ``declaration``s). A source-retention
+            # option makes protoc write the same empty message back.
+            items = ["verification = UNVERIFIED"]
+        span = _span(extension_range.start, extension_range.end - 1)
+        out.append(f"{inner}extensions {span}{_bracketed(items)};")
+    out += _extends(message.extension, proto3, inner)
+    for nested in message.nested_type:
+        if f"{full_name}.{nested.name}" not in entries:
+            out += _message(nested, full_name, proto3, inner)
+    for enum in message.enum_type:
+        out += _enum(enum, inner)
+    out.append(f"{indent}}}")
+    return out
+
+
+def _field(
+    field: descriptor_pb2.FieldDescriptorProto,
+    proto3: bool,
+    entries: dict[str, descriptor_pb2.DescriptorProto],
+    *,
+    in_oneof: bool = False,
+) -> str:
+    """One field declaration, without indentation."""
+    if field.type == _FDP.TYPE_GROUP:
+        raise UnprintableSchema(f"field '{field.name}' is a proto2 group")
+    entry = entries.get(field.type_name) if field.label == _FDP.LABEL_REPEATED else None
+    if entry is not None:
+        key, value = sorted(entry.field, key=lambda f: f.number)
+        type_text = f"map<{_type(key)}, {_type(value)}>"
+        label = ""
+    else:
+        type_text = _type(field)
+        if field.label == _FDP.LABEL_REPEATED:
+            label = "repeated "
+        elif in_oneof or (proto3 and not field.proto3_optional):
+            label = ""
+        else:
+            label = _LABELS[field.label] + " "
+    items = []
+    if field.HasField("default_value"):
+        items.append(f"default = {_default(field)}")
+    if field.HasField("json_name") and field.json_name != _json_name(field.name):
+        items.append(f"json_name = {_quote(field.json_name)}")
+    items += _options(field.options)
+    return f"{label}{type_text} {field.name} = {field.number}{_bracketed(items)};"
+
+
+def _type(field: descriptor_pb2.FieldDescriptorProto) -> str:
+    if field.type in _SCALARS:
+        return _SCALARS[field.type]
+    if not field.type_name:
+        raise UnprintableSchema(f"field '{field.name}' has neither a scalar type nor a type name")
+    return field.type_name
+
+
+def _default(field: descriptor_pb2.FieldDescriptorProto) -> str:
+    value = field.default_value
+    if field.type == _FDP.TYPE_STRING:
+        return _quote(value)
+    if field.type == _FDP.TYPE_BYTES:
+        # protoc stores a bytes default C-escaped already: it is printed as it stands.
+        return f'"{value}"'
+    return value
+
+
+def _enum(enum: descriptor_pb2.EnumDescriptorProto, indent: str) -> list[str]:
+    inner = indent + _INDENT
+    out = [f"{indent}enum {enum.name} {{"]
+    out += [f"{inner}option {item};" for item in _options(enum.options)]
+    for value in enum.value:
+        options = _bracketed(_options(value.options))
+        out.append(f"{inner}{value.name} = {value.number}{options};")
+    if enum.reserved_range:
+        # An enum's reserved range is inclusive at both ends, unlike a message's.
+        spans = ", ".join(_span(r.start, r.end) for r in enum.reserved_range)
+        out.append(f"{inner}reserved {spans};")
+    if enum.reserved_name:
+        out.append(f"{inner}reserved {', '.join(_quote(n) for n in enum.reserved_name)};")
+    out.append(f"{indent}}}")
+    return out
+
+
+def _extends(
+    extensions: Iterable[descriptor_pb2.FieldDescriptorProto], proto3: bool, indent: str
+) -> list[str]:
+    """One ``extend`` block per run of extensions of the same type, in declaration order."""
+    out: list[str] = []
+    extendee = None
+    for extension in extensions:
+        if extension.extendee != extendee:
+            if extendee is not None:
+                out.append(f"{indent}}}")
+            extendee = extension.extendee
+            out.append(f"{indent}extend {extendee} {{")
+        # An extension always has a label in the text, proto3 too (custom options).
+        field = _field(extension, False, {})
+        if proto3 and extension.label == _FDP.LABEL_OPTIONAL and not extension.proto3_optional:
+            field = field.removeprefix("optional ")
+        out.append(indent + _INDENT + field)
+    if extendee is not None:
+        out.append(f"{indent}}}")
+    return out
+
+
+def _service(service: descriptor_pb2.ServiceDescriptorProto) -> list[str]:
+    out = [f"service {service.name} {{"]
+    out += [f"{_INDENT}option {item};" for item in _options(service.options)]
+    for method in service.method:
+        request = ("stream " if method.client_streaming else "") + method.input_type
+        response = ("stream " if method.server_streaming else "") + method.output_type
+        head = f"{_INDENT}rpc {method.name} ({request}) returns ({response})"
+        options = _options(method.options)
+        if not options:
+            out.append(head + ";")
+            continue
+        out.append(head + " {")
+        out += [f"{_INDENT * 2}option {item};" for item in options]
+        out.append(f"{_INDENT}}}")
+    out.append("}")
+    return out
+
+
+def _options(options: Message) -> list[str]:
+    """``name = value`` for each set field of an options message (a repeated one once a value).
+
+    ``features`` (editions) and ``uninterpreted_option`` are not printed: neither is in a
+    proto2/proto3 file protoc compiled."""
+    items = []
+    for field, value in options.ListFields():
+        if field.name in ("uninterpreted_option", "features") or field.is_extension:
+            continue
+        values = value if field.is_repeated else [value]
+        items += [f"{field.name} = {_literal(field, v)}" for v in values]
+    return items
+
+
+def _literal(field: FieldDescriptor, value: object) -> str:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        assert isinstance(value, Message)
+        return "{ " + text_format.MessageToString(value, as_one_line=True) + " }"
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        assert field.enum_type is not None and isinstance(value, int)
+        return field.enum_type.values_by_number[value].name
+    if field.type == FieldDescriptor.TYPE_BOOL:
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return '"' + "".join(_escape_byte(b) for b in value) + '"'
+    if isinstance(value, str):
+        return _quote(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _bracketed(items: list[str]) -> str:
+    return f" [{', '.join(items)}]" if items else ""
+
+
+def _span(start: int, end: int) -> str:
+    return str(start) if start == end else f"{start} to {end}"
+
+
+def _json_name(name: str) -> str:
+    """protoc's default ``json_name``: underscores dropped, the letter after one upper-cased."""
+    out, upper = [], False
+    for char in name:
+        if char == "_":
+            upper = True
+        elif upper:
+            out.append(char.upper())
+            upper = False
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _quote(text: str) -> str:
+    escaped = []
+    for char in text:
+        if char in "\\\"'":
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\{ord(char):03o}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def _escape_byte(byte: int) -> str:
+    char = chr(byte)
+    if char in "\\\"'":
+        return "\\" + char
+    return char if 0x20 <= byte < 0x7F else f"\\{byte:03o}"
