@@ -97,7 +97,7 @@ def _message(
 ) -> list[str]:
     """A message in Confluent's order: reserved, options, fields (a oneof where its first
     field is, keeping the descriptor's field order), extension ranges, extends, nested
-    messages, nested enums."""
+    messages (those declared before a map field before it), nested enums."""
     full_name = f"{scope}.{message.name}"
     inner = indent + _INDENT
     entries = {
@@ -112,8 +112,18 @@ def _message(
     if message.reserved_name:
         out.append(f"{inner}reserved {', '.join(_quote(n) for n in message.reserved_name)};")
     out += [f"{inner}option {item};" for item in _options(message.options)]
+    # protoc adds a map's entry type to the nested types where the map field is declared, and
+    # the nested types' order is the message indexes' (Confluent's wire format): a nested
+    # message declared before a map field is printed before it.
+    nested_names = [f"{full_name}.{nested.name}" for nested in message.nested_type]
+    next_nested = 0
     printed_oneofs: set[int] = set()
     for field in message.field:
+        if field.type_name in entries and field.label == _FDP.LABEL_REPEATED:
+            for nested in message.nested_type[next_nested : nested_names.index(field.type_name)]:
+                if not nested.options.map_entry:
+                    out += _message(nested, full_name, proto3, inner)
+            next_nested = nested_names.index(field.type_name) + 1
         in_real_oneof = field.HasField("oneof_index") and not field.proto3_optional
         if not in_real_oneof:
             out.append(inner + _field(field, proto3, entries))
@@ -139,8 +149,8 @@ def _message(
         span = _span(extension_range.start, extension_range.end - 1)
         out.append(f"{inner}extensions {span}{_bracketed(items)};")
     out += _extends(message.extension, proto3, inner)
-    for nested in message.nested_type:
-        if f"{full_name}.{nested.name}" not in entries:
+    for nested in message.nested_type[next_nested:]:
+        if not nested.options.map_entry:
             out += _message(nested, full_name, proto3, inner)
     for enum in message.enum_type:
         out += _enum(enum, inner)

@@ -1,0 +1,225 @@
+"""The ``.proto`` printer (``sluice.schemas.protobuf_text``) and the registry's use of it.
+
+Round trip: each text is compiled with the registry's own protoc path
+(``parse_protobuf_schema``), printed, compiled again, and the normalized form (the descriptor
+an id is derived from) must be identical — for texts covering each feature the printer writes
+and for protobuf's own well-known ``.proto`` files. A descriptor the printer cannot write
+keeps its base64 as text. Through the HTTP API: the base64 form is served as ``.proto`` text,
+``?format=serialized`` as base64, under the id the text has.
+"""
+
+from __future__ import annotations
+
+import base64
+from importlib import resources
+
+import pytest
+
+from sluice.schemas.protobuf_schema import parse_protobuf_schema
+from sluice.schemas.protobuf_text import UnprintableSchema, print_proto
+from sluice.schemas.schema_type import ResolvedReference
+from tests.schemas.test_registry_schema_types import http, register
+
+PROTO3 = """syntax = "proto3";
+package shop.v1;
+import "google/protobuf/timestamp.proto";
+import public "google/protobuf/duration.proto";
+option java_package = "com.example.shop";
+option java_outer_classname = "ShopProto";
+option java_multiple_files = true;
+option go_package = "example.com/shop/v1;shopv1";
+option csharp_namespace = "Example.Shop";
+option optimize_for = CODE_SIZE;
+option cc_enable_arenas = true;
+option deprecated = true;
+message Order {
+  option deprecated = true;
+  reserved 9, 12 to 14, 1000 to max;
+  reserved "legacy", "old_total";
+  int64 id = 1;
+  optional string note = 2;
+  repeated int32 codes = 3 [packed = false];
+  map<string, Line> lines = 4;
+  map<int64, Status> states = 5;
+  oneof payment {
+    option uninterpreted_option_free = 1;
+    string card = 6;
+    Wire wire = 7;
+  }
+  google.protobuf.Timestamp placed_at = 8 [deprecated = true];
+  int64 big = 10 [jstype = JS_STRING];
+  string display_name = 11 [json_name = "label"];
+  message Wire { string iban = 1; bytes memo = 2; }
+  enum Kind { KIND_UNSPECIFIED = 0; KIND_GIFT = 1 [deprecated = true]; }
+  Kind kind = 15;
+  optional Kind maybe_kind = 16;
+}
+message Line { int32 qty = 1; double price = 2; float weight = 3; sint64 delta = 4;
+  fixed32 a = 5; fixed64 b = 6; sfixed32 c = 7; sfixed64 d = 8; uint32 e = 9; uint64 f = 10;
+  bool g = 11; }
+enum Status {
+  option allow_alias = true;
+  reserved 5, 7 to 9, 100 to max;
+  reserved "GONE";
+  NEW = 0;
+  PAID = 1;
+  SETTLED = 1;
+}
+service Orders {
+  option deprecated = true;
+  rpc Get (Order) returns (Order);
+  rpc Watch (Order) returns (stream Order) { option idempotency_level = NO_SIDE_EFFECTS; }
+  rpc Upload (stream Line) returns (Order) { option deprecated = true; }
+  rpc Chat (stream Line) returns (stream Line);
+}
+""".replace("    option uninterpreted_option_free = 1;\n", "")
+
+PROTO2 = r"""syntax = "proto2";
+package legacy;
+message Account {
+  required int64 id = 1;
+  optional string name = 2 [default = "quote \" back\\slash tab\t nul\000 é"];
+  optional bytes blob = 3 [default = "\001\377abc\""];
+  optional double ratio = 4 [default = -inf];
+  optional float scale = 5 [default = nan];
+  optional float factor = 6 [default = 1.5e+10];
+  optional Tier tier = 7 [default = GOLD];
+  optional bool active = 8 [default = true];
+  optional int32 small = 9 [default = -42];
+  optional uint64 large = 10 [default = 18446744073709551615];
+  repeated int32 packed_codes = 11 [packed = true];
+  optional string lazy_ref = 12 [ctype = CORD];
+  optional Account parent = 13 [lazy = true];
+  extensions 100 to 199;
+  extensions 1000 to max;
+  extend Account { optional string nested_ext = 150; }
+  enum Tier { BASIC = 1; GOLD = 2; }
+  oneof contact { string email = 14; string phone = 15 [default = "none"]; }
+}
+message Bag { option message_set_wire_format = true; extensions 4 to max; }
+extend Account {
+  optional int32 score = 100;
+  repeated string tags = 101;
+}
+extend Account { optional Account.Tier other_tier = 102 [default = BASIC]; }
+"""
+
+NO_PACKAGE = """syntax = "proto3";
+import weak "google/protobuf/empty.proto";
+message Top { message Mid { message Low { Top up = 1; } Low low = 1; } Mid mid = 1;
+  map<string, Top.Mid.Low> lows = 2; map<bool, bytes> flags = 3; }
+"""
+
+WELL_KNOWN = [
+    "any",
+    "api",
+    "descriptor",
+    "duration",
+    "empty",
+    "field_mask",
+    "source_context",
+    "struct",
+    "timestamp",
+    "type",
+    "wrappers",
+]
+_INCLUDE = resources.files("grpc_tools") / "_proto" / "google" / "protobuf"
+
+
+def _well_known(name: str) -> str:
+    return (_INCLUDE / f"{name}.proto").read_text(encoding="utf-8")
+
+
+def _assert_round_trip(text: str, references: list[ResolvedReference] | None = None) -> str:
+    refs = references or []
+    parsed = parse_protobuf_schema(text, refs)
+    printed = print_proto(parsed.file)
+    again = parse_protobuf_schema(printed, refs)
+    assert again.normalized == parsed.normalized, f"printed text compiles differently:\n{printed}"
+    # The base64 form the registry receives from a serializer is given the printed text.
+    from_base64 = parse_protobuf_schema(parsed.formatted("serialized"), refs)
+    assert (from_base64.text, from_base64.normalized) == (printed, parsed.normalized)
+    return printed
+
+
+@pytest.mark.parametrize("text", [PROTO3, PROTO2, NO_PACKAGE], ids=["proto3", "proto2", "nested"])
+def test_feature_texts_round_trip(text: str) -> None:
+    _assert_round_trip(text)
+
+
+@pytest.mark.parametrize("name", WELL_KNOWN)
+def test_well_known_files_round_trip(name: str) -> None:
+    _assert_round_trip(_well_known(name))
+
+
+def test_printed_form() -> None:
+    printed = _assert_round_trip(PROTO3)
+    for line in [
+        'syntax = "proto3";\npackage shop.v1;\n\nimport "google/protobuf/timestamp.proto";\n'
+        'import public "google/protobuf/duration.proto";\n\noption java_package = ',
+        "  optional string note = 2;\n  repeated int32 codes = 3 [packed = false];\n"
+        "  map<string, .shop.v1.Line> lines = 4;\n",
+        "  oneof payment {\n    string card = 6;\n    .shop.v1.Order.Wire wire = 7;\n  }\n",
+        '  string display_name = 11 [json_name = "label"];\n',
+        "  reserved 9, 12 to 14, 1000 to 536870911;\n",
+        "  rpc Watch (.shop.v1.Order) returns (stream .shop.v1.Order) {\n"
+        "    option idempotency_level = NO_SIDE_EFFECTS;\n  }\n",
+        "  rpc Chat (stream .shop.v1.Line) returns (stream .shop.v1.Line);\n",
+        "enum Status {\n  option allow_alias = true;\n",
+    ]:
+        assert line in printed, f"expected {line!r} in:\n{printed}"
+    assert "MapEntry" not in printed and "LinesEntry" not in printed
+    assert "_maybe_kind" not in printed  # proto3 optional's synthetic oneof
+    assert "json_name" not in printed.replace('json_name = "label"', "")
+
+
+def test_a_schema_importing_a_reference_round_trips() -> None:
+    common = parse_protobuf_schema(
+        'syntax = "proto3";\npackage common;\nmessage Money { int64 units = 1; }\n'
+    )
+    refs = [ResolvedReference("common/money.proto", common)]
+    text = (
+        'syntax = "proto3";\npackage billing;\nimport "common/money.proto";\n'
+        "message Invoice { common.Money total = 1; repeated common.Money lines = 2; }\n"
+    )
+    printed = _assert_round_trip(text, refs)
+    assert 'import "common/money.proto";' in printed and ".common.Money total = 1;" in printed
+
+
+def test_what_cannot_be_printed_keeps_its_base64() -> None:
+    group = parse_protobuf_schema(
+        'syntax = "proto2";\nmessage A { optional group G = 1 { optional int32 x = 2; } }\n'
+    )
+    with pytest.raises(UnprintableSchema, match="group"):
+        print_proto(group.file)
+    custom = parse_protobuf_schema(
+        'syntax = "proto3";\nimport "google/protobuf/descriptor.proto";\n'
+        "extend google.protobuf.FieldOptions { string tag = 50001; }\n"
+        'message B { string x = 1 [(tag) = "pii"]; }\n'
+    )
+    editions = parse_protobuf_schema('edition = "2023";\nmessage C { int32 x = 1; }\n')
+    with pytest.raises(UnprintableSchema, match="editions"):
+        print_proto(editions.file)
+    for parsed in (group, custom, editions):
+        serialized = parsed.formatted("serialized")
+        kept = parse_protobuf_schema(serialized)
+        assert (kept.text, kept.normalized) == (serialized, parsed.normalized)
+
+
+def test_registry_serves_a_base64_registration_as_proto_text(
+    registry_url: str, subject: str
+) -> None:
+    serialized = parse_protobuf_schema(PROTO3).formatted("serialized")
+    status, body = register(registry_url, subject, serialized, "PROTOBUF")
+    assert status == 200, body
+    schema_id = body["id"]
+    status, body = http(registry_url, "GET", f"/schemas/ids/{schema_id}")
+    assert (status, body["schemaType"]) == (200, "PROTOBUF"), body
+    assert body["schema"] == print_proto(parse_protobuf_schema(PROTO3).file)
+    status, body = http(registry_url, "GET", f"/schemas/ids/{schema_id}?format=serialized")
+    assert status == 200 and base64.b64decode(body["schema"]), body
+    assert (
+        parse_protobuf_schema(body["schema"]).normalized == parse_protobuf_schema(PROTO3).normalized
+    )
+    # The text finds the id the base64 got, in another subject too.
+    assert register(registry_url, subject + "-text", PROTO3, "PROTOBUF") == (200, {"id": schema_id})
