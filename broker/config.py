@@ -196,6 +196,14 @@ CONFIG_DEF: Final = (
         doc="A follower not caught up for this long leaves the ISR.",
     )
     .define(
+        "max.incremental.fetch.session.cache.slots", Type.INT, 1_000, _AT_LEAST_0,
+        doc="Incremental fetch sessions (KIP-227) this broker keeps; 0 opens none.",
+    )
+    .define(
+        "min.incremental.fetch.session.eviction.ms", Type.INT, 120_000, _AT_LEAST_0,
+        doc="A fetch session unused for this long may be evicted when another is opened.",
+    )
+    .define(
         "unclean.leader.election.enable", Type.BOOLEAN, False,
         doc="Elect a replica outside the ISR when no in-sync one is left.",
     )
@@ -514,6 +522,8 @@ class BrokerConfig:
     offsets_commit_timeout_ms: int = 5_000
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30_000
+    fetch_session_cache_slots: int = 1_000
+    fetch_session_eviction_ms: int = 120_000
     unclean_leader_election: bool = False
     offsets_topic_num_partitions: int = 50
     group_initial_rebalance_delay_ms: int = 3_000
@@ -612,6 +622,8 @@ def _plain_settings(values: Mapping[str, Any]) -> dict[str, Any]:
         "offsets_commit_timeout_ms": values["offsets.commit.timeout.ms"],
         "min_insync_replicas": values["min.insync.replicas"],
         "replica_lag_time_max_ms": values["replica.lag.time.max.ms"],
+        "fetch_session_cache_slots": values["max.incremental.fetch.session.cache.slots"],
+        "fetch_session_eviction_ms": values["min.incremental.fetch.session.eviction.ms"],
         "unclean_leader_election": values["unclean.leader.election.enable"],
         "offsets_topic_num_partitions": values["offsets.topic.num.partitions"],
         "group_initial_rebalance_delay_ms": values["group.initial.rebalance.delay.ms"],

@@ -95,6 +95,7 @@ from sluice.broker.server.controlled_shutdown import (
 )
 from sluice.broker.server.dispatcher import RequestDispatcher
 from sluice.broker.server.dynamic_broker_config import DynamicBrokerConfig, store_for
+from sluice.broker.server.fetch_session import FetchSessionCache
 from sluice.broker.server.group_coordination import GroupCoordination
 from sluice.broker.server.handlers import HANDLERS
 from sluice.broker.server.handlers.security import handle_sasl_without_sasl
@@ -146,7 +147,9 @@ class Broker:
             checkpoint_ms=config.checkpoint_interval_ms,
             log_dir_retry_ms=config.log_dir_failure_retry_ms,
         )
-        self.purgatory = FetchPurgatory()
+        self.purgatory = FetchPurgatory(
+            FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms)
+        )
         self.metrics = BrokerMetrics(self.log_manager.logs)
         self.replicas = ReplicaManager(
             config.broker_id,

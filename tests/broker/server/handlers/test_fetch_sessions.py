@@ -115,3 +115,30 @@ def test_an_error_is_answered_until_it_goes_away(broker: BrokerProcess) -> None:
         assert answered(full)[(topic, 7)].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         again = answered(fetch(wire, full.session_id, 1, {}))
         assert set(again) == {(topic, 7)}  # an error is answered every time, Kafka's rule
+
+
+def test_the_session_cache_keys_bound_the_sessions(tmp_path: Any) -> None:
+    """``max.incremental.fetch.session.cache.slots`` and
+    ``min.incremental.fetch.session.eviction.ms`` from the broker's file: one slot, held by a
+    session younger than the eviction time, leaves a second client sessionless (id 0, a plain
+    full fetch, as Kafka answers); zero slots open none."""
+    for slots, expected_second in ((1, False), (0, False)):
+        broker = BrokerProcess(
+            tmp_path / str(slots),
+            {"max.incremental.fetch.session.cache.slots": str(slots),
+             "min.incremental.fetch.session.eviction.ms": "600000"},
+            log_level="warning",
+        ).start()  # fmt: skip
+        try:
+            topic = unique("slots")
+            create_topic(broker.bootstrap, topic, partitions=1)
+            with WireClient(broker.port) as first, WireClient(broker.port) as second:
+                opened = fetch(first, 0, 0, {(topic, 0): 0})
+                assert opened.error_code == Errors.NONE
+                assert (opened.session_id != 0) is (slots > 0)
+                other = fetch(second, 0, 0, {(topic, 0): 0})
+                assert other.error_code == Errors.NONE
+                assert (other.session_id != 0) is expected_second
+                assert set(answered(other)) == {(topic, 0)}
+        finally:
+            broker.stop()
