@@ -33,7 +33,7 @@ a ``.proto`` text and the descriptor a client built from the same file find the 
 base64, as Confluent's registry serves it — printed from the descriptor
 (:mod:`sluice.schemas.protobuf_text`). The printed text is kept only if protoc compiles it back
 to the same normalized form (checked at registration, one more compile); otherwise (editions,
-proto2 groups, custom options) ``text`` stays the base64 as registered. Either way the
+proto2 groups) ``text`` stays the base64 as registered. Either way the
 normalized form, and so the id, is the descriptor's. ``formatted("serialized")`` is the base64
 descriptor a deserializer asks for with ``GET /schemas/ids/{id}?format=serialized``.
 
@@ -152,15 +152,16 @@ def parse_protobuf_schema(
         file = _compile(text, imported)
         _check_builds(file, imported)
         return ProtobufSchema(text=text, normalized=_normalized(file), file=file)
-    _check_builds(file, imported)
+    pool = _check_builds(file, imported)
     normalized = _normalized(file)
     return ProtobufSchema(
-        text=_printed(file, normalized, imported, text), normalized=normalized, file=file
+        text=_printed(file, pool, normalized, imported, text), normalized=normalized, file=file
     )
 
 
 def _printed(
     file: descriptor_pb2.FileDescriptorProto,
+    pool: descriptor_pool.DescriptorPool,
     normalized: str,
     imported: Sequence[descriptor_pb2.FileDescriptorProto],
     registered: str,
@@ -168,9 +169,9 @@ def _printed(
     """``file`` as ``.proto`` text if that text compiles back to ``normalized``, else the
     base64 ``registered`` (a printer gap must never change what the schema is)."""
     try:
-        printed = print_proto(file)
+        printed = print_proto(file, pool)
         again = _compile(printed, imported)
-    except (UnprintableSchema, InvalidSchemaError) as e:
+    except (UnprintableSchema, InvalidSchemaError, RecursionError) as e:
         _log.info("Protobuf schema kept as base64: %s", e)
         return registered
     if _normalized(again) != normalized:
@@ -269,9 +270,9 @@ def _well_known_files(
 def _check_builds(
     file: descriptor_pb2.FileDescriptorProto,
     imported: Sequence[descriptor_pb2.FileDescriptorProto] = (),
-) -> None:
-    """Build ``file`` in a fresh pool with the well-known types and the referenced files;
-    42201 if it does not build."""
+) -> descriptor_pool.DescriptorPool:
+    """Build ``file`` in a fresh pool with the well-known types and the referenced files, and
+    return the pool; 42201 if it does not build."""
     known = {f.name for f in imported}
     for dependency in file.dependency:
         if dependency not in _WELL_KNOWN and dependency not in known:
@@ -287,6 +288,7 @@ def _check_builds(
         pool.FindFileByName(file.name)
     except (TypeError, ValueError, KeyError) as e:
         raise InvalidSchemaError(f"Invalid schema: {e}") from e
+    return pool
 
 
 def _normalized(file: descriptor_pb2.FileDescriptorProto) -> str:

@@ -19,11 +19,14 @@ package, imports, options, messages, enums, extends, services; types are written
 qualified (``.pkg.Msg``) as the descriptor holds them, so the text resolves to the same types
 wherever it is compiled.
 
+Custom options (extensions of the ``*Options`` messages the schema or its imports define) are
+printed as ``(.full.name) = value`` when the caller passes the pool the file was built in: a
+descriptor holds them as unknown fields of its options, which that pool's options types read.
+
 Not printed (:class:`UnprintableSchema` is raised, the caller keeps the base64): editions files
-and proto2 groups. Custom options (extensions of ``*Options``) are not known to the options
-message here and are left out; the registry therefore prints, compiles the text again and keeps
-the text only when it yields the same normalized descriptor (see ``protobuf_schema``), so a
-lossy print never becomes a schema's text.
+and proto2 groups. Whatever else this printer may get wrong, the registry prints, compiles the
+text again and keeps it only when it yields the same normalized descriptor (see
+``protobuf_schema``), so a lossy print never becomes a schema's text.
 
 Pure functions, no state: thread-safe.
 """
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from google.protobuf import descriptor_pb2, text_format
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
@@ -62,7 +65,9 @@ class UnprintableSchema(ValueError):
     """The descriptor uses a feature this printer does not write (the message says which)."""
 
 
-def print_proto(file: descriptor_pb2.FileDescriptorProto) -> str:
+def print_proto(
+    file: descriptor_pb2.FileDescriptorProto, pool: descriptor_pool.DescriptorPool | None = None
+) -> str:
     """``file`` as ``.proto`` text; raise :class:`UnprintableSchema` if it cannot be."""
     if file.syntax not in ("", "proto2", "proto3"):
         raise UnprintableSchema(f"syntax '{file.syntax}' is not printed")
@@ -78,22 +83,26 @@ def print_proto(file: descriptor_pb2.FileDescriptorProto) -> str:
         kind = "public " if i in public else "weak " if i in weak else ""
         imports.append(f"import {kind}{_quote(dependency)};")
     scope = f".{file.package}" if file.package else ""
-    types = [line for m in file.message_type for line in _message(m, scope, proto3, "")]
-    types += [line for enum in file.enum_type for line in _enum(enum, "")]
+    types = [line for m in file.message_type for line in _message(m, scope, proto3, "", pool)]
+    types += [line for enum in file.enum_type for line in _enum(enum, "", pool)]
     sections = [
         head,
         imports,
-        [f"option {item};" for item in _options(file.options)],
+        [f"option {item};" for item in _options(file.options, pool)],
         types,
-        _extends(file.extension, proto3, ""),
-        [line for service in file.service for line in _service(service)],
+        _extends(file.extension, proto3, "", pool),
+        [line for service in file.service for line in _service(service, pool)],
     ]
     # Confluent's layout: the sections apart by one blank line.
     return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
 
 
 def _message(
-    message: descriptor_pb2.DescriptorProto, scope: str, proto3: bool, indent: str
+    message: descriptor_pb2.DescriptorProto,
+    scope: str,
+    proto3: bool,
+    indent: str,
+    pool: descriptor_pool.DescriptorPool | None,
 ) -> list[str]:
     """A message in Confluent's order: reserved, options, fields (a oneof where its first
     field is, keeping the descriptor's field order), extension ranges, extends, nested
@@ -111,7 +120,7 @@ def _message(
         out.append(f"{inner}reserved {spans};")
     if message.reserved_name:
         out.append(f"{inner}reserved {', '.join(_quote(n) for n in message.reserved_name)};")
-    out += [f"{inner}option {item};" for item in _options(message.options)]
+    out += [f"{inner}option {item};" for item in _options(message.options, pool)]
     # protoc adds a map's entry type to the nested types where the map field is declared, and
     # the nested types' order is the message indexes' (Confluent's wire format): a nested
     # message declared before a map field is printed before it.
@@ -122,11 +131,11 @@ def _message(
         if field.type_name in entries and field.label == _FDP.LABEL_REPEATED:
             for nested in message.nested_type[next_nested : nested_names.index(field.type_name)]:
                 if not nested.options.map_entry:
-                    out += _message(nested, full_name, proto3, inner)
+                    out += _message(nested, full_name, proto3, inner, pool)
             next_nested = nested_names.index(field.type_name) + 1
         in_real_oneof = field.HasField("oneof_index") and not field.proto3_optional
         if not in_real_oneof:
-            out.append(inner + _field(field, proto3, entries))
+            out.append(inner + _field(field, proto3, entries, pool))
             continue
         index = field.oneof_index
         if index in printed_oneofs:
@@ -134,13 +143,13 @@ def _message(
         printed_oneofs.add(index)
         oneof = message.oneof_decl[index]
         out.append(f"{inner}oneof {oneof.name} {{")
-        out += [f"{inner}{_INDENT}option {item};" for item in _options(oneof.options)]
+        out += [f"{inner}{_INDENT}option {item};" for item in _options(oneof.options, pool)]
         for member in message.field:
             if member.HasField("oneof_index") and member.oneof_index == index:
-                out.append(inner + _INDENT + _field(member, proto3, entries, in_oneof=True))
+                out.append(inner + _INDENT + _field(member, proto3, entries, pool, in_oneof=True))
         out.append(f"{inner}}}")
     for extension_range in message.extension_range:
-        items = _options(extension_range.options)
+        items = _options(extension_range.options, pool)
         if extension_range.HasField("options") and not items:
             # Present but empty: what protoc leaves of a range whose options were all
             # source-retention ones (descriptor.proto's ``declaration``s). A source-retention
@@ -148,12 +157,12 @@ def _message(
             items = ["verification = UNVERIFIED"]
         span = _span(extension_range.start, extension_range.end - 1)
         out.append(f"{inner}extensions {span}{_bracketed(items)};")
-    out += _extends(message.extension, proto3, inner)
+    out += _extends(message.extension, proto3, inner, pool)
     for nested in message.nested_type[next_nested:]:
         if not nested.options.map_entry:
-            out += _message(nested, full_name, proto3, inner)
+            out += _message(nested, full_name, proto3, inner, pool)
     for enum in message.enum_type:
-        out += _enum(enum, inner)
+        out += _enum(enum, inner, pool)
     out.append(f"{indent}}}")
     return out
 
@@ -162,6 +171,7 @@ def _field(
     field: descriptor_pb2.FieldDescriptorProto,
     proto3: bool,
     entries: dict[str, descriptor_pb2.DescriptorProto],
+    pool: descriptor_pool.DescriptorPool | None,
     *,
     in_oneof: bool = False,
 ) -> str:
@@ -186,7 +196,7 @@ def _field(
         items.append(f"default = {_default(field)}")
     if field.HasField("json_name") and field.json_name != _json_name(field.name):
         items.append(f"json_name = {_quote(field.json_name)}")
-    items += _options(field.options)
+    items += _options(field.options, pool)
     return f"{label}{type_text} {field.name} = {field.number}{_bracketed(items)};"
 
 
@@ -208,12 +218,16 @@ def _default(field: descriptor_pb2.FieldDescriptorProto) -> str:
     return value
 
 
-def _enum(enum: descriptor_pb2.EnumDescriptorProto, indent: str) -> list[str]:
+def _enum(
+    enum: descriptor_pb2.EnumDescriptorProto,
+    indent: str,
+    pool: descriptor_pool.DescriptorPool | None,
+) -> list[str]:
     inner = indent + _INDENT
     out = [f"{indent}enum {enum.name} {{"]
-    out += [f"{inner}option {item};" for item in _options(enum.options)]
+    out += [f"{inner}option {item};" for item in _options(enum.options, pool)]
     for value in enum.value:
-        options = _bracketed(_options(value.options))
+        options = _bracketed(_options(value.options, pool))
         out.append(f"{inner}{value.name} = {value.number}{options};")
     if enum.reserved_range:
         # An enum's reserved range is inclusive at both ends, unlike a message's.
@@ -226,7 +240,10 @@ def _enum(enum: descriptor_pb2.EnumDescriptorProto, indent: str) -> list[str]:
 
 
 def _extends(
-    extensions: Iterable[descriptor_pb2.FieldDescriptorProto], proto3: bool, indent: str
+    extensions: Iterable[descriptor_pb2.FieldDescriptorProto],
+    proto3: bool,
+    indent: str,
+    pool: descriptor_pool.DescriptorPool | None,
 ) -> list[str]:
     """One ``extend`` block per run of extensions of the same type, in declaration order."""
     out: list[str] = []
@@ -238,7 +255,7 @@ def _extends(
             extendee = extension.extendee
             out.append(f"{indent}extend {extendee} {{")
         # An extension always has a label in the text, proto3 too (custom options).
-        field = _field(extension, False, {})
+        field = _field(extension, False, {}, pool)
         if proto3 and extension.label == _FDP.LABEL_OPTIONAL and not extension.proto3_optional:
             field = field.removeprefix("optional ")
         out.append(indent + _INDENT + field)
@@ -247,14 +264,16 @@ def _extends(
     return out
 
 
-def _service(service: descriptor_pb2.ServiceDescriptorProto) -> list[str]:
+def _service(
+    service: descriptor_pb2.ServiceDescriptorProto, pool: descriptor_pool.DescriptorPool | None
+) -> list[str]:
     out = [f"service {service.name} {{"]
-    out += [f"{_INDENT}option {item};" for item in _options(service.options)]
+    out += [f"{_INDENT}option {item};" for item in _options(service.options, pool)]
     for method in service.method:
         request = ("stream " if method.client_streaming else "") + method.input_type
         response = ("stream " if method.server_streaming else "") + method.output_type
         head = f"{_INDENT}rpc {method.name} ({request}) returns ({response})"
-        options = _options(method.options)
+        options = _options(method.options, pool)
         if not options:
             out.append(head + ";")
             continue
@@ -265,17 +284,31 @@ def _service(service: descriptor_pb2.ServiceDescriptorProto) -> list[str]:
     return out
 
 
-def _options(options: Message) -> list[str]:
-    """``name = value`` for each set field of an options message (a repeated one once a value).
+def _options(options: Message, pool: descriptor_pool.DescriptorPool | None) -> list[str]:
+    """``name = value`` for each set field of an options message (a repeated one once a value);
+    a custom option as ``(.full.name) = value``.
 
-    ``features`` (editions) and ``uninterpreted_option`` are not printed: neither is in a
-    proto2/proto3 file protoc compiled."""
+    Custom options are extensions the schema (or its imports) defines: ``options`` holds them
+    as unknown fields, so with ``pool`` (the file built with its imports) the options are read
+    again as that pool's options type, which knows them. ``features`` (editions) and
+    ``uninterpreted_option`` are not printed: neither is in a proto2/proto3 file protoc
+    compiled."""
+    if pool is not None and options.ByteSize():
+        try:
+            own_type = pool.FindMessageTypeByName(options.DESCRIPTOR.full_name)
+        except KeyError:  # descriptor.proto is not imported: no custom option can be set
+            own_type = None
+        if own_type is not None:
+            options = message_factory.GetMessageClass(own_type).FromString(
+                options.SerializeToString()
+            )
     items = []
     for field, value in options.ListFields():
-        if field.name in ("uninterpreted_option", "features") or field.is_extension:
+        if field.name in ("uninterpreted_option", "features"):
             continue
+        name = f"(.{field.full_name})" if field.is_extension else field.name
         values = value if field.is_repeated else [value]
-        items += [f"{field.name} = {_literal(field, v)}" for v in values]
+        items += [f"{name} = {_literal(field, v)}" for v in values]
     return items
 
 
