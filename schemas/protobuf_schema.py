@@ -33,7 +33,7 @@ a ``.proto`` text and the descriptor a client built from the same file find the 
 base64, as Confluent's registry serves it — printed from the descriptor
 (:mod:`sluice.schemas.protobuf_text`). The printed text is kept only if protoc compiles it back
 to the same normalized form (checked at registration, one more compile); otherwise (editions,
-proto2 groups) ``text`` stays the base64 as registered. Either way the
+group extensions) ``text`` stays the base64 as registered. Either way the
 normalized form, and so the id, is the descriptor's. ``formatted("serialized")`` is the base64
 descriptor a deserializer asks for with ``GET /schemas/ids/{id}?format=serialized``.
 

@@ -7,24 +7,25 @@ stores and serves the ``.proto`` text printed from the descriptor in that case
 ``GET /schemas/ids/{id}`` sees a schema, not base64. This module is that printer.
 
 Covered: ``syntax`` (proto2 — also a descriptor with no syntax, which is how protoc writes
-proto2 — and proto3), ``package``, imports (``public``, ``weak``), file options, then
-messages (nested messages and enums, fields with labels, proto3 ``optional`` — whose synthetic
-oneof is not printed —, ``map<K, V>`` from map-entry nested types, oneofs, explicit defaults,
-``json_name`` when it is not the default one, reserved ranges and names, extension ranges,
-nested ``extend`` blocks), enums (values, ``allow_alias`` and other options, reserved), top-level
-``extend`` blocks and services (rpc methods, client and server streaming). Options are printed
-from the options message's set fields, whatever they are: scalars as literals, enums by name,
-messages in the aggregate ``{ ... }`` form. Declarations come in Confluent's order: syntax,
-package, imports, options, messages, enums, extends, services; types are written fully
-qualified (``.pkg.Msg``) as the descriptor holds them, so the text resolves to the same types
-wherever it is compiled.
+proto2 — and proto3), ``package``, imports (``public``, ``weak``), file options, then messages
+(nested messages and enums, fields with labels, proto3 ``optional`` — whose synthetic oneof is
+not printed —, ``map<K, V>`` from map-entry nested types, proto2 groups, oneofs, explicit
+defaults, ``json_name`` when it is not the default one, reserved ranges and names, extension
+ranges, nested ``extend`` blocks), enums (values, ``allow_alias`` and other options, reserved),
+top-level ``extend`` blocks and services (rpc methods, client and server streaming). Options are
+printed from the options message's set fields, whatever they are: scalars as literals, enums by
+name, messages in the aggregate ``{ ... }`` form. Declarations come in Confluent's order
+(syntax, package, imports, options, messages, enums, extends, services), except that a nested
+message declared before a map or group field stays before it: the nested types' order is the
+message indexes'. Types are written fully qualified (``.pkg.Msg``) as the descriptor holds them,
+so the text resolves to the same types wherever it is compiled.
 
 Custom options (extensions of the ``*Options`` messages the schema or its imports define) are
 printed as ``(.full.name) = value`` when the caller passes the pool the file was built in: a
 descriptor holds them as unknown fields of its options, which that pool's options types read.
 
 Not printed (:class:`UnprintableSchema` is raised, the caller keeps the base64): editions files
-and proto2 groups. Whatever else this printer may get wrong, the registry prints, compiles the
+and group extensions. Whatever else this printer may get wrong, the registry prints, compiles the
 text again and keeps it only when it yields the same normalized descriptor (see
 ``protobuf_schema``), so a lossy print never becomes a schema's text.
 
@@ -59,6 +60,8 @@ _SCALARS = {
 }
 _LABELS = {_FDP.LABEL_OPTIONAL: "optional", _FDP.LABEL_REQUIRED: "required"}
 _INDENT = "  "
+_MAX_FIELD_NUMBER = 536_870_911
+_MAX_ENUM_NUMBER = 2_147_483_647
 
 
 class UnprintableSchema(ValueError):
@@ -103,50 +106,73 @@ def _message(
     proto3: bool,
     indent: str,
     pool: descriptor_pool.DescriptorPool | None,
+    head: str | None = None,
 ) -> list[str]:
     """A message in Confluent's order: reserved, options, fields (a oneof where its first
     field is, keeping the descriptor's field order), extension ranges, extends, nested
-    messages (those declared before a map field before it), nested enums."""
+    messages, nested enums. ``head`` replaces the ``message`` line (a group's body).
+
+    protoc adds a map's entry type and a group's type to the nested types where the field is
+    declared, and the nested types' order is the message indexes' (Confluent's wire format):
+    a nested message declared before such a field is printed before it."""
     full_name = f"{scope}.{message.name}"
     inner = indent + _INDENT
-    entries = {
-        f"{full_name}.{nested.name}": nested
-        for nested in message.nested_type
-        if nested.options.map_entry
+    names = [f"{full_name}.{nested.name}" for nested in message.nested_type]
+    groups = {f.type_name for f in message.field if f.type == _FDP.TYPE_GROUP}
+    inline = {
+        name: nested
+        for name, nested in zip(names, message.nested_type, strict=True)
+        if nested.options.map_entry or name in groups
     }
-    out = [f"{indent}message {message.name} {{"]
+    out = [head or f"{indent}message {message.name} {{"]
     if message.reserved_range:
         spans = ", ".join(_span(r.start, r.end - 1) for r in message.reserved_range)
         out.append(f"{inner}reserved {spans};")
     if message.reserved_name:
         out.append(f"{inner}reserved {', '.join(_quote(n) for n in message.reserved_name)};")
     out += [f"{inner}option {item};" for item in _options(message.options, pool)]
-    # protoc adds a map's entry type to the nested types where the map field is declared, and
-    # the nested types' order is the message indexes' (Confluent's wire format): a nested
-    # message declared before a map field is printed before it.
-    nested_names = [f"{full_name}.{nested.name}" for nested in message.nested_type]
-    next_nested = 0
+    printed = 0  # nested types before this index are printed (or inline)
+
+    def flush(fields: list[descriptor_pb2.FieldDescriptorProto]) -> None:
+        nonlocal printed
+        upto = max(
+            (names.index(f.type_name) + 1 for f in fields if f.type_name in inline), default=0
+        )
+        for name, nested in zip(
+            names[printed:upto], message.nested_type[printed:upto], strict=True
+        ):
+            if name not in inline:
+                out.extend(_message(nested, full_name, proto3, inner, pool))
+        printed = max(printed, upto)
+
+    def field_lines(
+        field: descriptor_pb2.FieldDescriptorProto, at: str, in_oneof: bool
+    ) -> list[str]:
+        text = at + _field(field, proto3, inline, pool, in_oneof=in_oneof)
+        if field.type != _FDP.TYPE_GROUP:
+            return [text]
+        group = inline.get(field.type_name)
+        if group is None or field.name != group.name.lower():
+            raise UnprintableSchema(f"group field '{field.name}' has no group type of its own")
+        return _message(group, full_name, proto3, at, pool, head=text)
+
     printed_oneofs: set[int] = set()
     for field in message.field:
-        if field.type_name in entries and field.label == _FDP.LABEL_REPEATED:
-            for nested in message.nested_type[next_nested : nested_names.index(field.type_name)]:
-                if not nested.options.map_entry:
-                    out += _message(nested, full_name, proto3, inner, pool)
-            next_nested = nested_names.index(field.type_name) + 1
-        in_real_oneof = field.HasField("oneof_index") and not field.proto3_optional
-        if not in_real_oneof:
-            out.append(inner + _field(field, proto3, entries, pool))
+        if not field.HasField("oneof_index") or field.proto3_optional:
+            flush([field])
+            out += field_lines(field, inner, False)
             continue
         index = field.oneof_index
         if index in printed_oneofs:
             continue
         printed_oneofs.add(index)
+        members = [f for f in message.field if f.HasField("oneof_index") and f.oneof_index == index]
+        flush(members)
         oneof = message.oneof_decl[index]
         out.append(f"{inner}oneof {oneof.name} {{")
         out += [f"{inner}{_INDENT}option {item};" for item in _options(oneof.options, pool)]
-        for member in message.field:
-            if member.HasField("oneof_index") and member.oneof_index == index:
-                out.append(inner + _INDENT + _field(member, proto3, entries, pool, in_oneof=True))
+        for member in members:
+            out += field_lines(member, inner + _INDENT, True)
         out.append(f"{inner}}}")
     for extension_range in message.extension_range:
         items = _options(extension_range.options, pool)
@@ -158,8 +184,8 @@ def _message(
         span = _span(extension_range.start, extension_range.end - 1)
         out.append(f"{inner}extensions {span}{_bracketed(items)};")
     out += _extends(message.extension, proto3, inner, pool)
-    for nested in message.nested_type[next_nested:]:
-        if not nested.options.map_entry:
+    for name, nested in zip(names[printed:], message.nested_type[printed:], strict=True):
+        if name not in inline:
             out += _message(nested, full_name, proto3, inner, pool)
     for enum in message.enum_type:
         out += _enum(enum, inner, pool)
@@ -170,16 +196,15 @@ def _message(
 def _field(
     field: descriptor_pb2.FieldDescriptorProto,
     proto3: bool,
-    entries: dict[str, descriptor_pb2.DescriptorProto],
+    inline: dict[str, descriptor_pb2.DescriptorProto],
     pool: descriptor_pool.DescriptorPool | None,
     *,
     in_oneof: bool = False,
 ) -> str:
-    """One field declaration, without indentation."""
-    if field.type == _FDP.TYPE_GROUP:
-        raise UnprintableSchema(f"field '{field.name}' is a proto2 group")
-    entry = entries.get(field.type_name) if field.label == _FDP.LABEL_REPEATED else None
-    if entry is not None:
+    """One field declaration, without indentation; a group's ends in ``{`` (its body
+    follows). ``inline`` are the message's map-entry and group types, by full name."""
+    entry = inline.get(field.type_name) if field.label == _FDP.LABEL_REPEATED else None
+    if entry is not None and entry.options.map_entry:
         key, value = sorted(entry.field, key=lambda f: f.number)
         type_text = f"map<{_type(key)}, {_type(value)}>"
         label = ""
@@ -197,12 +222,17 @@ def _field(
     if field.HasField("json_name") and field.json_name != _json_name(field.name):
         items.append(f"json_name = {_quote(field.json_name)}")
     items += _options(field.options, pool)
+    if field.type == _FDP.TYPE_GROUP:
+        group = field.type_name.rsplit(".", 1)[-1]
+        return f"{label}group {group} = {field.number}{_bracketed(items)} {{"
     return f"{label}{type_text} {field.name} = {field.number}{_bracketed(items)};"
 
 
 def _type(field: descriptor_pb2.FieldDescriptorProto) -> str:
     if field.type in _SCALARS:
         return _SCALARS[field.type]
+    if field.type == _FDP.TYPE_GROUP:
+        return "group"
     if not field.type_name:
         raise UnprintableSchema(f"field '{field.name}' has neither a scalar type nor a type name")
     return field.type_name
@@ -231,7 +261,7 @@ def _enum(
         out.append(f"{inner}{value.name} = {value.number}{options};")
     if enum.reserved_range:
         # An enum's reserved range is inclusive at both ends, unlike a message's.
-        spans = ", ".join(_span(r.start, r.end) for r in enum.reserved_range)
+        spans = ", ".join(_span(r.start, r.end, _MAX_ENUM_NUMBER) for r in enum.reserved_range)
         out.append(f"{inner}reserved {spans};")
     if enum.reserved_name:
         out.append(f"{inner}reserved {', '.join(_quote(n) for n in enum.reserved_name)};")
@@ -254,6 +284,8 @@ def _extends(
                 out.append(f"{indent}}}")
             extendee = extension.extendee
             out.append(f"{indent}extend {extendee} {{")
+        if extension.type == _FDP.TYPE_GROUP:
+            raise UnprintableSchema(f"extension '{extension.name}' is a proto2 group")
         # An extension always has a label in the text, proto3 too (custom options).
         field = _field(extension, False, {}, pool)
         if proto3 and extension.label == _FDP.LABEL_OPTIONAL and not extension.proto3_optional:
@@ -332,8 +364,11 @@ def _bracketed(items: list[str]) -> str:
     return f" [{', '.join(items)}]" if items else ""
 
 
-def _span(start: int, end: int) -> str:
-    return str(start) if start == end else f"{start} to {end}"
+def _span(start: int, end: int, top: int = _MAX_FIELD_NUMBER) -> str:
+    """``start``, ``start to end`` or ``start to max`` (``top`` is what ``max`` means)."""
+    if start == end:
+        return str(start)
+    return f"{start} to {'max' if end == top else end}"
 
 
 def _json_name(name: str) -> str:

@@ -98,6 +98,18 @@ message Account {
   oneof contact { string email = 14; string phone = 15 [default = "none"]; }
 }
 message Bag { option message_set_wire_format = true; extensions 4 to max; }
+message Survey {
+  message Before { optional int32 x = 1; }
+  optional group Answer = 1 { optional string text = 2; optional Before before = 3; }
+  repeated group Choice = 4 [deprecated = true] {
+    required int32 rank = 5;
+    message Inside { optional int32 y = 1; }
+    optional Inside inside = 6;
+  }
+  message Between { optional int32 z = 1; }
+  oneof kind { group Free = 7 { optional string note = 8; } int32 fixed = 9; }
+  map<string, Between> betweens = 10;
+}
 extend Account {
   optional int32 score = 100;
   repeated string tags = 101;
@@ -192,7 +204,8 @@ def test_printed_form() -> None:
         "  map<string, .shop.v1.Line> lines = 4;\n",
         "  oneof payment {\n    string card = 6;\n    .shop.v1.Order.Wire wire = 7;\n  }\n",
         '  string display_name = 11 [json_name = "label"];\n',
-        "  reserved 9, 12 to 14, 1000 to 536870911;\n",
+        "  reserved 9, 12 to 14, 1000 to max;\n",
+        "  reserved 5, 7 to 9, 100 to max;\n",
         "  rpc Watch (.shop.v1.Order) returns (stream .shop.v1.Order) {\n"
         "    option idempotency_level = NO_SIDE_EFFECTS;\n  }\n",
         "  rpc Chat (stream .shop.v1.Line) returns (stream .shop.v1.Line);\n",
@@ -227,7 +240,8 @@ def test_a_schema_importing_a_reference_round_trips() -> None:
 
 def test_what_cannot_be_printed_keeps_its_base64() -> None:
     group = parse_protobuf_schema(
-        'syntax = "proto2";\nmessage A { optional group G = 1 { optional int32 x = 2; } }\n'
+        'syntax = "proto2";\nmessage A { extensions 10 to 20; }\n'
+        "extend A { optional group G = 10 { optional int32 x = 11; } }\n"
     )
     with pytest.raises(UnprintableSchema, match="group"):
         print_proto(group.file)
