@@ -1,6 +1,7 @@
 """The replicas of partitions added to a topic (CreatePartitions; Kafka's
-``AdminZkClient.addPartitions``): assigned over the live brokers as for a new topic, or as the
-request gives them — then each given list must name ``replication`` distinct live brokers.
+``AdminZkClient.addPartitions``) or of a new topic's (CreateTopics, from partition 0): assigned
+over the live brokers, or as the request gives them — then each given list must name
+``replication`` distinct live brokers.
 
 Pure and thread-safe.
 """

@@ -70,7 +70,7 @@ from sluice.broker.cluster.broker_registration import (
     BrokerRegistration,
     BrokerRegistrationError,
 )
-from sluice.broker.cluster.controller import Controller, assign_replicas_to_brokers
+from sluice.broker.cluster.controller import Controller
 from sluice.broker.cluster.partition_admin import PartitionAdmin
 from sluice.broker.cluster.producer_id_manager import ProducerIdManager
 from sluice.broker.cluster.topic_metadata import (
@@ -261,10 +261,13 @@ class ClusterMetadata:
         *,
         internal: bool = False,
         validate_only: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
-        """Assign replicas over the live brokers and write ``/brokers/topics/<name>`` and
-        ``/config/topics/<name>`` in one transaction; the controller creates the partition
-        states. ``partitions``/``replication_factor`` of -1 mean the broker defaults."""
+        """Assign replicas over the live brokers (or take ``assignment``'s, checked as for new
+        partitions: distinct live brokers, ``replication_factor`` each) and write
+        ``/brokers/topics/<name>`` and ``/config/topics/<name>`` in one transaction; the
+        controller creates the partition states. ``partitions``/``replication_factor`` of -1
+        mean the broker defaults."""
         validate_topic(name)
         partitions = self.num_partitions if partitions == -1 else partitions
         if replication_factor == -1:
@@ -283,9 +286,7 @@ class ClusterMetadata:
         if self.zk.exists(DeleteTopicsTopicZNode.path(name)) is not None:
             raise TopicExistsError(f"topic {name!r} is marked for deletion")
         live = self._read_brokers()
-        assignment = assign_replicas_to_brokers(
-            {b.broker_id: b.rack for b in live.values()}, partitions, replication_factor
-        )
+        replicas = added_partitions(live, 0, partitions, replication_factor, assignment)
         internal = internal or name in INTERNAL_TOPICS
         info = TopicInfo(name, partitions, replication_factor, dict(config), internal=internal)
         if validate_only:
@@ -293,7 +294,7 @@ class ClusterMetadata:
         tx = self.zk.transaction()
         tx.create(
             TopicZNode.path(name),
-            TopicZNode.encode(assignment, info.topic_id, internal=internal),
+            TopicZNode.encode(replicas, info.topic_id, internal=internal),
         )
         config_path = TopicConfigZNode.path(name)
         if self.zk.exists(config_path) is None:
@@ -308,11 +309,12 @@ class ClusterMetadata:
             raise failure
         if isinstance(results[1], NodeExistsError):  # a config appeared meanwhile: again
             return self.create_topic(
-                name, partitions, replication_factor, config, internal=internal
-            )
+                name, partitions, replication_factor, config, internal=internal,
+                assignment=assignment,
+            )  # fmt: skip
         with self._lock:  # visible at once to this broker; the watch confirms it later
-            self._topics.setdefault(name, _TopicView(info, dict(assignment)))
-        log.info("broker %d: created topic %r: %s", self.broker_id, name, assignment)
+            self._topics.setdefault(name, _TopicView(info, dict(replicas)))
+        log.info("broker %d: created topic %r: %s", self.broker_id, name, replicas)
         return info
 
     def delete_topic(self, name: str) -> TopicInfo:

@@ -88,6 +88,23 @@ class ClusterView(MetadataStore, Protocol):
         replicas apply them live. ``UnknownTopicError`` if there is no topic."""
         ...
 
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str],
+        *,
+        internal: bool = False,
+        validate_only: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """As ``MetadataStore.create_topic``; ``assignment`` gives each partition's replicas in
+        partition order (CreateTopics' ``assignments``; None: assigned over the live brokers),
+        and then ``partitions``/``replication_factor`` must match it.
+        ``InvalidReplicaAssignmentError`` for replicas that are not distinct live brokers."""
+        ...
+
     def create_partitions(
         self,
         name: str,

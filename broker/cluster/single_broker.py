@@ -120,9 +120,12 @@ class SingleBrokerCluster:
         *,
         internal: bool = False,
         validate_only: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
         """Register the topic (the store's ``TopicError``s: exists, bad partitions, replication
-        factor other than 1) and create its logs through the listeners."""
+        factor other than 1; an ``assignment`` naming any broker but this one is refused) and
+        create its logs through the listeners."""
+        self._check_assignment(assignment)
         info = self.store.create_topic(
             name, partitions, replication_factor, config,
             internal=internal, validate_only=validate_only,
@@ -171,6 +174,16 @@ class SingleBrokerCluster:
         log.info("altered the config of topic %s: %s", name, config)
         return info
 
+    def _check_assignment(self, assignment: Sequence[Sequence[int]] | None) -> None:
+        if assignment is None:
+            return
+        bad = [list(r) for r in assignment if tuple(r) != (self.broker_id,)]
+        if bad:
+            raise InvalidReplicaAssignmentError(
+                f"a standalone broker holds every replica: expected [[{self.broker_id}]] "
+                f"for each partition, found {bad}"
+            )
+
     def create_partitions(
         self,
         name: str,
@@ -182,13 +195,7 @@ class SingleBrokerCluster:
         """Grow the topic; the new partitions' logs exist when this returns. An assignment
         naming any broker but this one is refused."""
         before = self.store.get(name)
-        if assignment is not None:
-            bad = [list(r) for r in assignment if tuple(r) != (self.broker_id,)]
-            if bad:
-                raise InvalidReplicaAssignmentError(
-                    f"a standalone broker holds every replica: expected [[{self.broker_id}]] "
-                    f"for each new partition, found {bad}"
-                )
+        self._check_assignment(assignment)
         info = self.store.add_partitions(name, total, validate_only=validate_only)
         if not validate_only and before is not None:
             self._notify({(name, p) for p in range(before.partitions, info.partitions)})

@@ -18,6 +18,8 @@ through ``ctx.off_loop`` (standalone inline, on the event loop: they only touch 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.topic_config import log_settings
 from sluice.broker.cluster.topic_metadata import InvalidConfigError, TopicInfo
@@ -52,9 +54,10 @@ class TopicAdmin:
         config: dict[str, str],
         *,
         validate_only: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
         """Register a topic; the replicas create its partitions' logs (standalone, before this
-        returns).
+        returns). ``assignment``: each partition's replicas, as CreateTopics may give them.
 
         Raises the cluster view's ``TopicError`` subclasses and ``InvalidTopicError``;
         ``InvalidPartitionsError`` beyond the file descriptors left; ``InvalidConfigError``
@@ -68,8 +71,9 @@ class TopicAdmin:
             raise InvalidConfigError(str(exc)) from None
         check_file_descriptors(partitions)
         return self._cluster.create_topic(
-            name, partitions, replication_factor, config, validate_only=validate_only
-        )
+            name, partitions, replication_factor, config,
+            validate_only=validate_only, assignment=assignment,
+        )  # fmt: skip
 
     def delete(self, name: str) -> None:
         """Delete a topic (``UnknownTopicError`` if there is none); each replica deletes its

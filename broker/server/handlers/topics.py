@@ -7,9 +7,11 @@ defines is accepted (``sluice.broker.cluster.topic_config``), an unknown one is 
 A topic's partitions get their logs on the brokers that hold its replicas — standalone, this
 one, before the answer is sent. Internal topics cannot be deleted (INVALID_REQUEST, as Kafka).
 
-CreatePartitions grows a topic through the cluster view: standalone at once; in a cluster the
-new partitions' replicas are assigned over the live brokers as for a new topic (or as the
-request assigns them) and the controller gives them leaders. Kafka never shrinks a topic: a
+CreateTopics takes a replica assignment (``assignments``) as given, each partition's replicas
+in order, once it passes Kafka's checks. CreatePartitions grows a topic through the cluster
+view: standalone at once; in a cluster the new partitions' replicas are assigned over the
+live brokers as for a new topic (or as the request assigns them) and the controller gives
+them leaders. Kafka never shrinks a topic: a
 count not above the current one is INVALID_PARTITIONS.
 
 Both answer once every new partition has a leader in this broker's view (Kafka's
@@ -81,9 +83,8 @@ def _explicit_assignment(topic: Any) -> tuple[int, str | None, list[list[int]] |
     checked as Kafka's ``ZkAdminManager.createTopics`` and ``AdminZkClient`` check it: counts
     given beside it are INVALID_REQUEST; an empty or duplicated replica list, replication
     factors that differ, or partition ids that are not 0..n-1 are INVALID_REPLICA_ASSIGNMENT.
-    (code, message, the assignment or None.) The topic takes the assignment's counts; its
-    replicas are still assigned over the live brokers, as ``TopicAdmin.create`` takes no
-    assignment yet."""
+    (code, message, the assignment or None.) The topic's replicas are then taken as given
+    (the cluster view refuses brokers that are not live: INVALID_REPLICA_ASSIGNMENT)."""
     if topic.num_partitions != -1 or topic.replication_factor != -1:
         return Errors.INVALID_REQUEST, (
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
@@ -143,7 +144,8 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
             check_topic_config(ctx, config)
             info = await ctx.off_loop(
                 ctx.topics.create,
-                topic.name, partitions, replication, config, validate_only=body.validate_only,
+                topic.name, partitions, replication, config,
+                validate_only=body.validate_only, assignment=assignment,
             )  # fmt: skip
             created[topic.name] = range(info.partitions)
             result["num_partitions"] = info.partitions

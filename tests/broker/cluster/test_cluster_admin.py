@@ -1,7 +1,8 @@
 """The admin APIs of issue 17 on a three-broker ZooKeeper cluster: a config altered through one
 broker is stored in ``/config/topics/<t>`` with a change notification and reaches every broker;
 partitions added get replicas on the live brokers and leaders from the controller, and take
-messages; DeleteRecords on the leader moves the followers' log start too."""
+messages; explicit replica assignments of new topics and partitions are kept; DeleteRecords on
+the leader moves the followers' log start too."""
 
 from __future__ import annotations
 
@@ -97,3 +98,29 @@ def test_delete_records_moves_the_followers_log_start(cluster: BrokerCluster) ->
     new_leader = cluster.wait_leader(topic, 0, not_in={leader}).leader
     with WireClient(cluster.brokers[new_leader].port) as client:
         assert client.list_offset(topic, 0, -2) == 6
+
+
+def test_explicit_replica_assignments_are_kept(cluster: BrokerCluster) -> None:
+    # CreateTopics' and CreatePartitions' assignments, as librdkafka's test 0081 gives them:
+    # each partition's replicas in order, leaders from them.
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    a, b, c = sorted(cluster.running())
+    topic, bad = unique("assigned"), unique("assigned-bad")
+    created = [[a, b, c], [c, b, a], [b, c, a]]
+    added = [[c, a, b], [a, c, b]]
+    admin = cluster.admin()
+    # confluent-kafka wants the partition count beside an assignment (-1 is refused).
+    new = NewTopic(topic, num_partitions=len(created), replica_assignment=created)
+    admin.create_topics([new])[topic].result(15)
+    admin.create_partitions([NewPartitions(topic, 5, replica_assignment=added)])[topic].result(15)
+    for p, replicas in enumerate(created + added):
+        partition = cluster.wait_leader(topic, p)
+        assert list(partition.replicas) == replicas, (p, partition.replicas)
+        assert partition.leader == replicas[0]
+    with pytest.raises(KafkaException) as refused:
+        wrong = NewTopic(bad, num_partitions=1, replica_assignment=[[a, 99, b]])
+        admin.create_topics([wrong])[bad].result(15)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert bad not in admin.list_topics(timeout=10).topics

@@ -229,3 +229,15 @@ def test_create_topics_v5_answers_the_counts_and_configs(broker: BrokerProcess) 
         ("retention.ms", "60000", False)
     ]
     assert refused.error_code == Errors.TOPIC_ALREADY_EXISTS and refused.configs is None
+
+
+def test_a_standalone_replica_assignment_names_this_broker(broker: BrokerProcess) -> None:
+    topic, other = unique("assign-one"), unique("assign-other")
+    with WireClient(broker.port) as wire:
+        created = _create_assigned(wire, topic, [[0], [0]])
+        assert created.error_code == Errors.NONE
+        refused = _create_assigned(wire, other, [[0], [7]])
+        assert refused.error_code == Errors.INVALID_REPLICA_ASSIGNMENT
+        assert "standalone broker holds every replica" in refused.error_message
+    topics = _admin(broker).list_topics(timeout=10).topics
+    assert len(topics[topic].partitions) == 2 and other not in topics
