@@ -2,7 +2,7 @@
 
 python -m tests.compat.run                            # standalone, then a 3-broker cluster
 python -m tests.compat.run --mode cluster             # one deployment
-python -m tests.compat.run --kafka-version 2.4.0 --timeout 900
+python -m tests.compat.run --kafka-version 3.0.0 --timeout 900
 
 For each mode, from scratch in ``build/compat/<mode>/`` (emptied first):
 
@@ -80,7 +80,9 @@ BROKER_OVERRIDES = {
 CLUSTER_OVERRIDES = {**BROKER_OVERRIDES, "min.insync.replicas": "1"}
 CLUSTER_START_TIMEOUT = 60.0
 
-DEFAULT_KAFKA_VERSION = "2.4.0"
+# The release Sluice's advertised versions make kafka-python infer (ListOffsets v7, KIP-734:
+# Kafka 3.0); the suite's test_kafka_version_infer checks the inference against it.
+DEFAULT_KAFKA_VERSION = "3.0.0"
 DEFAULT_TIMEOUT = 900.0
 # After SIGINT at the timeout, how long pytest gets to write its report before SIGKILL.
 INTERRUPT_GRACE = 30.0
