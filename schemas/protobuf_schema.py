@@ -32,9 +32,9 @@ a ``.proto`` text and the descriptor a client built from the same file find the 
 ``text`` is the ``.proto`` text: as first registered, or — for a schema first registered as
 base64, as Confluent's registry serves it — printed from the descriptor
 (:mod:`sluice.schemas.protobuf_text`). The printed text is kept only if protoc compiles it back
-to the same normalized form (checked at registration, one more compile); otherwise (editions,
-group extensions) ``text`` stays the base64 as registered. Either way the
-normalized form, and so the id, is the descriptor's. ``formatted("serialized")`` is the base64
+to the same normalized form (checked at registration, one more compile); otherwise (a proto2
+group extension) ``text`` stays the base64 as registered. Either way the normalized form, and
+so the id, is the descriptor's. ``formatted("serialized")`` is the base64
 descriptor a deserializer asks for with ``GET /schemas/ids/{id}?format=serialized``.
 
 Hostile input: the text is bounded in size and brace depth by the request limits before it

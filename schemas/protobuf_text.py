@@ -24,10 +24,13 @@ Custom options (extensions of the ``*Options`` messages the schema or its import
 printed as ``(.full.name) = value`` when the caller passes the pool the file was built in: a
 descriptor holds them as unknown fields of its options, which that pool's options types read.
 
-Not printed (:class:`UnprintableSchema` is raised, the caller keeps the base64): editions files
-and group extensions. Whatever else this printer may get wrong, the registry prints, compiles the
-text again and keeps it only when it yields the same normalized descriptor (see
-``protobuf_schema``), so a lossy print never becomes a schema's text.
+Editions files are printed with ``edition = "2023";`` and their ``features`` options as any
+other option; labels are then implicit, as in proto3.
+
+Not printed (:class:`UnprintableSchema` is raised, the caller keeps the base64): group
+extensions, editions other than a numbered one. Whatever else this printer may get wrong, the
+registry prints, compiles the text again and keeps it only when it yields the same normalized
+descriptor (see ``protobuf_schema``), so a lossy print never becomes a schema's text.
 
 Pure functions, no state: thread-safe.
 """
@@ -72,12 +75,28 @@ def print_proto(
     file: descriptor_pb2.FileDescriptorProto, pool: descriptor_pool.DescriptorPool | None = None
 ) -> str:
     """``file`` as ``.proto`` text; raise :class:`UnprintableSchema` if it cannot be."""
+    if file.syntax == "editions":
+        edition = descriptor_pb2.Edition.Name(file.edition)
+        if not edition.removeprefix("EDITION_").isdigit():
+            raise UnprintableSchema(f"edition '{edition}' is not printed")
+        # Editions write no optional/required label (presence is a feature), as proto3 does.
+        head = [f'edition = "{edition.removeprefix("EDITION_")}";']
+        return _print(file, head, True, pool)
     if file.syntax not in ("", "proto2", "proto3"):
         raise UnprintableSchema(f"syntax '{file.syntax}' is not printed")
-    proto3 = file.syntax == "proto3"
     # protoc writes no syntax for proto2 (the default): printed, it spares a reader protoc's
     # warning and compiles to the same descriptor.
     head = [f'syntax = "{file.syntax or "proto2"}";']
+    return _print(file, head, file.syntax == "proto3", pool)
+
+
+def _print(
+    file: descriptor_pb2.FileDescriptorProto,
+    head: list[str],
+    proto3: bool,
+    pool: descriptor_pool.DescriptorPool | None,
+) -> str:
+    """The file after its syntax line ``head``; ``proto3``: labels are implicit."""
     if file.package:
         head.append(f"package {file.package};")
     public, weak = set(file.public_dependency), set(file.weak_dependency)
@@ -322,9 +341,9 @@ def _options(options: Message, pool: descriptor_pool.DescriptorPool | None) -> l
 
     Custom options are extensions the schema (or its imports) defines: ``options`` holds them
     as unknown fields, so with ``pool`` (the file built with its imports) the options are read
-    again as that pool's options type, which knows them. ``features`` (editions) and
-    ``uninterpreted_option`` are not printed: neither is in a proto2/proto3 file protoc
-    compiled."""
+    again as that pool's options type, which knows them. ``features`` (editions) are an
+    options message's field like any other; ``uninterpreted_option`` is not printed (protoc
+    interprets every option of a file it compiles)."""
     if pool is not None and options.ByteSize():
         try:
             own_type = pool.FindMessageTypeByName(options.DESCRIPTOR.full_name)
@@ -336,7 +355,7 @@ def _options(options: Message, pool: descriptor_pool.DescriptorPool | None) -> l
             )
     items = []
     for field, value in options.ListFields():
-        if field.name in ("uninterpreted_option", "features"):
+        if field.name == "uninterpreted_option":
             continue
         name = f"(.{field.full_name})" if field.is_extension else field.name
         values = value if field.is_repeated else [value]

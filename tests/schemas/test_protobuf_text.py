@@ -144,6 +144,25 @@ message Customer {
 }
 """
 
+EDITIONS = """edition = "2023";
+package ed;
+import "google/protobuf/timestamp.proto";
+option features.field_presence = IMPLICIT;
+option java_multiple_files = true;
+message Event {
+  int32 id = 1;
+  int32 must = 2 [features.field_presence = LEGACY_REQUIRED];
+  Event child = 3 [features.message_encoding = DELIMITED];
+  repeated int32 codes = 4 [features.repeated_field_encoding = EXPANDED];
+  map<string, int32> counts = 5;
+  google.protobuf.Timestamp at = 6;
+  oneof body { string text = 7; bytes raw = 8; }
+  extensions 100 to 199;
+}
+extend Event { int32 extra = 100; }
+enum Level { option features.enum_type = CLOSED; LOW = 1; HIGH = 2; }
+"""
+
 WELL_KNOWN = [
     "any",
     "api",
@@ -183,8 +202,8 @@ def _assert_round_trip(text: str, references: list[ResolvedReference] | None = N
 
 @pytest.mark.parametrize(
     "text",
-    [PROTO3, PROTO2, NO_PACKAGE, CUSTOM_OPTIONS],
-    ids=["proto3", "proto2", "nested", "custom-options"],
+    [PROTO3, PROTO2, NO_PACKAGE, CUSTOM_OPTIONS, EDITIONS],
+    ids=["proto3", "proto2", "nested", "custom-options", "editions"],
 )
 def test_feature_texts_round_trip(text: str) -> None:
     _assert_round_trip(text)
@@ -245,10 +264,7 @@ def test_what_cannot_be_printed_keeps_its_base64() -> None:
     )
     with pytest.raises(UnprintableSchema, match="group"):
         print_proto(group.file)
-    editions = parse_protobuf_schema('edition = "2023";\nmessage C { int32 x = 1; }\n')
-    with pytest.raises(UnprintableSchema, match="editions"):
-        print_proto(editions.file)
-    for parsed in (group, editions):
+    for parsed in (group,):
         serialized = parsed.formatted("serialized")
         kept = parse_protobuf_schema(serialized)
         assert (kept.text, kept.normalized) == (serialized, parsed.normalized)
