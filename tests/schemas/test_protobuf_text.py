@@ -15,6 +15,7 @@ import re
 from importlib import resources
 
 import pytest
+from google.protobuf import descriptor_pb2
 
 from sluice.schemas.protobuf_schema import parse_protobuf_schema
 from sluice.schemas.protobuf_text import UnprintableSchema, print_proto
@@ -264,10 +265,23 @@ def test_what_cannot_be_printed_keeps_its_base64() -> None:
     )
     with pytest.raises(UnprintableSchema, match="group"):
         print_proto(group.file)
-    for parsed in (group,):
-        serialized = parsed.formatted("serialized")
-        kept = parse_protobuf_schema(serialized)
-        assert (kept.text, kept.normalized) == (serialized, parsed.normalized)
+    serialized = group.formatted("serialized")
+    kept = parse_protobuf_schema(serialized)
+    assert (kept.text, kept.normalized) == (serialized, group.normalized)
+    # Printable, but not to the same descriptor: a map entry not named as protoc names it
+    # prints as a map whose entry protoc calls CountsEntry. The registration check keeps
+    # the base64 (and the identity is the registered descriptor's).
+    mapped = parse_protobuf_schema(
+        'syntax = "proto3";\nmessage A { map<string, int32> counts = 1; }\n'
+    )
+    renamed = descriptor_pb2.FileDescriptorProto()
+    renamed.CopyFrom(mapped.file)
+    renamed.message_type[0].nested_type[0].name = "Tally"
+    renamed.message_type[0].field[0].type_name = ".A.Tally"
+    assert "map<string, int32> counts = 1;" in print_proto(renamed)
+    serialized = base64.standard_b64encode(renamed.SerializeToString()).decode("ascii")
+    kept = parse_protobuf_schema(serialized)
+    assert kept.text == serialized and kept.normalized != mapped.normalized
 
 
 def test_registry_serves_a_base64_registration_as_proto_text(
