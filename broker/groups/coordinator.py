@@ -410,13 +410,21 @@ class GroupCoordinator:
         member_id: str,
         assignments: dict[str, bytes],
         group_instance_id: str | None = None,
+        *,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> SyncResult:
+        # v5+ (KIP-559): a given type / name must be the group's (Kafka's doSyncGroup order).
         checked = self._check_member(group_id, generation, member_id, group_instance_id)
         log.debug("group %s: sync from %s generation %d: %s", group_id, member_id, generation,
                   checked if isinstance(checked, Errors) else checked.state.value)  # fmt: skip
         if isinstance(checked, Errors):
             return SyncResult(checked)
         group = checked
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(Errors.INCONSISTENT_GROUP_PROTOCOL)
         member = group.members[member_id]
         member.last_heartbeat = self._now()
         if group.state is GroupState.PREPARING_REBALANCE:

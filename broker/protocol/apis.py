@@ -25,17 +25,20 @@ no API is advertised above the level of the release a client would infer where a
 version would make it believe in a release whose other APIs Sluice does not speak;
 ``test_apis`` checks what kafka-python infers. That release is Kafka 3.0, reached by
 ListOffsets v7 alone (KIP-734's MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs);
-every API kafka-python's inference reads is otherwise at 2.4's level (Produce v8, Fetch v11,
-the ACL APIs v1). What a 3.0 changes in kafka-python 3.0: without an ``api_version`` it still
-negotiates each request from the advertised ranges, and its consumer's default
-``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s. Pinned to a release at
-or below the inferred one (kafka-python's own integration suite pins 2.4.0), it sends that
-release's table unnegotiated; so every version in kafka-python's 2.4 table is served
-(FindCoordinator v3, JoinGroup v6 and the other flexible group versions, CreateTopics v5).
-While Sluice looked like a 2.4, a client pinned to 2.4.0 negotiated (kafka-python orders
-(2, 4, 0) above (2, 4)); pinned to 2.5-2.8 it now sends versions Sluice lacks (FindCoordinator
-v3 is served, but OffsetFetch v7, JoinGroup v7, SyncGroup v5, DescribeAcls v2... are not) and
-fails where it negotiated before.
+every API kafka-python's inference reads is otherwise at 2.4's or 2.5's level (Produce v8,
+Fetch v11, the ACL APIs v2). What a 3.0 changes in kafka-python 3.0: without an
+``api_version`` it still negotiates each request from the advertised ranges, and its
+consumer's default ``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s.
+Pinned to a release at or below the inferred one (kafka-python's own integration suite pins
+2.4.0), it sends that release's table unnegotiated; so every version in kafka-python's 2.4
+table is served (FindCoordinator v3, JoinGroup v6 and the other flexible group versions,
+CreateTopics v5), and so are the group and ACL versions of its 2.5-2.8 tables: OffsetFetch
+v7 (KIP-447's ``require_stable``), JoinGroup v7 and SyncGroup v5 (the protocol type and
+name, KIP-559), the flexible ACL APIs v2. While Sluice looked like a 2.4, a client pinned to
+2.4.0 negotiated (kafka-python orders (2, 4, 0) above (2, 4)). Pinned to 2.7 or 2.8, a
+client still sends versions Sluice lacks (Fetch v12, whose KIP-320 diverging epochs the
+handler does not give, CreateTopics v6-7, DeleteTopics v5-6, and with 2.8 Produce v9 and
+OffsetForLeaderEpoch v4); ``test_apis`` lists them.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -227,12 +230,16 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             # and configs to the answer.
             # v9: the consumer group protocol's members commit with their epoch (KIP-848).
             _spec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 9, handler_min=2),
-            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 6, handler_min=1),
+            # Kafka 2.5's group versions, which kafka-python pinned to 2.5-2.8 sends: OffsetFetch
+            # v7 adds require_stable (KIP-447: UNSTABLE_OFFSET_COMMIT for a partition a
+            # transaction holds an offset of), JoinGroup v7 answers the protocol type and
+            # SyncGroup v5 sends and answers the type and name (KIP-559).
+            _spec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 7, handler_min=1),
             _spec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 3),
-            _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 6),
+            _spec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 7),
             _spec(ApiKey.HEARTBEAT, "Heartbeat", 0, 4),
             _spec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 4),
-            _spec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 4),
+            _spec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5),
             # v3+: authorized operations; v4: static members' instance ids; v5 flexible; v6:
             # GROUP_ID_NOT_FOUND (KIP-1043).
             _spec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
@@ -272,13 +279,13 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
             _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
             _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
-            # ACLs (KIP-140; v1 adds prefixed patterns, KIP-290; a v0 pattern is LITERAL). Up
-            # to v1, Kafka 2.4's level (see "One release's level" above): DescribeAcls v2 would
-            # tell kafka-python the broker is a 2.5, v3 a 3.3. v2 only makes the encoding
-            # flexible and v3 adds a resource type Sluice has no use for.
-            _spec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 1, handler_min=1),
-            _spec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 1, handler_min=1),
-            _spec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 1, handler_min=1),
+            # ACLs (KIP-140; v1 adds prefixed patterns, KIP-290; a v0 pattern is LITERAL). v2
+            # only makes the encoding flexible; kafka-python reads DescribeAcls v2 as a 2.5,
+            # below the 3.0 ListOffsets v7 gives (see "One release's level" above). v3 would
+            # tell it 3.3 and adds a resource type Sluice has no use for.
+            _spec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 2, handler_min=1),
+            _spec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 2, handler_min=1),
+            _spec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 2, handler_min=1),
             # Kafka 4's group protocols, at the versions kio has (Kafka 4.1's). ApiVersions
             # advertises an API only once a handler serves it (``handlers.HANDLERS``).
             # The consumer group protocol (KIP-848): v1 adds subscribed_topic_regex's RE2/J.

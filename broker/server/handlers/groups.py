@@ -1,5 +1,10 @@
-"""JoinGroup (v0–5), SyncGroup (v0–3), Heartbeat (v0–3), LeaveGroup (v0–3), ListGroups
+"""JoinGroup (v0–7), SyncGroup (v0–5), Heartbeat (v0–4), LeaveGroup (v0–4), ListGroups
 (v0–5), DescribeGroups (v0–6): thin adapters onto ``sluice.broker.groups.coordinator``.
+
+JoinGroup v7 answers the group's protocol type, SyncGroup v5 its protocol type and name
+(KIP-559; null with an error, as Kafka's). A SyncGroup v5 must name both, and what it names
+must be the group's, else INCONSISTENT_GROUP_PROTOCOL (Kafka's KafkaApis and
+GroupCoordinator.doSyncGroup).
 
 JoinGroup v0 has no rebalance timeout: the session timeout stands in, as in Kafka. Before
 v4 a member may join without an id and gets one at once; from v4 it is asked to rejoin
@@ -72,12 +77,15 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> bytes:
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
         require_known_member_id=request.api_version >= 4,
     )
+    group = ctx.groups.describe(body.group_id) if result.error == Errors.NONE else None
     return respond(
         request,
         {
             "throttle_time": 0,
             "error_code": result.error,
             "generation_id": result.generation,
+            # v7+: the group's type, set by its first member (null with an error).
+            "protocol_type": group.protocol_type if group is not None else None,
             "protocol_name": result.protocol_name,
             "leader": result.leader,
             "member_id": result.member_id,
@@ -96,14 +104,31 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> bytes:
         code = Errors.GROUP_AUTHORIZATION_FAILED if refused else Errors.NOT_COORDINATOR
         return respond(request, {"throttle_time": 0, "error_code": code,
                                  "assignment": b""})  # fmt: skip
+    protocol_type = getattr(body, "protocol_type", None)  # v5+
+    protocol_name = getattr(body, "protocol_name", None)
+    if request.api_version >= 5 and (protocol_type is None or protocol_name is None):
+        # KafkaApis: from v5 both are mandatory.
+        return respond(request, {"throttle_time": 0, "assignment": b"",
+                                 "error_code": Errors.INCONSISTENT_GROUP_PROTOCOL})  # fmt: skip
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
     result = await ctx.groups.sync(
         body.group_id, body.generation_id, body.member_id, assignments,
         getattr(body, "group_instance_id", None),
+        protocol_type=protocol_type, protocol_name=protocol_name,
     )  # fmt: skip
+    # The generation's type and name: a successful sync is answered once its generation is
+    # complete, and the name changes only when the next generation's join completes, which
+    # needs this member to rejoin first.
+    group = ctx.groups.describe(body.group_id) if result.error == Errors.NONE else None
     return respond(
         request,
-        {"throttle_time": 0, "error_code": result.error, "assignment": result.assignment},
+        {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "protocol_type": group.protocol_type if group is not None else None,
+            "protocol_name": group.protocol_name if group is not None else None,
+            "assignment": result.assignment,
+        },
     )
 
 

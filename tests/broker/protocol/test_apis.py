@@ -15,12 +15,12 @@ EXPECTED = {
     2: ((0, 8), (0, 8)),  # v7: MAX_TIMESTAMP (KIP-734), v8: EARLIEST_LOCAL (KIP-405)
     3: ((0, 12), (0, 12)),
     8: ((0, 9), (0, 9)),  # v9 for KIP-848's member epochs (issue 30)
-    9: ((0, 6), (0, 6)),  # v6..: Kafka 2.4's table, which kafka-python pinned to 2.4 sends
+    9: ((0, 7), (0, 7)),  # v6..: Kafka 2.4's table, v7 (require_stable) 2.5's: pinned clients
     10: ((0, 3), (0, 3)),
-    11: ((0, 6), (0, 6)),
+    11: ((0, 7), (0, 7)),  # v7: the protocol type in the answer (KIP-559)
     12: ((0, 4), (0, 4)),
     13: ((0, 4), (0, 4)),
-    14: ((0, 4), (0, 4)),
+    14: ((0, 5), (0, 5)),  # v5: the protocol type and name (KIP-559)
     15: ((0, 6), (0, 6)),  # DescribeGroups: authorized operations, instance ids (KIP-430, 345)
     16: ((0, 5), (0, 5)),  # ListGroups: states and types filters (KIP-518, KIP-848)
     17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
@@ -36,9 +36,9 @@ EXPECTED = {
     26: ((0, 3), (0, 3)),
     27: ((0, 1), (0, 1)),
     28: ((0, 3), (0, 3)),
-    29: ((0, 1), (0, 1)),  # the ACL APIs, at Kafka 2.4's level (see apis.py)
-    30: ((0, 1), (0, 1)),
-    31: ((0, 1), (0, 1)),
+    29: ((0, 2), (0, 2)),  # the ACL APIs, at Kafka 2.5's level (see apis.py)
+    30: ((0, 2), (0, 2)),
+    31: ((0, 2), (0, 2)),
     32: ((0, 4), (0, 4)),
     33: ((0, 2), (0, 2)),
     34: ((0, 2), (0, 2)),
@@ -217,7 +217,7 @@ def test_clients_infer_kafka_3_0_from_what_is_advertised() -> None:
     # kafka-python infers the broker's release from the advertised maxima and, given an older
     # api_version of its own, speaks that release's versions of every API (no negotiation).
     # ListOffsets v7 (MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs) is 3.0's
-    # level; every other API its inference reads stays at 2.4's (see apis.py).
+    # level; every other API its inference reads stays at 2.4's or 2.5's (see apis.py).
     import warnings
 
     with warnings.catch_warnings():
@@ -228,9 +228,9 @@ def test_clients_infer_kafka_3_0_from_what_is_advertised() -> None:
         int(v.api_key): (v.min_version, v.max_version) for v in apis.supported_api_versions()
     }
     assert infer_broker_version_from_api_versions(advertised) == (3, 0)
-    # Without ListOffsets v7 it would be 2.4: nothing else reaches above it.
+    # Without ListOffsets v7 it would be 2.5 (DescribeAcls v2): nothing else reaches above it.
     without = {**advertised, int(ApiKey.LIST_OFFSETS): (0, 6)}
-    assert infer_broker_version_from_api_versions(without) == (2, 4)
+    assert infer_broker_version_from_api_versions(without) == (2, 5)
 
 
 def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
@@ -252,3 +252,35 @@ def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
         if key in APIS and high > APIS[key].max_version
     }
     assert unserved == {}
+
+
+# What kafka-python pinned to each release sends above what Sluice serves (its table's maximum:
+# kafka-python 3 implements every version of these tables). The group and ACL versions of
+# 2.5-2.8 are served; the rest is Fetch v12 (KIP-320's diverging epochs), CreateTopics v6-7 and
+# DeleteTopics v5-6 (topic ids), and 2.8's Produce v9 and OffsetForLeaderEpoch v4.
+UNSERVED_WHEN_PINNED = {
+    (2, 5, 0): {},
+    (2, 6, 0): {},
+    (2, 7, 0): {1: 12, 19: 6, 20: 5},
+    (2, 8, 0): {0: 9, 1: 12, 19: 7, 20: 6, 23: 4},
+}
+
+
+@pytest.mark.parametrize("release", sorted(UNSERVED_WHEN_PINNED))
+def test_kafka_python_pinned_to_2_5_to_2_8(release: tuple[int, ...]) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.broker_version_data import BrokerVersionData
+
+    pinned = BrokerVersionData(release)
+    assert pinned < BrokerVersionData(api_versions={
+        int(v.api_key): (v.min_version, v.max_version) for v in apis.supported_api_versions()
+    })  # fmt: skip
+    unserved = {
+        key: high
+        for key, (_low, high) in pinned.api_versions.items()
+        if key in APIS and high > APIS[key].max_version
+    }
+    assert unserved == UNSERVED_WHEN_PINNED[release]

@@ -95,3 +95,48 @@ def test_bindings_created_described_and_deleted(start_broker: StartBroker) -> No
     assert admin.describe_acls(_topic_filter(topic)).result(15) == []
     # The other topic's binding was not matched by the filter, and is still there.
     assert [b.name for b in admin.describe_acls(_topic_filter(other)).result(15)] == [other]
+
+
+# kafka-python reads its bundled data with importlib.resources' legacy API (as in
+# test_kafka_python.py).
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
+def test_kafka_python_pinned_to_2_8_uses_the_flexible_v2(start_broker: StartBroker) -> None:
+    # Pinned to 2.8.0 below the 3.0 it infers, kafka-python sends 2.8's ACL versions, the
+    # flexible v2, without negotiating.
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.protocol.admin import DescribeAclsRequest
+    from kafka.protocol.broker_version_data import BrokerVersionData
+
+    assert BrokerVersionData((2, 8, 0)).api_version(DescribeAclsRequest) == 2
+    broker = start_broker({"authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    topic = unique("acls-kp")
+    acl = ACL("User:carol", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+              ResourcePattern(KpResourceType.TOPIC, topic))  # fmt: skip
+    topic_filter = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                             ResourcePatternFilter(KpResourceType.TOPIC, topic,
+                                                   ACLResourcePatternType.ANY))  # fmt: skip
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(2, 8, 0))
+    try:
+        created = admin.create_acls([acl])
+        assert (len(created["succeeded"]), created["failed"]) == (1, [])
+        described, error = admin.describe_acls(topic_filter)
+        assert error.errno == Errors.NONE
+        assert [
+            (a.principal, a.operation, a.resource_pattern.resource_name) for a in described
+        ] == [("User:carol", ACLOperation.WRITE, topic)]
+        ((_filter, matched, error),) = admin.delete_acls([topic_filter])
+        assert (error.errno, [a.principal for a in matched]) == (Errors.NONE, ["User:carol"])
+        assert admin.describe_acls(topic_filter)[0] == []
+    finally:
+        admin.close()

@@ -121,13 +121,15 @@ def test_three_consumers_share_a_topic_each_message_once(
 # test_kafka_python.py).
 @pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
-@pytest.mark.parametrize("api_version", [None, (2, 4, 0)])
+@pytest.mark.parametrize("api_version", [None, (2, 4, 0), (2, 6, 0)])
 def test_kafka_python_group_consumer(
     broker: BrokerProcess, api_version: tuple[int, ...] | None
 ) -> None:
     # Pinned to 2.4.0 (as kafka-python's own suite is) below the 3.0 it infers, it sends
     # Kafka 2.4's versions unnegotiated: FindCoordinator v3, JoinGroup v6, SyncGroup and
-    # Heartbeat v4, OffsetFetch v6 — the flexible group versions.
+    # Heartbeat v4, OffsetFetch v6 — the flexible group versions. Pinned to 2.6.0 (the group
+    # versions of 2.5-2.8 are the same; 2.7's Fetch v12 is not served): JoinGroup v7,
+    # SyncGroup v5 with the protocol type and name (KIP-559), OffsetFetch v7.
     from kafka import KafkaConsumer
 
     topic, group = unique("kp-group"), unique("group")
@@ -415,3 +417,46 @@ def test_describe_groups_static_members_operations_and_v6(broker: BrokerProcess)
     finally:
         member.stop.set()
         member.join(timeout=30)
+
+
+def _join_v7(client: WireClient, group: str, member_id: str) -> Any:
+    return client.call(request(ApiKey.JOIN_GROUP, 7, {
+        "group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000,
+        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"m"}],
+    }))  # fmt: skip
+
+
+def _sync_v5(
+    client: WireClient, group: str, joined: Any, protocol: tuple[str | None, str | None]
+) -> Any:
+    return client.call(request(ApiKey.SYNC_GROUP, 5, {
+        "group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id,
+        "group_instance_id": None, "protocol_type": protocol[0], "protocol_name": protocol[1],
+        "assignments": [{"member_id": joined.member_id, "assignment": b"a"}],
+    }))  # fmt: skip
+
+
+def test_join_group_v7_and_sync_group_v5_carry_the_protocol(broker: BrokerProcess) -> None:
+    # KIP-559: JoinGroup v7 answers the group's protocol type; SyncGroup v5 must name the
+    # type and the name, which must be the group's (else INCONSISTENT_GROUP_PROTOCOL), and
+    # answers both. Errors carry null for them, as Kafka's.
+    group = unique("kip559")
+    with WireClient(broker.port) as client:
+        first = _join_v7(client, group, "")
+        assert (first.error_code, first.protocol_type) == (Errors.MEMBER_ID_REQUIRED, None)
+        joined = _join_v7(client, group, first.member_id)
+        assert (joined.error_code, joined.protocol_type, joined.protocol_name) == (
+            Errors.NONE, "consumer", "range",
+        )  # fmt: skip
+        for wrong in (("connect", "range"), ("consumer", "roundrobin"), (None, "range"),
+                      ("consumer", None)):  # fmt: skip
+            refused = _sync_v5(client, group, joined, wrong)
+            assert (refused.error_code, refused.protocol_type, refused.protocol_name) == (
+                Errors.INCONSISTENT_GROUP_PROTOCOL, None, None,
+            ), wrong  # fmt: skip
+        synced = _sync_v5(client, group, joined, ("consumer", "range"))
+        assert (synced.error_code, synced.protocol_type, synced.protocol_name) == (
+            Errors.NONE, "consumer", "range",
+        )  # fmt: skip
+        assert bytes(synced.assignment) == b"a"

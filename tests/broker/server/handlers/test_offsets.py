@@ -1,6 +1,8 @@
 """OffsetCommit and OffsetFetch against a standalone broker, by hand over the wire, as an
 ``assign()`` consumer commits (generation -1, no member id): what is committed is fetched
-back; a partition that does not exist is refused and nothing of it is stored."""
+back; a partition that does not exist is refused and nothing of it is stored; OffsetFetch
+v7's ``require_stable`` (KIP-447) answers UNSTABLE_OFFSET_COMMIT while a transaction holds
+an offset for the partition."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
 from sluice.testing.broker import BrokerProcess, create_topic
-from tests.broker.server.clients import unique
+from tests.broker.server.clients import txn_producer, unique
 from tests.broker.server.wire import WireClient, request
 
 pytestmark = pytest.mark.broker
@@ -40,12 +42,20 @@ def _commit(wire: WireClient, group: str, topic: str, offsets: dict[int, int]) -
     return wire.call(body)
 
 
-def _fetch(wire: WireClient, group: str, topic: str, partitions: list[int]) -> dict[int, Any]:
+def _fetch(
+    wire: WireClient,
+    group: str,
+    topic: str,
+    partitions: list[int],
+    version: int = 1,
+    require_stable: bool = False,
+) -> dict[int, Any]:
     body = request(
         ApiKey.OFFSET_FETCH,
-        1,
-        {"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]},
-    )
+        version,
+        {"group_id": group, "require_stable": require_stable,
+         "topics": [{"name": topic, "partition_indexes": partitions}]},
+    )  # fmt: skip
     (answered,) = wire.call(body).topics
     return {p.partition_index: p for p in answered.partitions}
 
@@ -78,3 +88,35 @@ def test_a_partition_that_does_not_exist_is_refused(broker: BrokerProcess) -> No
         fetched = _fetch(wire, group, topic, [0, 4])
     assert fetched[0].committed_offset == 5
     assert fetched[4].committed_offset == -1
+
+
+def test_require_stable_answers_unstable_while_a_transaction_holds_an_offset(
+    broker: BrokerProcess,
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic, group = unique("stable"), unique("stable-group")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    producer = txn_producer(broker.bootstrap, unique("stable-tx"))
+    try:
+        with WireClient(broker.port) as wire:
+            _commit(wire, group, topic, {0: 5, 1: 6})
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction(
+                [TopicPartition(topic, 0, 9)], consumer.consumer_group_metadata(), 30
+            )
+            stable = _fetch(wire, group, topic, [0, 1], version=7, require_stable=True)
+            assert {p: (a.error_code, a.committed_offset) for p, a in stable.items()} == {
+                0: (Errors.UNSTABLE_OFFSET_COMMIT, -1),  # retriable: the client asks again
+                1: (Errors.NONE, 6),  # no transaction holds an offset for it
+            }
+            # Without require_stable (and before v7) the committed offset is answered.
+            for version, flag in ((7, False), (6, False)):
+                got = _fetch(wire, group, topic, [0], version=version, require_stable=flag)
+                assert (got[0].error_code, got[0].committed_offset) == (Errors.NONE, 5)
+            producer.commit_transaction(30)
+            after = _fetch(wire, group, topic, [0], version=7, require_stable=True)
+            assert (after[0].error_code, after[0].committed_offset) == (Errors.NONE, 9)
+    finally:
+        consumer.close()
