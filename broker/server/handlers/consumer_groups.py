@@ -12,6 +12,7 @@ its changes are in ``__consumer_offsets``.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -26,6 +27,8 @@ from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import CURRENT_PEER, BrokerContext
 from sluice.broker.server.error_mapping import coordinator_code_for
 from sluice.broker.server.responses import respond
+
+log = logging.getLogger(__name__)
 
 #: ConsumerGroupDescribe's member_type: -1 unknown, 0 classic, 1 consumer (KIP-1099).
 _CONSUMER_MEMBER = 1
@@ -98,6 +101,21 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, request: Request) 
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": _by_id(result.assignment, ids)}
+    # At DEBUG, one line per heartbeat with what it asked and what it was answered: a
+    # client's reconciliation can be followed from the broker without the client's own debug
+    # output, which changes its timing.
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "heartbeat group=%s member=%s epoch=%s names=%s regex=%r rebalance_timeout=%s"
+            " owned=%s -> error=%s epoch=%s assignment=%s",
+            body.group_id, body.member_id, body.member_epoch,
+            None if body.subscribed_topic_names is None else sorted(body.subscribed_topic_names),
+            getattr(body, "subscribed_topic_regex", None), timeout,
+            None if owned is None else {t: sorted(p) for t, p in sorted(owned.items())},
+            result.error.name, result.member_epoch,
+            None if result.assignment is None
+            else {t: sorted(p) for t, p in sorted(result.assignment.items())},
+        )  # fmt: skip
     return respond(
         request,
         {

@@ -116,6 +116,35 @@ def test_leave_frees_partitions() -> None:
     assert r.assignment == {"t": frozenset(range(6))} and r.member_epoch == 3
 
 
+def test_unsubscribe_and_resubscribe_as_librdkafka_does_in_0045_many_updates() -> None:
+    # The heartbeats librdkafka v2.14.2 sent in a failing run of its test 0045
+    # subscribe_many_updates (with a rebalance callback), in order, with Kafka 4's answers.
+    # After the leave librdkafka sent nothing more: its rejoin flag, set by the unsubscribe's
+    # revoke-all, was overwritten by the assign that follows the revocation answered in
+    # step 3. The last step is the join it sends in the runs that pass.
+    c = ConsumerGroupCoordinator()
+    topics = {f"t{i}": 4 for i in range(95, 100)}
+    every = {t: frozenset(range(4)) for t in topics}
+    r = join(c, "m", topics, subscribed_names=sorted(topics))
+    epoch = r.member_epoch
+    assert r.assignment == every
+    assert beat(c, "m", epoch, every, topics).assignment is None
+    # A new subscription without t95, owned partitions not reported (null): the member keeps
+    # its epoch and is told its assignment without t95 (Kafka's UNREVOKED_PARTITIONS).
+    r = c.heartbeat("g", "m", epoch, topics=topics, subscribed_names=sorted(topics)[1:])
+    kept = {t: ps for t, ps in every.items() if t != "t95"}
+    assert (r.error, r.member_epoch, r.assignment) == (Errors.NONE, epoch, kept)
+    r = beat(c, "m", epoch, None, topics)  # still unreported: nothing new
+    assert (r.error, r.member_epoch, r.assignment) == (Errors.NONE, epoch, None)
+    r = beat(c, "m", -1, None, topics)  # the unsubscribe's leave
+    assert (r.error, r.member_epoch) == (Errors.NONE, -1)
+    group = c.describe("g")
+    assert group is not None and group.members == {} and group.owners == {}
+    r = join(c, "m", topics, subscribed_names=["t99"], owned={})
+    assert (r.error, r.assignment) == (Errors.NONE, {"t99": frozenset(range(4))})
+    assert r.member_epoch > epoch
+
+
 def test_static_member_comes_back_without_a_rebalance() -> None:
     c = ConsumerGroupCoordinator()
     r = join(c, "m1", instance_id="i1")
