@@ -37,8 +37,8 @@ v7 (KIP-447's ``require_stable``), JoinGroup v7 and SyncGroup v5 (the protocol t
 name, KIP-559), the flexible ACL APIs v2. While Sluice looked like a 2.4, a client pinned to
 2.4.0 negotiated (kafka-python orders (2, 4, 0) above (2, 4)). Pinned to 2.7 or 2.8, a
 client still sends versions Sluice lacks (Fetch v12, whose KIP-320 diverging epochs the
-handler does not give, CreateTopics v6-7, DeleteTopics v5-6, and with 2.8 Produce v9 and
-OffsetForLeaderEpoch v4); ``test_apis`` lists them.
+handler does not give, CreateTopics v6-7, DeleteTopics v5-6, and with 2.8 Produce v9);
+``test_apis`` lists them. OffsetForLeaderEpoch v4, 2.8's, only makes v3 flexible and is served.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -255,8 +255,9 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             _spec(ApiKey.END_TXN, "EndTxn", 0, 3),
             _spec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 0, 1, handler_min=1),
             _spec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 3),
-            # Followers truncate with it (KIP-101); v3 adds replica_id.
-            _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 3, handler_min=2),
+            # Followers truncate with it (KIP-101); v3 adds replica_id, v4 (Kafka 2.8's, which
+            # kafka-python pinned to 2.8 sends) only makes it flexible.
+            _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 4, handler_min=2),
             # Administration.
             _spec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2),
             _spec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, handler_min=1),

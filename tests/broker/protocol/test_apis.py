@@ -29,7 +29,7 @@ EXPECTED = {
     20: ((0, 4), (0, 4)),
     21: ((0, 2), (0, 2)),
     22: ((0, 4), (0, 4)),
-    23: ((0, 3), (0, 3)),
+    23: ((0, 4), (0, 4)),  # v4: v3, flexible (Kafka 2.8's)
     # Transactions (issue 18).
     24: ((0, 3), (0, 3)),
     25: ((0, 3), (0, 3)),
@@ -145,6 +145,7 @@ def test_flexible_versions_in_the_implemented_ranges() -> None:
             20,
             21,
             22,
+            23,
             24,
             25,
             26,
@@ -257,12 +258,12 @@ def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
 # What kafka-python pinned to each release sends above what Sluice serves (its table's maximum:
 # kafka-python 3 implements every version of these tables). The group and ACL versions of
 # 2.5-2.8 are served; the rest is Fetch v12 (KIP-320's diverging epochs), CreateTopics v6-7 and
-# DeleteTopics v5-6 (topic ids), and 2.8's Produce v9 and OffsetForLeaderEpoch v4.
+# DeleteTopics v5-6 (topic ids), and 2.8's Produce v9 (the flexible v8).
 UNSERVED_WHEN_PINNED = {
     (2, 5, 0): {},
     (2, 6, 0): {},
     (2, 7, 0): {1: 12, 19: 6, 20: 5},
-    (2, 8, 0): {0: 9, 1: 12, 19: 7, 20: 6, 23: 4},
+    (2, 8, 0): {0: 9, 1: 12, 19: 7, 20: 6},
 }
 
 

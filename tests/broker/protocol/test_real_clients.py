@@ -29,7 +29,7 @@ with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with a deprecated importlib.resources call.
     warnings.simplefilter("ignore", DeprecationWarning)
     pytest.importorskip("kafka.protocol")
-    from kafka.protocol.admin import CreateTopicsRequest
+    from kafka.protocol.admin import CreateTopicsRequest, DescribeAclsRequest
     from kafka.protocol.consumer import (
         FetchRequest,
         HeartbeatRequest,
@@ -37,6 +37,7 @@ with warnings.catch_warnings():
         ListOffsetsRequest,
         OffsetCommitRequest,
         OffsetFetchRequest,
+        OffsetForLeaderEpochRequest,
         SyncGroupRequest,
     )
     from kafka.protocol.metadata import (
@@ -353,3 +354,41 @@ def test_librdkafka_handshake_over_a_socket() -> None:
     assert first.body.client_software_name == "confluent-kafka-python"
     # After our answer it goes on with Metadata (a version within our range).
     assert len(seen) >= 2 and seen[1].api_key == 3, (seen, errors)
+
+
+def test_the_versions_kafka_python_pinned_to_2_5_to_2_8_sends() -> None:
+    # Encoded by kafka-python, as a client pinned to 2.5-2.8 sends them unnegotiated.
+    offsets = decode_one(kp_frame(OffsetFetchRequest[7](
+        group_id="g1", require_stable=True,
+        topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 2])],
+    )))  # fmt: skip
+    assert (offsets.api_version, offsets.body.require_stable) == (7, True)
+    assert list(offsets.body.topics[0].partition_indexes) == [0, 2]
+
+    J = JoinGroupRequest
+    join = decode_one(kp_frame(J[7](
+        group_id="g1", session_timeout_ms=10000, rebalance_timeout_ms=30000, member_id="",
+        group_instance_id=None, protocol_type="consumer",
+        protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01")],
+    )))  # fmt: skip
+    assert (join.api_version, join.body.protocol_type) == (7, "consumer")
+
+    sync = decode_one(kp_frame(SyncGroupRequest[5](
+        group_id="g1", generation_id=1, member_id="m", group_instance_id=None,
+        protocol_type="consumer", protocol_name="range", assignments=[],
+    )))  # fmt: skip
+    assert (sync.body.protocol_type, sync.body.protocol_name) == ("consumer", "range")
+
+    acls = decode_one(kp_frame(DescribeAclsRequest[2](
+        resource_type_filter=2, resource_name_filter="t", pattern_type_filter=3,
+        principal_filter=None, host_filter=None, operation=1, permission_type=1,
+    )))  # fmt: skip
+    assert (acls.api_version, acls.body.resource_name_filter) == (2, "t")
+
+    E = OffsetForLeaderEpochRequest
+    epochs = decode_one(kp_frame(E[4](replica_id=-1, topics=[E.OffsetForLeaderTopic(
+        topic="t", partitions=[E.OffsetForLeaderTopic.OffsetForLeaderPartition(
+            partition=1, current_leader_epoch=3, leader_epoch=2)],
+    )])))  # fmt: skip
+    (partition,) = epochs.body.topics[0].partitions
+    assert (epochs.api_version, partition.partition, partition.leader_epoch) == (4, 1, 2)

@@ -120,3 +120,29 @@ def test_require_stable_answers_unstable_while_a_transaction_holds_an_offset(
             assert (after[0].error_code, after[0].committed_offset) == (Errors.NONE, 9)
     finally:
         consumer.close()
+
+
+def test_offset_for_leader_epoch_v4_answers_as_v3(broker: BrokerProcess) -> None:
+    # v4 (Kafka 2.8's, sent by kafka-python pinned to 2.8) is v3 made flexible. (Its semantics
+    # are test_epochs'; this checks the flexible version reaches the handler and comes back.)
+    from sluice.broker.log.records import encode_batch
+
+    topic = unique("epochs-v4")
+    create_topic(broker.bootstrap, topic)
+    with WireClient(broker.port) as wire:
+        assert wire.produce(topic, 0, encode_batch([(None, b"a"), (None, b"b")])).error_code == 0
+        answers = []
+        for version in (3, 4):
+            body = request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, {
+                "replica_id": -1, "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0},
+                    {"partition": 3, "current_leader_epoch": -1, "leader_epoch": 0},
+                ]}],
+            })  # fmt: skip
+            answers.append([
+                (p.partition, p.error_code, p.leader_epoch, p.end_offset)
+                for p in wire.call(body).topics[0].partitions
+            ])  # fmt: skip
+    assert answers[0] == answers[1] == [
+        (0, Errors.NONE, 0, 2), (3, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+    ]  # fmt: skip
