@@ -88,6 +88,7 @@ from sluice.broker.cluster.controller_admin import Call, ControllerAdmin
 from sluice.broker.cluster.controller_writes import (
     ControllerMovedError,
     create_partition_state,
+    create_partition_states,
     fenced_commit,
     write_partition_state,
 )
@@ -111,6 +112,7 @@ from sluice.broker.cluster.zk_data import (
     TopicAssignment,
     TopicConfigZNode,
     TopicPartitionStateZNode,
+    TopicPartitionsZNode,
     TopicsZNode,
     TopicZNode,
     ZkDataError,
@@ -129,6 +131,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_STATE_WRITE_ATTEMPTS = 10
+# New partition states per ZooKeeper transaction: three operations of under 200 bytes each,
+# well inside ZooKeeper's 1 MiB request limit (jute.maxbuffer).
+STATE_CREATE_BATCH = 500
 SHUTDOWN_CALL_TIMEOUT = 2.0  # seconds, each ZooKeeper call of a resignation at shutdown
 STOP_WAIT_DISCONNECTED = 0.5  # seconds stop() waits for the worker while disconnected
 
@@ -486,8 +491,7 @@ class Controller(ControllerAdmin):
             if partition in assignment.partitions:
                 self._moving[(topic, partition)] = self._assignment_of((topic, partition))
                 self._watch_isr((topic, partition))
-        for partition in assignment.partitions:
-            self._refresh_state((topic, partition))
+        self._refresh_states([(topic, partition) for partition in assignment.partitions])
         if topic not in self._watched_topics:
             self._watched_topics.add(topic)
             DataWatch(self.zk, TopicZNode.path(topic), self._topic_watch(topic))
@@ -531,6 +535,20 @@ class Controller(ControllerAdmin):
             return None
         self._states[tp] = state
         return state
+
+    def _refresh_states(self, tps: Iterable[TopicPartitionKey]) -> None:
+        """:meth:`_refresh_state` of each of ``tps``, the reads pipelined: a topic of 1,000
+        partitions costs about one ZooKeeper round trip, not 1,000 in a row."""
+        pending = [(tp, self.zk.get_async(TopicPartitionStateZNode.path(*tp))) for tp in tps]
+        for tp, result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                self._states.pop(tp, None)
+                continue
+            self._states[tp] = TopicPartitionStateZNode.decode(
+                data, stat.version, topic=tp[0], partition=tp[1]
+            )
 
     def _all_partitions(self) -> list[TopicPartitionKey]:
         return [(t, p) for t, parts in self._assignments.items() for p in parts]
@@ -661,10 +679,42 @@ class Controller(ControllerAdmin):
     # -- partition state changes -----------------------------------------------------------
 
     def _reconcile(self, partitions: Iterable[TopicPartitionKey]) -> None:
-        for tp in sorted(partitions):
+        ordered = sorted(partitions)
+        self._create_new_states(ordered)
+        for tp in ordered:
             replicas = self._assignments.get(tp[0], {}).get(tp[1])
             if replicas is not None:
                 self._reconcile_partition(tp, replicas)
+
+    def _create_new_states(self, partitions: list[TopicPartitionKey]) -> None:
+        """Create the states of those of ``partitions`` that have none (a new topic's, or
+        CreatePartitions'), ``STATE_CREATE_BATCH`` per fenced transaction: their first live
+        replica leads, the live replicas are the ISR — what :meth:`_reconcile_partition` would
+        write one by one, at three ZooKeeper round trips each (minutes for 4,000 partitions on
+        a busy machine). A batch that meets a state or parent already there is left to the
+        one-by-one path, which sorts that out; so is a partition with no live replica."""
+        fresh: dict[str, dict[int, tuple[int, list[int]]]] = {}
+        for topic, partition in partitions:
+            replicas = self._assignments.get(topic, {}).get(partition)
+            live = [r for r in replicas or () if r in self._live]
+            if live and (topic, partition) not in self._states:
+                fresh.setdefault(topic, {})[partition] = (live[0], live)
+        for topic, states in fresh.items():
+            parent_missing = self.zk.exists(TopicPartitionsZNode.path(topic)) is None
+            items = sorted(states.items())
+            for start in range(0, len(items), STATE_CREATE_BATCH):
+                batch = dict(items[start : start + STATE_CREATE_BATCH])
+                try:
+                    created = create_partition_states(
+                        self.zk, self._epoch_zk_version, topic, batch, self._epoch,
+                        create_partitions_znode=parent_missing,
+                    )  # fmt: skip
+                except (NodeExistsError, NoNodeError):
+                    continue  # the one-by-one path decides each of them
+                parent_missing = False
+                self._states.update({(topic, p): state for p, state in created.items()})
+                log.info("controller %d: %s: %d partition states created", self.broker_id,
+                         topic, len(created))  # fmt: skip
 
     def _reconcile_partition(self, tp: TopicPartitionKey, replicas: tuple[int, ...]) -> None:
         """Write the state ``tp`` should have, retrying on version conflicts with the leader's

@@ -29,6 +29,7 @@ from sluice.broker.cluster.zk_data import (
 __all__ = [
     "ControllerMovedError",
     "create_partition_state",
+    "create_partition_states",
     "fenced_commit",
     "write_partition_state",
     "write_topic_assignment",
@@ -110,6 +111,42 @@ def create_partition_state(
 
     fenced_commit(zk, epoch_zk_version, build)
     return PartitionState(leader, 0, tuple(isr), controller_epoch, 0)
+
+
+def create_partition_states(
+    zk: KazooClient,
+    epoch_zk_version: int,
+    topic: str,
+    states: Mapping[int, tuple[int, Sequence[int]]],
+    controller_epoch: int,
+    *,
+    create_partitions_znode: bool,
+) -> dict[int, PartitionState]:
+    """Create the state znodes of many new partitions of ``topic`` (partition → (leader,
+    ISR), leader epoch 0) with their ``partitions/<p>`` parents in one fenced transaction —
+    one ZooKeeper round trip instead of three per partition (a 1,000-partition CreateTopics).
+    ``create_partitions_znode``: ``/brokers/topics/<topic>/partitions`` is missing too.
+
+    All or nothing: raises ``NodeExistsError`` if any of them exists (the caller falls back to
+    :func:`create_partition_state` one by one), ``NoNodeError`` if the topic is gone,
+    :class:`ControllerMovedError` if fenced. The caller keeps the transaction under
+    ZooKeeper's request size (``jute.maxbuffer``, 1 MiB): a few hundred partitions each."""
+
+    def build(tx: TransactionRequest) -> None:
+        if create_partitions_znode:
+            tx.create(TopicPartitionsZNode.path(topic), b"")
+        for partition, (leader, isr) in states.items():
+            tx.create(TopicPartitionZNode.path(topic, partition), b"")
+            tx.create(
+                TopicPartitionStateZNode.path(topic, partition),
+                TopicPartitionStateZNode.encode(leader, 0, isr, controller_epoch),
+            )
+
+    fenced_commit(zk, epoch_zk_version, build)
+    return {
+        p: PartitionState(leader, 0, tuple(isr), controller_epoch, 0)
+        for p, (leader, isr) in states.items()
+    }
 
 
 def write_topic_assignment(

@@ -7,10 +7,12 @@ import logging
 import random
 import threading
 from collections import Counter
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from sluice.broker.cluster import controller as controller_module
 from sluice.broker.cluster.controller import (
     Controller,
     ControllerMovedError,
@@ -353,15 +355,19 @@ def test_topic_created_while_the_controller_dies_gets_all_states(
         old_epoch = zombie.epoch
         cluster.start(1, 2, 3)
         done: list[tuple[str, int]] = []
-        original = zombie._reconcile_partition
+        original = controller_module.create_partition_states
 
-        def slow(tp: tuple[str, int], replicas: tuple[int, ...]) -> None:
-            if len(done) == 2:
+        # New states are created in batches (two here): the zombie hangs after its first.
+        def slow(zk: KazooClient, *args: Any, **kwargs: Any) -> Any:
+            if zk is zombie_client and len(done) == 2:
                 release.wait(20)  # the controller hangs mid-creation (a long GC pause, say)
-            original(tp, replicas)
-            done.append(tp)
+            created = original(zk, *args, **kwargs)
+            if zk is zombie_client:
+                done.extend(("t", p) for p in created)
+            return created
 
-        monkeypatch.setattr(zombie, "_reconcile_partition", slow)
+        monkeypatch.setattr(controller_module, "STATE_CREATE_BATCH", 2)
+        monkeypatch.setattr(controller_module, "create_partition_states", slow)
         cluster.brokers[1].create_topic("t", 8, 3, {})
         wait_until(lambda: len(done) == 2, message="two partitions done")
         expire_session(zombie_client, zk_connect)  # its session dies while it hangs
