@@ -37,8 +37,9 @@ v7 (KIP-447's ``require_stable``), JoinGroup v7 and SyncGroup v5 (the protocol t
 name, KIP-559), the flexible ACL APIs v2. While Sluice looked like a 2.4, a client pinned to
 2.4.0 negotiated (kafka-python orders (2, 4, 0) above (2, 4)). Pinned to 2.7 or 2.8, a
 client still sends versions Sluice lacks (Fetch v12, whose KIP-320 diverging epochs the
-handler does not give, CreateTopics v6-7, DeleteTopics v5-6, and with 2.8 Produce v9);
-``test_apis`` lists them. OffsetForLeaderEpoch v4, 2.8's, only makes v3 flexible and is served.
+handler does not give, and with 2.8 Produce v9, CreateTopics v7 and DeleteTopics v6);
+``test_apis`` lists them. OffsetForLeaderEpoch v4, 2.8's, only makes v3 flexible, and
+CreateTopics v6 and DeleteTopics v5, 2.7's, only add a quota error: all three are served.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -246,8 +247,13 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             # v3 flexible; v4: states filter (KIP-518); v5: types filter (KIP-848).
             _spec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5),
             _spec(ApiKey.API_VERSIONS, "ApiVersions", 0, 3),
-            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 5, handler_min=2),
-            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 4, handler_min=1),
+            # CreateTopics v6 and DeleteTopics v5 (Kafka 2.7's) may answer KIP-599's
+            # THROTTLING_QUOTA_EXCEEDED, which Sluice (no controller mutation quota) never does;
+            # DeleteTopics v5 adds an error message, null as Kafka's ZooKeeper mode answers.
+            # CreateTopics v7 answers the created topic's id and DeleteTopics v6 deletes by id
+            # (KIP-516): not served.
+            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 6, handler_min=2),
+            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 5, handler_min=1),
             _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4),
             # Transactions (KIP-98). AddPartitionsToTxn v4+ is broker-to-broker (KIP-890).
             _spec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 3),

@@ -25,8 +25,8 @@ EXPECTED = {
     16: ((0, 5), (0, 5)),  # ListGroups: states and types filters (KIP-518, KIP-848)
     17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
     18: ((0, 3), (0, 3)),
-    19: ((0, 5), (0, 5)),
-    20: ((0, 4), (0, 4)),
+    19: ((0, 6), (0, 6)),  # v6, v5 of DeleteTopics: Kafka 2.7's (KIP-599's quota error)
+    20: ((0, 5), (0, 5)),
     21: ((0, 2), (0, 2)),
     22: ((0, 4), (0, 4)),
     23: ((0, 4), (0, 4)),  # v4: v3, flexible (Kafka 2.8's)
@@ -257,12 +257,12 @@ def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
 
 # What kafka-python pinned to each release sends above what Sluice serves (its table's maximum:
 # kafka-python 3 implements every version of these tables). The group and ACL versions of
-# 2.5-2.8 are served; the rest is Fetch v12 (KIP-320's diverging epochs), CreateTopics v6-7 and
-# DeleteTopics v5-6 (topic ids), and 2.8's Produce v9 (the flexible v8).
+# 2.5-2.8 are served; the rest is Fetch v12 (KIP-320's diverging epochs), and 2.8's Produce v9
+# (the flexible v8), CreateTopics v7 and DeleteTopics v6 (topic ids, KIP-516).
 UNSERVED_WHEN_PINNED = {
     (2, 5, 0): {},
     (2, 6, 0): {},
-    (2, 7, 0): {1: 12, 19: 6, 20: 5},
+    (2, 7, 0): {1: 12},
     (2, 8, 0): {0: 9, 1: 12, 19: 7, 20: 6},
 }
 

@@ -29,7 +29,7 @@ with warnings.catch_warnings():
     # kafka-python loads its JSON schemas with a deprecated importlib.resources call.
     warnings.simplefilter("ignore", DeprecationWarning)
     pytest.importorskip("kafka.protocol")
-    from kafka.protocol.admin import CreateTopicsRequest, DescribeAclsRequest
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeAclsRequest
     from kafka.protocol.consumer import (
         FetchRequest,
         HeartbeatRequest,
@@ -392,3 +392,12 @@ def test_the_versions_kafka_python_pinned_to_2_5_to_2_8_sends() -> None:
     )])))  # fmt: skip
     (partition,) = epochs.body.topics[0].partitions
     assert (epochs.api_version, partition.partition, partition.leader_epoch) == (4, 1, 2)
+
+    C = CreateTopicsRequest
+    create = decode_one(kp_frame(C[6](timeout_ms=5000, validate_only=False, topics=[
+        C.CreatableTopic(name="t", num_partitions=3, replication_factor=1, assignments=[],
+                         configs=[]),
+    ])))  # fmt: skip
+    assert (create.api_version, create.body.topics[0].num_partitions) == (6, 3)
+    delete = decode_one(kp_frame(DeleteTopicsRequest[5](timeout_ms=5000, topic_names=["t"])))
+    assert (delete.api_version, list(delete.body.topic_names)) == (5, ["t"])
