@@ -71,6 +71,7 @@ from sluice.broker.cluster.broker_registration import (
     BrokerRegistrationError,
 )
 from sluice.broker.cluster.controller import Controller
+from sluice.broker.cluster.data_watches import DataWatches
 from sluice.broker.cluster.partition_admin import PartitionAdmin
 from sluice.broker.cluster.producer_id_manager import ProducerIdManager
 from sluice.broker.cluster.topic_metadata import (
@@ -167,6 +168,8 @@ class ClusterMetadata:
         # generation is not current belongs to a deleted incarnation and stops itself).
         self._topic_gen: dict[str, int] = {}
         self._state_watched: set[tuple[str, int]] = set()
+        # The partition states' watches: pipelined reads (kazoo's DataWatch reads one by one).
+        self._state_watches = DataWatches(zk)
         self._next_gen = 0
         self._listeners: list[Listener] = []
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
@@ -209,6 +212,7 @@ class ClusterMetadata:
             return
         self._stopped = True
         self.zk.remove_listener(self._on_session_state)
+        self._state_watches.close()
         self.controller.stop(timeout)
         self._events.put(("stop",))
         if self._worker is not None:  # as the controller's: not waiting on a ZooKeeper down
@@ -746,8 +750,7 @@ class ClusterMetadata:
         for partition in view.replicas:
             if (topic, partition) not in self._state_watched:
                 self._state_watched.add((topic, partition))
-                DataWatch(
-                    self.zk,
+                self._state_watches.add(
                     TopicPartitionStateZNode.path(topic, partition),
                     self._state_watch(topic, partition, gen),
                 )

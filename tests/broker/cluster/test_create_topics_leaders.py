@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
@@ -98,6 +99,27 @@ def test_a_topic_of_more_than_a_thousand_partitions(tmp_path: Path, zk_connect: 
         )  # fmt: skip
         assert response.topics[0].error_code == Errors.NONE, response
         assert len(led(cluster.brokers[1].port, topic)) == 1200
+
+
+@pytest.mark.slow
+def test_a_thousand_partitions_replicated_three_times(tmp_path: Path, zk_connect: str) -> None:
+    """Issue #26: CreateTopics of 1,000 partitions, RF 3, from confluent-kafka's AdminClient
+    was not answered within 60 s, nor four of them within five minutes — the controller
+    created each partition state in three ZooKeeper round trips in a row, and each broker
+    read each new state in one more. The answer must come with every leader present."""
+    with BrokerCluster(tmp_path, zk_connect) as cluster:
+        topic = unique("wide-rf3")
+        futures = cluster.admin(1).create_topics(
+            [NewTopic(topic, 1000, 3)], operation_timeout=120, request_timeout=125
+        )
+        futures[topic].result(timeout=130)
+        answering = cluster.controller_id()  # librdkafka sends CreateTopics to the controller
+        assert len(led(cluster.brokers[answering].port, topic)) == 1000
+        metadata = cluster.metadata(answering, topic).topics[topic]
+        replicated = [p for p in metadata.partitions.values() if len(p.replicas) == 3]
+        assert len(replicated) == 1000, (
+            f"expected 1000 partitions of 3 replicas, found {len(replicated)}"
+        )
 
 
 def test_a_zero_timeout_answers_at_once_and_the_leaders_follow(
