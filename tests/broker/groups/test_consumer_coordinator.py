@@ -118,10 +118,10 @@ def test_leave_frees_partitions() -> None:
 
 def test_unsubscribe_and_resubscribe_as_librdkafka_does_in_0045_many_updates() -> None:
     # The heartbeats librdkafka v2.14.2 sent in a failing run of its test 0045
-    # subscribe_many_updates (with a rebalance callback), in order, with Kafka 4's answers.
-    # After the leave librdkafka sent nothing more: its rejoin flag, set by the unsubscribe's
-    # revoke-all, was overwritten by the assign that follows the revocation answered in
-    # step 3. The last step is the join it sends in the runs that pass.
+    # subscribe_many_updates, in order, with Kafka 4's answers. After the leave librdkafka sent
+    # nothing more: the rejoin flag its unsubscribe's revoke-all set was overwritten by the
+    # (empty) assign it queues after the revocation answered in step 3, so it never applied
+    # its new subscription. The last step is the join it sends in the runs that pass.
     c = ConsumerGroupCoordinator()
     topics = {f"t{i}": 4 for i in range(95, 100)}
     every = {t: frozenset(range(4)) for t in topics}
