@@ -556,13 +556,22 @@ class ClusterMetadata:
     # -- the worker ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        held: tuple[Any, ...] | None = None  # taken from the queue by a burst, not yet handled
         while True:
-            event = self._events.get()
+            event, held = held or self._events.get(), None
             kind = event[0]
             if kind == "stop":
                 return
             try:
                 changed = self._handle(event)
+                # A new topic's states come in a burst: the queued ones notified as one set.
+                while kind == "state" and changed is not None and held is None:
+                    with contextlib.suppress(queue.Empty):
+                        held = self._events.get_nowait()
+                    if held is None or held[0] != "state":
+                        break
+                    changed |= self._handle(held) or set()
+                    held = None
             except KazooException as e:
                 log.warning("broker %d: %r while handling %s", self.broker_id, e, kind)
                 continue
