@@ -1,4 +1,5 @@
-"""OffsetForLeaderEpoch (v2–3): where a leader epoch ended in this leader's log.
+"""OffsetForLeaderEpoch (v2–4, v4 being v3 made flexible): where a leader epoch ended in
+this leader's log.
 
 A follower that starts following a new leader asks where its own latest epoch ended there
 and truncates to that (KIP-101); librdkafka asks the same to validate a consumer position

@@ -1,4 +1,6 @@
-"""CreateTopics (v2–5), DeleteTopics (v1–4), CreatePartitions (v0–3).
+"""CreateTopics (v2–6), DeleteTopics (v1–5), CreatePartitions (v0–3): v6 and v5 (Kafka 2.7's) may
+answer KIP-599's THROTTLING_QUOTA_EXCEEDED, which Sluice has no quota for; DeleteTopics v5's
+error message stays null, as Kafka's ZooKeeper mode answers.
 
 Create and delete go through the broker's ``ctx.topics`` (``TopicAdmin``; off the event loop
 where they talk to ZooKeeper); a refused topic gets the code ``error_mapping`` gives its

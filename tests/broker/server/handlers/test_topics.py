@@ -241,3 +241,32 @@ def test_a_standalone_replica_assignment_names_this_broker(broker: BrokerProcess
         assert "standalone broker holds every replica" in refused.error_message
     topics = _admin(broker).list_topics(timeout=10).topics
     assert len(topics[topic].partitions) == 2 and other not in topics
+
+
+# kafka-python reads its bundled data with importlib.resources' legacy API.
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
+def test_kafka_python_pinned_to_2_7_creates_and_deletes(broker: BrokerProcess) -> None:
+    # Pinned to 2.7.0 below the 3.0 it infers, kafka-python sends CreateTopics v6 and
+    # DeleteTopics v5 (KIP-599's versions) unnegotiated.
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+    from kafka.protocol.broker_version_data import BrokerVersionData
+
+    pinned = BrokerVersionData((2, 7, 0))
+    assert (pinned.api_version(CreateTopicsRequest), pinned.api_version(DeleteTopicsRequest)) == (
+        6, 5,
+    )  # fmt: skip
+    topic = unique("kp-pinned")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(2, 7, 0))
+    try:
+        created = admin.create_topics([NewTopic(topic, 3, 1)])
+        assert [(t["name"], t["error_code"], t["num_partitions"]) for t in created["topics"]] == [
+            (topic, Errors.NONE, 3)
+        ]
+        again = admin.create_topics([NewTopic(topic, 3, 1)], raise_errors=False)
+        assert [t["error_code"] for t in again["topics"]] == [Errors.TOPIC_ALREADY_EXISTS]
+        deleted = admin.delete_topics([topic])
+        assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(topic, Errors.NONE)]
+    finally:
+        admin.close()
