@@ -119,7 +119,7 @@ from sluice.pipeline.source.ranges import (
 )
 from sluice.pipeline.source.split_reader import BrokersUnreachableError, SplitResult
 from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, ValueSchemaError
-from sluice.pipeline.source.value_format import output_schema, resolve_reader
+from sluice.pipeline.source.value_format import plan_read
 from sluice.pipeline.table.commit import PublishedRun, StagedRun, TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
 from sluice.pipeline.table.iceberg_run import TopicWriters
@@ -284,22 +284,7 @@ def _resolve_typed(
     if typed is None:
         return None
     try:
-        reader = resolve_reader(
-            typed.value_format,
-            typed.registry_url,
-            topics,
-            subject=typed.subject,
-            version=typed.version,
-            schema_id=typed.schema_id,
-        )
-        layout = output_schema(
-            typed.value_format,
-            typed.registry_url,
-            reader,
-            nested=typed.nested,
-            include_headers=True,
-            message=typed.message,
-        )
+        reader, layout = plan_read(typed, topics, include_headers=True)
     except ValueSchemaError as exc:
         raise LoadError(f"reader schema: {exc}") from None
     taken = [n for n in _LAYOUT_COLUMNS if n in layout.value_fields and not layout.nested]

@@ -158,7 +158,7 @@ from sluice.pipeline.source.split_reader import (
     read_split,
 )
 from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, write_error_file
-from sluice.pipeline.source.value_format import batch_decoder, output_schema, resolve_reader
+from sluice.pipeline.source.value_format import batch_decoder, plan_read
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -220,21 +220,8 @@ def resolve_typed(options: Mapping[str, str]) -> TypedRead | None:
     if typed is None:
         return None
     typed.require_error_path()
-    reader = resolve_reader(
-        typed.value_format,
-        typed.registry_url,
-        named_topics(parse_consumer_strategy(opts)),
-        subject=typed.subject,
-        version=typed.version,
-        schema_id=typed.schema_id,
-    )
-    layout = output_schema(
-        typed.value_format,
-        typed.registry_url,
-        reader,
-        nested=typed.nested,
-        include_headers=include_headers,
-        message=typed.message,
+    reader, layout = plan_read(
+        typed, named_topics(parse_consumer_strategy(opts)), include_headers=include_headers
     )
     return typed, reader, layout
 

@@ -18,7 +18,7 @@ Immutable; thread-safe.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sluice.pipeline.sink.wire_formats import BINARY, VALUE_FORMATS, ValueFormat
 
@@ -31,6 +31,7 @@ __all__ = [
     "ValueFormat",
     "batch_decoder",
     "output_schema",
+    "plan_read",
     "resolve_reader",
 ]
 
@@ -85,6 +86,51 @@ def output_schema(
 
         value = protobuf_value_type(reader, registry_url, message)
     return layout_for(reader, value, nested=nested, include_headers=include_headers)
+
+
+class TypedRead(Protocol):
+    """What a typed read names (``options.ValueOptions``; a protocol, as ``options`` imports
+    this module)."""
+
+    @property
+    def value_format(self) -> ValueFormat: ...
+    @property
+    def registry_url(self) -> str: ...
+    @property
+    def subject(self) -> str | None: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def schema_id(self) -> int | None: ...
+    @property
+    def nested(self) -> bool: ...
+    @property
+    def message(self) -> str | None: ...
+
+
+def plan_read(
+    typed: TypedRead, topics: Iterable[str] | None, *, include_headers: bool
+) -> tuple[ReaderSchema, OutputLayout]:
+    """The driver's half of a typed read of ``topics``: its reader schema and its columns, as
+    ``typed`` (the read's or the load's value options) asks — what the source and the nightly
+    load both plan before any task runs."""
+    reader = resolve_reader(
+        typed.value_format,
+        typed.registry_url,
+        topics,
+        subject=typed.subject,
+        version=typed.version,
+        schema_id=typed.schema_id,
+    )
+    layout = output_schema(
+        typed.value_format,
+        typed.registry_url,
+        reader,
+        nested=typed.nested,
+        include_headers=include_headers,
+        message=typed.message,
+    )
+    return reader, layout
 
 
 def batch_decoder(
