@@ -21,7 +21,7 @@ topics × 4 partitions of a hundred rows each make about 200 files, not 800, and
 tasks, not 800.
 Each split still has its own ``SplitResult`` (its range and figures), naming the files its
 rows went to; a file shared by several splits is named by each of them (the verify phase
-counts rows per partition from the files' ``partition`` column, so it needs no more).
+counts rows per partition from the files' footers, so it needs no more).
 
 Files
 =====
@@ -34,8 +34,11 @@ One data file per (task, topic, date), in the table's layout
 ``date`` is the UTC date of the record timestamp (``floor(micros / 86400e6)`` days after
 1970-01-01, -1 ms is 1969-12-31 as in Spark). The columns are the read's (the source's Arrow
 schema, or a typed load's) without ``topic``, which the path holds as a hive partition, as
-Spark's ``partitionBy`` writes them; ``partition`` keeps its statistics (the verify phase counts
-rows per partition from footers). Row groups hold ``row_group_rows`` rows (the last one less).
+Spark's ``partitionBy`` writes them; ``partition`` keeps its statistics, and the footer's
+key-value metadata holds the file's rows per partition (``PARTITION_ROWS_KEY``), counted from
+the column as it is written: the verify phase counts rows per partition from footers alone,
+also for a packed task's file, whose row groups hold several partitions. Row groups hold
+``row_group_rows`` rows (the last one less).
 
 A file is written under a hidden temporary name in its directory
 (``.part-…parquet.<uuid>.tmp``: no reader sees ``.`` files or names not ending ``.parquet``)
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import posixpath
 import time
 import uuid
@@ -93,6 +97,7 @@ if TYPE_CHECKING:  # pyiceberg only where a task writes Iceberg files: its objec
     from sluice.pipeline.table.iceberg_run import TopicWriters
 
 __all__ = [
+    "PARTITION_ROWS_KEY",
     "ROW_GROUP_ROWS",
     "TEMPORARY_SUFFIX",
     "SplitWriter",
@@ -105,6 +110,11 @@ ROW_GROUP_ROWS = 131_072
 
 TEMPORARY_SUFFIX = ".tmp"
 """A file being written ends so (and starts with ``.``); the driver deletes leftovers."""
+
+PARTITION_ROWS_KEY = "sluice.partition_rows"
+"""The footer key-value entry of a data file's rows per Kafka partition: a JSON object of
+partition (decimal string) to rows, counted from the ``partition`` column as each row group is
+written, e.g. ``{"0":100,"3":100}``; its rows add up to the file's."""
 
 # Columns worth a dictionary: few distinct values per row group. Dictionary-encoding a column
 # of distinct values (offsets, random payloads) costs CPU until parquet-cpp gives up at its
@@ -135,6 +145,7 @@ class _DateFile:
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self.rows = 0
+        self.partition_rows: dict[int, int] = {}  # PARTITION_ROWS_KEY, of the rows written
         fs.create_dir(directory, recursive=True)
         self.stream = fs.open_output_stream(self.temporary)
         names = schema.names
@@ -157,11 +168,19 @@ class _DateFile:
             table = pa.Table.from_batches(self.pending)
             self.writer.write_table(table, row_group_size=max(self.pending_rows, 1))
             self.rows += self.pending_rows
+            counts = self.partition_rows
+            for entry in pc.value_counts(table.column("partition")).to_pylist():
+                partition = int(entry["values"])
+                counts[partition] = counts.get(partition, 0) + int(entry["counts"])
         self.pending, self.pending_rows = [], 0
 
     def close(self) -> int:
         """Finish the file and rename it onto its final name; return its size."""
         self._flush()
+        counts = {str(p): n for p, n in sorted(self.partition_rows.items())}
+        self.writer.add_key_value_metadata(
+            {PARTITION_ROWS_KEY: json.dumps(counts, separators=(",", ":"))}
+        )
         self.writer.close()
         self.stream.close()
         try:

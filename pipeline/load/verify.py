@@ -11,8 +11,11 @@ range with offsets to read (``[start, end)``, ``end > start``) before anything i
    ``[start, end)`` must tile the planned range.
 2. **The staged files** (``StagedScan``), listed and read by the driver itself on the
    filesystem it publishes from: the data files' rows per (topic, partition, date), from
-   Parquet footers (the ``partition`` column's statistics; the column itself only where a row
-   group holds several partitions), and the error table's rows per partition. Before counting,
+   Parquet footers (the rows per partition the split writer counted from the ``partition``
+   column as it wrote it, ``PARTITION_ROWS_KEY``, checked against the file's rows and the
+   column's statistics; in files without that entry — older tables, other writers — the
+   column's statistics, and the column itself where a row group holds several partitions),
+   and the error table's rows per partition. Before counting,
    the scan deletes what no result names: temporary leftovers of killed attempts
    (``.part-…tmp``) and files of failed attempts that the successful one did not write again.
 
@@ -35,6 +38,7 @@ Functions only; each call is for one thread.
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +49,11 @@ import pyarrow.parquet as pq
 
 from sluice.pipeline.load.errors import LoadError, StrandedFilesError
 from sluice.pipeline.load.report import LoadReport
-from sluice.pipeline.load.split_writer import TEMPORARY_SUFFIX, rows_by_partition
+from sluice.pipeline.load.split_writer import (
+    PARTITION_ROWS_KEY,
+    TEMPORARY_SUFFIX,
+    rows_by_partition,
+)
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult
 from sluice.pipeline.source.typed_columns import ERROR_ARROW_SCHEMA
@@ -80,14 +88,18 @@ def _hive_value(part: str, name: str) -> str | None:
     return unquote(value) if key == name else None
 
 
-def _partition_rows(parquet: pq.ParquetFile) -> dict[int, int]:
-    """Rows per value of the ``partition`` column of one file: from row-group statistics
-    where a row group holds one partition (Spark's tasks write one split, so one partition,
-    per file), from the column itself otherwise."""
+def _partition_rows(parquet: pq.ParquetFile, relative: str) -> dict[int, int]:
+    """Rows per value of the ``partition`` column of one file: from the footer's
+    ``PARTITION_ROWS_KEY`` where the split writer put it (``_footer_rows``), else from
+    row-group statistics where a row group holds one partition (Spark's tasks write one
+    split, so one partition, per file), from the column itself otherwise."""
     metadata = parquet.metadata
     index = parquet.schema_arrow.get_field_index("partition")
     if index < 0:
         raise LoadError(f"expected a 'partition' column, found {parquet.schema_arrow.names}")
+    raw = (metadata.metadata or {}).get(PARTITION_ROWS_KEY.encode())
+    if raw is not None:
+        return _footer_rows(metadata, index, raw, relative)
     counts: dict[int, int] = {}
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
@@ -107,13 +119,50 @@ def _partition_rows(parquet: pq.ParquetFile) -> dict[int, int]:
     return counts
 
 
+def _footer_rows(
+    metadata: pq.FileMetaData, index: int, raw: bytes, relative: str
+) -> dict[int, int]:
+    """The footer's rows per partition, refused (``LoadError``) unless it is a JSON object of
+    partition to rows (both integers >= 0) whose rows add up to the file's and whose
+    partitions lie within the ``partition`` column's statistics of the file's row groups."""
+    where = f"{relative}: footer {PARTITION_ROWS_KEY}"
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        doc = None
+    if not isinstance(doc, dict) or not all(
+        key.isdigit() and type(n) is int and n >= 0 for key, n in doc.items()
+    ):
+        raise LoadError(f"{where}: expected {{partition: rows}}, found {raw[:200]!r}")
+    counts = {int(key): n for key, n in doc.items()}
+    total = sum(counts.values())
+    if total != metadata.num_rows:
+        raise LoadError(
+            f"{where}: expected rows adding up to the file's {metadata.num_rows}, found {total}"
+        )
+    low, high = None, None
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            return {p: n for p, n in counts.items() if n}  # no bounds to check against
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    held = sorted(p for p, n in counts.items() if n)
+    if held and low is not None and high is not None and (held[0] < low or held[-1] > high):
+        raise LoadError(
+            f"{where}: expected partitions within the column's [{low}, {high}], found {held}"
+        )
+    return {p: counts[p] for p in held}
+
+
 def _is_temporary(relative: str) -> bool:
     base = posixpath.basename(relative)
     return base.startswith(".part-") and base.endswith(TEMPORARY_SUFFIX)
 
 
 def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> StagedScan:
-    """List and read (footers, one small column) every Parquet file of the staged run on the
+    """List and read (footers; one small column of a file without ``PARTITION_ROWS_KEY``)
+    every Parquet file of the staged run on the
     driver's view of the table's filesystem. With ``named`` (the files the task results name),
     first delete temporary leftovers and Parquet files not named (module doc). Raises
     ``LoadError`` for a data file under a ``_``/``.`` directory or out of the
@@ -164,7 +213,7 @@ def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> Stag
                     )
                 parquet = pq.ParquetFile(f)
                 rows = parquet.metadata.num_rows
-                for partition, n in _partition_rows(parquet).items():
+                for partition, n in _partition_rows(parquet, relative).items():
                     dates[topic, partition, date] = dates.get((topic, partition, date), 0) + n
         scan.files.append(DataFile(relative, size, rows))
     scan.files.sort(key=lambda f: f.path)

@@ -15,7 +15,7 @@ import pytest
 
 from sluice.pipeline.load.errors import LoadError, StrandedFilesError
 from sluice.pipeline.load.report import LoadReport, PartitionReport
-from sluice.pipeline.load.split_writer import SplitWriter
+from sluice.pipeline.load.split_writer import PARTITION_ROWS_KEY, SplitWriter
 from sluice.pipeline.load.verify import account, scan_staged
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult
@@ -115,3 +115,92 @@ def test_a_file_of_another_size_is_not_accepted(
     scan = scan_staged(staged, {p for o in outcomes for p, _, _ in o.files})
     with pytest.raises(LoadError, match=r"t-1 \[5, 12\): .*not there with their sizes"):
         account(_report(), PLAN, outcomes, scan, staged.uri)
+
+
+def _packed(staged: StagedRun, stamps: dict[OffsetRange, list[int]]) -> list[SplitResult]:
+    """The three splits as one packed task: one file holding partitions 0 and 1."""
+    for split in SPLITS:
+        stamps[split] = [0] * split.count
+    return list(SplitWriter(staged.uri, {})([SPLITS]))
+
+
+def _refooter(staged: StagedRun, outcomes: list[SplitResult], footer: str | None) -> None:
+    """Write the packed file again with the same rows and ``footer`` as its partition-rows
+    entry (none: a file of another writer), and name its new size in the results, as if the
+    task had written it so."""
+    [relative] = {p for o in outcomes for p, _, _ in o.files}
+    path = Path(staged.path) / relative
+    table = pq.read_table(path)
+    writer = pq.ParquetWriter(path, table.schema)
+    writer.write_table(table)
+    if footer is not None:
+        writer.add_key_value_metadata({PARTITION_ROWS_KEY: footer})
+    writer.close()
+    size = path.stat().st_size
+    for o in outcomes:
+        o.files = [(p, size, rows) for p, _, rows in o.files]
+
+
+def test_a_packed_file_is_counted_from_its_footer(
+    staged: StagedRun,
+    fake_reader: dict[OffsetRange, list[int]],
+) -> None:
+    outcomes = _packed(staged, fake_reader)
+    [relative] = {p for o in outcomes for p, _, _ in o.files}
+    parquet = pq.ParquetFile(Path(staged.path) / relative)
+    assert parquet.metadata.num_row_groups == 1  # both partitions in one row group
+    assert parquet.metadata.metadata[PARTITION_ROWS_KEY.encode()] == b'{"0":30,"1":7}'
+    scan = scan_staged(staged, {relative})
+    assert scan.landed() == {("t", 0): 30, ("t", 1): 7}
+    report = _report()
+    account(report, PLAN, outcomes, scan, staged.uri)
+    assert [(p.range.partition, p.rows) for p in report.partitions] == [(0, 30), (1, 7)]
+
+
+def test_a_file_without_the_footer_entry_is_counted_from_its_column(
+    staged: StagedRun,
+    fake_reader: dict[OffsetRange, list[int]],
+) -> None:
+    outcomes = _packed(staged, fake_reader)
+    _refooter(staged, outcomes, None)  # as an older table's file or another writer's
+    scan = scan_staged(staged, {p for o in outcomes for p, _, _ in o.files})
+    assert scan.landed() == {("t", 0): 30, ("t", 1): 7}
+    account(_report(), PLAN, outcomes, scan, staged.uri)
+
+
+def test_a_footer_that_disagrees_with_the_plan_is_refused(
+    staged: StagedRun,
+    fake_reader: dict[OffsetRange, list[int]],
+) -> None:
+    """The footer is what the driver counts (the column holds 30 and 7 rows): one row moved
+    from partition 1 to partition 0 leaves t-1 short of what its task wrote."""
+    outcomes = _packed(staged, fake_reader)
+    _refooter(staged, outcomes, '{"0":31,"1":6}')
+    scan = scan_staged(staged, {p for o in outcomes for p, _, _ in o.files})
+    assert scan.landed() == {("t", 0): 31, ("t", 1): 6}
+    with pytest.raises(LoadError, match=r"t-1 \[5, 12\): Spark's tasks wrote 7 rows, the driver"):
+        account(_report(), PLAN, outcomes, scan, staged.uri)
+
+
+@pytest.mark.parametrize(
+    ("footer", "found"),
+    [
+        ('{"0":30,"1":8}', r"expected rows adding up to the file's 37, found 38"),
+        ('{"0":30,"2":7}', r"expected partitions within the column's \[0, 1\], found \[0, 2\]"),
+        ('{"0":30,"1":-7}', r"expected \{partition: rows\}, found b'\{\"0\":30,\"1\":-7\}'"),
+        ("[30, 7]", r"expected \{partition: rows\}, found b'\[30, 7\]'"),
+        ("not json", r"expected \{partition: rows\}, found b'not json'"),
+    ],
+)
+def test_a_footer_inconsistent_with_its_file_is_refused(
+    staged: StagedRun,
+    fake_reader: dict[OffsetRange, list[int]],
+    footer: str,
+    found: str,
+) -> None:
+    outcomes = _packed(staged, fake_reader)
+    _refooter(staged, outcomes, footer)
+    with pytest.raises(
+        LoadError, match=rf"topic=t/date=1970-01-01/.*{PARTITION_ROWS_KEY}: {found}"
+    ):
+        scan_staged(staged, {p for o in outcomes for p, _, _ in o.files})
