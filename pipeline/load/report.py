@@ -42,7 +42,6 @@ dataclasses filled in by one thread.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +49,7 @@ from typing import Any
 from sluice.common.text_table import render_table
 from sluice.pipeline.source.ranges import DataLoss, OffsetRange
 from sluice.pipeline.table.filesystem import TableFileSystem
-from sluice.pipeline.table.manifest import RowCount, Subscription
+from sluice.pipeline.table.manifest import RowCount, Subscription, readable_json
 
 __all__ = ["REPORT_VERSION", "LoadReport", "PartitionReport"]
 
@@ -165,7 +164,7 @@ class LoadReport:
         fs, path = TableFileSystem.from_uri(reports_uri)
         fs.mkdirs(path)
         target = posixpath.join(path, f"{self.run_id}.json")
-        fs.write_bytes(target, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"))
+        fs.write_bytes(target, readable_json(self.to_json()).encode("utf-8"))
         return fs.uri(target)
 
     def summary(self) -> str:

@@ -68,6 +68,7 @@ __all__ = [
     "UnsupportedManifestVersionError",
     "is_error_file",
     "merge_offsets",
+    "readable_json",
     "valid_run_id",
 ]
 
@@ -75,6 +76,35 @@ MANIFEST_VERSION = 1
 ERRORS_DIR = "_errors"
 """The run directory's error table (undecodable records), relative to the run directory."""
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def readable_json(doc: Mapping[str, Any]) -> str:
+    """``doc`` as JSON text a person can read and diff, ending in a newline: each key of the
+    object on its own line, and each entry of a list or object value on its own line, indented
+    by two and four spaces; anything deeper stays on its entry's line.
+
+    ``json.dumps(doc, indent=2)`` lays out every level, but any ``indent`` makes ``json`` use
+    its pure-Python encoder: a call per value (a 200-topic load's manifest: ~94,000 calls,
+    about 0.05 s). Here each line is one call of the C encoder. ``json.loads`` reads the
+    text back to ``doc``."""
+    lines = ["{"]
+    last = len(doc) - 1
+    for n, (key, value) in enumerate(doc.items()):
+        head, comma = f"  {json.dumps(key)}: ", "," if n < last else ""
+        if isinstance(value, list) and value:
+            entries = [json.dumps(v) for v in value]
+            lines.append(head + "[")
+            lines.append(",\n".join("    " + e for e in entries))
+            lines.append("  ]" + comma)
+        elif isinstance(value, dict) and value:
+            entries = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()]
+            lines.append(head + "{")
+            lines.append(",\n".join("    " + e for e in entries))
+            lines.append("  }" + comma)
+        else:
+            lines.append(head + json.dumps(value) + comma)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 class InvalidManifestError(ValueError):
@@ -333,7 +363,8 @@ class Manifest:
         return doc
 
     def encode(self) -> bytes:
-        return (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
+        """The document as ``readable_json`` lays it out, UTF-8."""
+        return readable_json(self.to_json()).encode("utf-8")
 
     @classmethod
     def decode(cls, data: bytes) -> Manifest:

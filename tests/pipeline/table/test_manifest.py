@@ -20,6 +20,7 @@ from sluice.pipeline.table.manifest import (
     Subscription,
     UnsupportedManifestVersionError,
     merge_offsets,
+    readable_json,
     valid_run_id,
 )
 
@@ -211,3 +212,31 @@ def test_constructor_validates() -> None:
             offsets={"a": {0: 1}},
             files=(),
         )
+
+
+def test_the_manifest_is_laid_out_a_key_and_an_entry_a_line() -> None:
+    text = sample().encode().decode()
+    lines = text.splitlines()
+    assert text.endswith("}\n") and lines[0] == "{" and lines[1] == '  "version": 1,'
+    assert '  "ranges": [' in lines and "  ]," in lines
+    assert (
+        '    {"topic": "clicks", "partition": 0, "start": 10, "end": 20, "rows": 10, '
+        '"bytes": 1234},' in lines
+    )
+    assert '    "clicks": {"0": 20, "1": 7},' in lines and '    "views": {"1": 9}' in lines
+    assert json.loads(text) == sample().to_json()
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"a": [], "b": {}, "c": None, "d": "x\ny \u00e9\u2028", "e": 1.5},
+        {"a": [1, [2, {"x": []}], {"y": {"z": [None]}}], "b": {"k": [1], "k2": {"n": {}}}},
+        {"only": [{"one": 1}]},
+    ],
+)
+def test_readable_json_reads_back_as_the_document(doc: dict[str, Any]) -> None:
+    text = readable_json(doc)
+    assert json.loads(text) == doc and text.endswith("\n")
+    assert json.loads(text.replace("\n", "")) == doc  # the lines are JSON, not just their sum
