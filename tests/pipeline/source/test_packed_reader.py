@@ -10,7 +10,7 @@ import pytest
 
 from sluice.pipeline.source.packed_reader import read_splits
 from sluice.pipeline.source.ranges import OffsetRange
-from sluice.pipeline.source.split_reader import SplitResult, consumer_config
+from sluice.pipeline.source.split_reader import SplitResult, consumer_config, read_split
 from sluice.testing.broker import create_topic
 from tests.pipeline.broker_fixture import produce, simple_records
 
@@ -41,3 +41,33 @@ def test_many_splits_at_once_each_record_in_its_split(kafka_broker: Any, topic_n
         assert seen[index] == list(range(split.start, split.end)), split
         assert results[index].rows == split.count
     assert len(produced) == 270
+
+
+def test_small_splits_of_a_topic_are_built_together_with_each_split_s_figures(
+    kafka_broker: Any, topic_name: str
+) -> None:
+    """Tails of several splits of one topic come out of one batch (a slice each): the same
+    rows, columns and bytes as ``read_split`` gives each split alone — null keys and headers
+    on some records included."""
+    topics = [f"{topic_name}_{i}" for i in range(2)]
+    for topic in topics:
+        create_topic(kafka_broker.bootstrap, topic, 4)
+        records = simple_records(topic, 4, 80)
+        for i, record in enumerate(records):
+            if i % 3 == 0:
+                record["key"] = None
+            if i % 5 == 0:
+                record["headers"] = [("h", f"v{i}".encode()), ("empty", None)]
+        produce(kafka_broker.bootstrap, records)
+    splits = [OffsetRange(t, p, 2, 19) for t in topics for p in range(4)]
+    config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
+    results = [SplitResult(s) for s in splits]
+    packed: dict[int, list[Any]] = {}
+    for index, batch in read_splits(splits, config, results, batch_rows=10, poll_timeout_s=30):
+        packed.setdefault(index, []).append(batch)
+    for index, split in enumerate(splits):
+        alone = SplitResult(split)
+        batches = list(read_split(split, config, batch_rows=10, poll_timeout_s=30, result=alone))
+        assert [b.to_pylist() for b in packed[index]] == [b.to_pylist() for b in batches], split
+        assert (results[index].rows, results[index].bytes) == (alone.rows, alone.bytes), split
+        assert alone.rows == 17 and alone.bytes > 0
