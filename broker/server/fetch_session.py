@@ -225,9 +225,14 @@ class FetchSessionCache:
             return FetchContext(ContextKind.ERROR, error=Errors.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != epoch:
             return FetchContext(ContextKind.ERROR, error=Errors.INVALID_FETCH_SESSION_EPOCH)
-        before = set(session.partitions)
+        # Only the partitions the request names can join or leave the session: the index is
+        # updated for those alone, not rebuilt from the whole session (a follower's session
+        # holds every partition it follows; its fetches name a few).
+        touched = {cp.tp for cp in requested}
+        touched.update(forgotten)
+        before = {tp for tp in touched if tp in session.partitions}
         named = session.update(requested, forgotten)
-        self._reindex(session, before)
+        self._reindex(session, before, touched)
         if not session.partitions:
             self.remove(session.id)  # Kafka: an emptied session ends; answered sessionless
             return FetchContext(ContextKind.SESSIONLESS, named=named)
@@ -289,8 +294,18 @@ class FetchSessionCache:
             session.dirty.add(tp)
             session.wake.set()
 
-    def _reindex(self, session: FetchSession, before: set[TopicPartition]) -> None:
-        now = set(session.partitions)
+    def _reindex(
+        self,
+        session: FetchSession,
+        before: set[TopicPartition],
+        touched: set[TopicPartition] | None = None,
+    ) -> None:
+        """Bring ``_holders`` in line with ``session``'s partitions, which were ``before``
+        among ``touched`` (None: among all of them)."""
+        if touched is None:
+            now = set(session.partitions)
+        else:
+            now = {tp for tp in touched if tp in session.partitions}
         for tp in before - now:
             self._unhold(tp, session)
         for tp in now - before:

@@ -50,7 +50,6 @@ from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import code_for
 from sluice.broker.server.responses import respond
-from sluice.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +94,11 @@ async def _append(
     if result.error != Errors.NONE or info is None:
         return PartitionResult(partition, result.error, error_message=result.message)
     if not info.duplicate:
+        # (The replica manager woke the partition's fetches as it appended, and again as the
+        # high watermark moved: a notification here, after an acks=all wait, only marked every
+        # partition of the request changed once more in the followers' fetch sessions, which
+        # then read them all again to find nothing new.)
         ctx.metrics.record_append(topic, info.size, info.record_count)
-        ctx.purgatory.notify(TopicPartition(topic, partition))
     if leading is not None and leading.log.needs_flush():
         to_flush.setdefault(leading.log, []).append(slot)
     return PartitionResult(
