@@ -21,6 +21,7 @@ import pytest
 
 from sluice.pipeline.load import split_writer
 from sluice.pipeline.load.split_writer import (
+    PARTITION_ROWS_KEY,
     TEMPORARY_SUFFIX,
     SplitWriter,
     file_name,
@@ -148,3 +149,27 @@ def test_a_packed_task_writes_one_file_per_topic_and_date(
     ).fetchall()
     assert rows == [(0, 20), (1, 20), (2, 20), (3, 20)]
     assert rows_by_partition(outcomes)[("b", 3)] == 20
+
+
+def test_a_packed_task_s_splits_name_only_the_files_their_rows_went_to(
+    fake_reader: dict[OffsetRange, list[int]], tmp_path: Path
+) -> None:
+    """Batches of one topic are routed together when they share a date, one by one when they
+    do not: a split whose rows are all of one date names that date's file only."""
+    splits = [OffsetRange("a", 0, 0, 20), OffsetRange("a", 1, 0, 20), OffsetRange("a", 2, 0, 9)]
+    fake_reader[splits[0]] = [5 * DAY_US] * 20
+    fake_reader[splits[1]] = [5 * DAY_US] * 10 + [6 * DAY_US] * 10
+    fake_reader[splits[2]] = [6 * DAY_US] * 9
+    writer = SplitWriter(f"file://{tmp_path}", {})
+
+    outcomes = list(writer([splits]))
+
+    day5 = "topic=a/date=1970-01-06/part-a-0-0-20.parquet"
+    day6 = "topic=a/date=1970-01-07/part-a-0-0-20.parquet"
+    assert [[p for p, _, _ in o.files] for o in outcomes] == [[day5], [day5, day6], [day6]]
+    assert [[rows for _, _, rows in o.files] for o in outcomes] == [[30], [30, 19], [19]]
+    footers = {
+        p: pq.ParquetFile(tmp_path / p).metadata.metadata[PARTITION_ROWS_KEY.encode()]
+        for p in (day5, day6)
+    }
+    assert footers == {day5: b'{"0":20,"1":10}', day6: b'{"1":10,"2":9}'}
