@@ -18,9 +18,10 @@ Arrow's cost is per batch (a dozen array and compute calls, ~0.4 ms), not per ro
 a batch per small split cost a 400-split task of 100-row splits about a quarter of its time.
 So a split's batches of ``batch_rows`` are built alone, as in the split reader, but the tails
 of the finished splits of one topic wait until no split of that topic is open in the round
-(or they reach ``batch_rows`` together) and are built as **one** batch, its ``partition``
-column per row, then cut back into one zero-copy slice per split; each split's rows and bytes
-are its slice's.
+(or they reach ``batch_rows`` together); the tails so ready after one ``consume()`` are built
+as **one** batch (about ``batch_rows`` rows at most, a topic's tails never cut), its
+``topic`` and ``partition`` columns per row, then cut back into one zero-copy slice per split,
+a topic's slices one after another; each split's rows and bytes are its slice's.
 
 Yields ``(index of the split in splits, RecordBatch)``, each batch holding records of that
 split only; each split's batches come in offset order and its ``SplitResult``
@@ -130,12 +131,14 @@ def _round(
                      for i in active])  # fmt: skip
     open_ = set(active)
     # Per topic: its splits still open in this round, and the finished ones whose last rows
-    # (fewer than batch_rows) wait to be built together (module doc).
+    # (fewer than batch_rows) wait until their topic has no open split (module doc); then
+    # they are ready, and everything ready after one consume() is built together.
     open_in: dict[str, int] = {}
     for i in active:
         open_in[splits[i].topic] = open_in.get(splits[i].topic, 0) + 1
     tails: dict[str, list[int]] = {}
     tail_rows: dict[str, int] = {}
+    ready: list[list[int]] = []
 
     def emit(i: int) -> Iterator[tuple[int, pa.RecordBatch]]:
         builder, topic = builders[i], splits[i].topic
@@ -152,13 +155,23 @@ def _round(
             tails.setdefault(topic, []).append(i)
             tail_rows[topic] = tail_rows.get(topic, 0) + len(builder)
         if tails.get(topic) and (not open_in[topic] or tail_rows[topic] >= batch_rows):
-            waiting = tails.pop(topic)
+            ready.append(tails.pop(topic))
             del tail_rows[topic]
-            for j, batch, size in _build_together(builders, splits, waiting, include_headers):
-                results[j].rows += batch.num_rows
-                results[j].bytes += size
-                results[j].seconds = time.monotonic() - began
-                yield j, batch
+
+    def emit_ready() -> Iterator[tuple[int, pa.RecordBatch]]:
+        # Whole topics' tails, in batches of about batch_rows rows (one topic's may be more).
+        chunk: list[int] = []
+        for n, group in enumerate(ready):
+            chunk += group
+            rows = sum(len(builders[j]) for j in chunk)
+            if rows >= batch_rows or n == len(ready) - 1:
+                for j, batch, size in _build_together(builders, splits, chunk, include_headers):
+                    results[j].rows += batch.num_rows
+                    results[j].bytes += size
+                    results[j].seconds = time.monotonic() - began
+                    yield j, batch
+                chunk = []
+        ready.clear()
 
     last_progress = time.monotonic()
     while open_:
@@ -198,6 +211,7 @@ def _round(
             touched.add(i)
         for i in sorted(touched):
             yield from emit(i)
+        yield from emit_ready()
     for i in active:
         results[i].seconds = time.monotonic() - began
 
@@ -208,8 +222,9 @@ def _build_together(
     indices: Sequence[int],
     include_headers: bool,
 ) -> Iterator[tuple[int, pa.RecordBatch, int]]:
-    """The waiting messages of ``indices`` (finished splits of one topic, one partition each)
-    built as one batch, then one ``(index, slice, key + value + header bytes)`` per split."""
+    """The waiting messages of ``indices`` (finished splits, one topic-partition each in this
+    round) built as one batch, its ``topic`` and ``partition`` columns per row, then one
+    ``(index, slice, key + value + header bytes)`` per split."""
     if len(indices) == 1:
         [i] = indices
         batch, size = builders[i].build(len(builders[i]))
@@ -221,13 +236,18 @@ def _build_together(
     for i in indices:
         builders[i].messages = []
     batch, _ = together.build(len(messages))
-    at = batch.schema.get_field_index("partition")
-    partitions = itertools.chain.from_iterable(
-        itertools.repeat(splits[i].partition, n) for i, n in zip(indices, counts, strict=True)
+    # Row r is of split indices[k]: each split's topic and partition taken by k.
+    which = pa.array(
+        itertools.chain.from_iterable(itertools.repeat(k, n) for k, n in enumerate(counts)),
+        pa.int32(),
+        size=batch.num_rows,
     )
-    batch = batch.set_column(
-        at, batch.schema.field(at), pa.array(partitions, pa.int32(), size=batch.num_rows)
-    )
+    for name, values in (
+        ("topic", pa.array([splits[i].topic for i in indices], pa.string())),
+        ("partition", pa.array([splits[i].partition for i in indices], pa.int32())),
+    ):
+        at = batch.schema.get_field_index(name)
+        batch = batch.set_column(at, batch.schema.field(at), pc.take(values, which))
     # Key + value (+ header) bytes as the split reader counts them (nulls 0), per slice.
     lengths = pc.add(
         pc.fill_null(pc.binary_length(batch.column("key")), 0),

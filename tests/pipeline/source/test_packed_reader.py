@@ -43,12 +43,13 @@ def test_many_splits_at_once_each_record_in_its_split(kafka_broker: Any, topic_n
     assert len(produced) == 270
 
 
-def test_small_splits_of_a_topic_are_built_together_with_each_split_s_figures(
-    kafka_broker: Any, topic_name: str
+@pytest.mark.parametrize("batch_rows", [10, 1000])
+def test_small_splits_are_built_together_with_each_split_s_figures(
+    kafka_broker: Any, topic_name: str, batch_rows: int
 ) -> None:
-    """Tails of several splits of one topic come out of one batch (a slice each): the same
-    rows, columns and bytes as ``read_split`` gives each split alone — null keys and headers
-    on some records included."""
+    """Tails of several splits (of one topic with 10 rows a batch; of both topics with 1000)
+    come out of one batch (a slice each): the same rows, columns and bytes as ``read_split``
+    gives each split alone — null keys and headers on some records included."""
     topics = [f"{topic_name}_{i}" for i in range(2)]
     for topic in topics:
         create_topic(kafka_broker.bootstrap, topic, 4)
@@ -63,11 +64,15 @@ def test_small_splits_of_a_topic_are_built_together_with_each_split_s_figures(
     config = consumer_config({"kafka.bootstrap.servers": kafka_broker.bootstrap})
     results = [SplitResult(s) for s in splits]
     packed: dict[int, list[Any]] = {}
-    for index, batch in read_splits(splits, config, results, batch_rows=10, poll_timeout_s=30):
+    for index, batch in read_splits(
+        splits, config, results, batch_rows=batch_rows, poll_timeout_s=30
+    ):
         packed.setdefault(index, []).append(batch)
     for index, split in enumerate(splits):
         alone = SplitResult(split)
-        batches = list(read_split(split, config, batch_rows=10, poll_timeout_s=30, result=alone))
+        batches = list(
+            read_split(split, config, batch_rows=batch_rows, poll_timeout_s=30, result=alone)
+        )
         assert [b.to_pylist() for b in packed[index]] == [b.to_pylist() for b in batches], split
         assert (results[index].rows, results[index].bytes) == (alone.rows, alone.bytes), split
         assert alone.rows == 17 and alone.bytes > 0
