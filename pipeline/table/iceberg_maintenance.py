@@ -3,10 +3,10 @@
 * ``describe`` — the schema, the partition spec and every snapshot of the current ancestry with
   its operation, ``sluice.offsets``, run id, and the table's rows, files and bytes after it.
 * ``compact`` — per partition, the data files smaller than ``target_bytes`` are read and
-  rewritten into as few files as the target allows, all of them in **one snapshot** (Iceberg's
-  ``replace``; pyiceberg 0.12 can only write it as ``overwrite``, so it is marked
-  ``sluice.compaction=true``) that deletes the small files and adds the new ones, carrying
-  the newest
+  rewritten into as few files as the target allows, all of them in **one snapshot** of
+  Iceberg's operation ``replace`` (pyiceberg 0.12 has no rewrite API: ``_ReplaceFiles``; also
+  marked ``sluice.compaction=true``) that deletes the small files and adds the new ones,
+  carrying the newest
   ``sluice.offsets`` and ``sluice.run-id`` on (a replace changes no row, so the resume position
   is the same). It is conditional on the snapshot it planned from, exactly as a load's commit
   (``sluice.pipeline.table.iceberg_commit``): a load that commits meanwhile wins, the
@@ -38,8 +38,9 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Operation, ancestors_of
+from pyiceberg.table.snapshots import Operation, Summary, ancestors_of
 from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.typedef import EMPTY_DICT
 
 from sluice.pipeline.table.iceberg_commit import (
     MAIN,
@@ -191,11 +192,8 @@ def _compact_once(
     if offsets:
         summary[OFFSETS_PROPERTY] = _newest_offsets_text(table)
     added = describe_data_files(table.io, table.metadata, [f.path for f in new_files])
-    # Iceberg's Java RewriteFiles writes operation "replace"; pyiceberg 0.12 refuses to
-    # summarise one (update_snapshot_summaries: "Operation not implemented"), so the snapshot
-    # is an "overwrite" that deletes and adds the same rows, marked sluice.compaction=true.
-    with _OverwriteFiles(
-        operation=Operation.OVERWRITE,
+    with _ReplaceFiles(
+        operation=Operation.OVERWRITE,  # its totals are summed as an overwrite's (_ReplaceFiles)
         transaction=txn,
         io=table.io,
         branch=MAIN,
@@ -210,6 +208,22 @@ def _compact_once(
     planned._swap(txn)  # noqa: SLF001 — the one conditional swap of iceberg_commit
     before = sum(len(files) for files in small.values())
     return CompactionResult(new_id, before, len(added), rows, 1, sorted(small))
+
+
+class _ReplaceFiles(_OverwriteFiles):
+    """pyiceberg's delete-and-add snapshot producer, committing Iceberg's ``replace``: what
+    Java's ``RewriteFiles`` writes, a snapshot that changes no row, which readers and
+    incremental scans skip. pyiceberg 0.12 has no rewrite API and its summary code refuses
+    ``replace`` (``update_snapshot_summaries``: "Operation not implemented"), though the
+    totals of a replace are summed exactly as an overwrite's (previous totals, plus the added
+    files, minus the deleted ones). So the producer runs as an overwrite and only its summary's
+    operation is swapped, after the totals are computed; the manifests it writes (the deleted
+    entries, the added ones, the untouched manifests kept) are an overwrite's, which are a
+    replace's."""
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        summary = super()._summary(snapshot_properties)
+        return Summary(Operation.REPLACE, **summary.additional_properties)
 
 
 def _newest_offsets_text(table: Table) -> str:

@@ -338,7 +338,7 @@ def test_ten_loads_then_compact_leaves_one_file_per_day_and_describe_lists_the_o
     assert [(s["run_id"], offsets_from_json(s["offsets"])) for s in described] == [
         (run_id, {topic_name: offsets}) for run_id, offsets in expected
     ]
-    assert [s["operation"] for s in described] == ["overwrite"] + ["append"] * 10
+    assert [s["operation"] for s in described] == ["replace"] + ["append"] * 10
     assert [s["rows"] for s in described] == [10_000] + [1_000 * n for n in range(10, 0, -1)]
     assert table_main(["table", "describe", "--config", str(config), "--topic", topic_name]) == 0
     text = capsys.readouterr().out

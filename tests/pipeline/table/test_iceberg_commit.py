@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyiceberg.catalog import Catalog
+from pyiceberg.table.snapshots import Operation
 
 from sluice.pipeline.table.iceberg_catalog import IcebergConfig
 from sluice.pipeline.table.iceberg_commit import (
@@ -256,6 +257,11 @@ def test_compact_keeps_rows_and_offsets_with_fewer_files(warehouse: str) -> None
     assert snapshot is not None and snapshot.summary is not None
     assert snapshot.summary[OFFSETS_PROPERTY] == '{"page_views":{"0":600}}'
     assert snapshot_offsets(table)[1] == offsets_before
+    # Iceberg's replace (no row changed), its totals those of the table after it.
+    assert snapshot.summary.operation == Operation.REPLACE
+    assert snapshot.summary["total-records"] == "600"
+    assert snapshot.summary["total-data-files"] == str(files_after)
+    assert snapshot.summary["deleted-data-files"] == str(files_before)
 
 
 def test_a_load_committing_during_compaction_loses_nothing(warehouse: str) -> None:
@@ -273,9 +279,17 @@ def test_a_load_committing_during_compaction_loses_nothing(warehouse: str) -> No
     compact(catalog, TABLE)  # commits first: the load planned before it now conflicts
     with pytest.raises(IcebergCommitConflictError):
         planned.commit(staged, {"page_views": {0: 40}}, "late-load")
+    compacted = catalog.load_table(TABLE).current_snapshot()
+    assert compacted is not None and compacted.summary is not None
+    assert compacted.summary.operation == Operation.REPLACE
     load(catalog, rows, {"page_views": {0: 40}}, "late-load-rerun")
-    read = catalog.load_table(TABLE).scan().to_arrow()
+    table = catalog.load_table(TABLE)
+    read = table.scan().to_arrow()
     assert sorted(read["offset"].to_pylist()) == list(range(40))
+    after = table.current_snapshot()
+    assert after is not None and after.summary is not None
+    assert after.parent_snapshot_id == compacted.snapshot_id  # the append after a replace
+    assert (after.summary.operation, after.summary["total-records"]) == (Operation.APPEND, "40")
 
 
 def test_read_back_with_pyiceberg_to_arrow_and_duckdb(warehouse: str) -> None:
