@@ -1,7 +1,10 @@
 """Iceberg-ready Parquet data files: written by executors, described by the driver.
 
-``IcebergFileWriter`` (picklable: it holds the table's schema and spec as JSON) turns a load's
-Arrow rows into Parquet data files a catalog commit can add as they are:
+``IcebergFileWriter`` (picklable: built by the driver's ``for_table``, it holds the table's
+schema and spec as JSON and as what an executor computes with: the Arrow schema with the field
+ids, the partition columns and transforms) turns a load's Arrow rows into Parquet data files a
+catalog commit can add as they are; ``TopicWriters`` is one topic's pair of them, what a load
+ships to its tasks:
 
 * the columns are the table's, in its order, each carrying its Iceberg field id
   (``PARQUET:field_id``, pyiceberg's ``schema_to_pyarrow``), so readers resolve columns by id
@@ -10,7 +13,8 @@ Arrow rows into Parquet data files a catalog commit can add as they are:
 * **one file per partition value**: the rows are grouped by the table's partition spec
   (``day(timestamp)`` → one file per UTC day), computed here with Arrow compute for
   ``identity``, ``year``, ``month``, ``day``, ``hour`` and value by value for ``bucket`` and
-  ``truncate``; the path is ``<location>/data/<spec path>/<prefix>-<n>.parquet``
+  ``truncate``; a batch of one partition value (the common case) is found by its bounds,
+  without a ``group_by``; the path is ``<location>/data/<spec path>/<prefix>-<n>.parquet``
   (``event_time_day=2024-01-02``), Iceberg's default layout;
 * Parquet statistics on every column but the raw ``value`` (``NO_STATISTICS``), from which the
   driver's ``describe_data_files`` takes the Iceberg column metrics (value, null counts,
@@ -30,30 +34,41 @@ for one thread.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import posixpath
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote_plus, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import PyArrowFileIO, parquet_file_to_data_file, schema_to_pyarrow
-from pyiceberg.manifest import DataFile
-from pyiceberg.partitioning import PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.transforms import (
-    DayTransform,
-    HourTransform,
-    IdentityTransform,
-    MonthTransform,
-    YearTransform,
-)
-from pyiceberg.typedef import Record
 
-__all__ = ["IcebergFileAppender", "IcebergFileWriter", "WrittenFile", "describe_data_files"]
+# pyiceberg is not imported here at module level: this module is what an executor's Python
+# worker imports to write (it unpickles ``TopicWriters``), and pyiceberg with pydantic costs
+# about 0.4 s of CPU per worker (half a second of a one-million-row load on two cores, the
+# whole of the Iceberg load's lag behind the Parquet layout's when the workers are fresh).
+# The driver computes what the writer needs (``for_table``: the Arrow schema with the field
+# ids, the partition columns and transforms); an executor imports pyiceberg only for what
+# it does not do itself: the value-by-value transforms (``identity``, ``bucket``,
+# ``truncate``: their partition paths are pyiceberg's) and a FileIO for object stores.
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = [
+    "IcebergFileAppender",
+    "IcebergFileWriter",
+    "TopicWriters",
+    "WrittenFile",
+    "describe_data_files",
+]
 
 CODEC_PROPERTY = "write.parquet.compression-codec"
 """The table property naming its data files' codec, as Iceberg's writers read it."""
@@ -71,8 +86,14 @@ NO_STATISTICS = ("value",)
 """Columns without Parquet statistics: the raw value's bounds help no reader (Iceberg's
 column metrics then hold its counts, not bounds)."""
 
+TIME_TRANSFORMS = ("year", "month", "day", "hour")
+"""The transforms an executor computes and names paths for itself, with Arrow compute
+(Iceberg's integer forms: years, months, days, hours since 1970)."""
+
 _MICROS_PER_DAY = 86_400_000_000
 _MICROS_PER_HOUR = 3_600_000_000
+_EPOCH = dt.datetime(1970, 1, 1)
+_BUFFER_BYTES = 1 << 20  # the output stream's buffer, as pyiceberg's PyArrowFile opens it
 
 
 @dataclass(frozen=True)
@@ -85,13 +106,30 @@ class WrittenFile:
 
 
 @dataclass(frozen=True)
+class PartitionColumn:
+    """One field of the table's partition spec, as an executor computes it: the source
+    column's name, the transform as Iceberg spells it (``day``, ``bucket[16]``) and the
+    partition field's name (the path's ``<name>=<value>``)."""
+
+    source: str
+    transform: str
+    name: str
+
+
+@dataclass(frozen=True)
 class IcebergFileWriter:
-    """Writes rows as the table's data files (module doc). ``schema_json`` / ``spec_json`` are
-    the table's current schema and spec as pyiceberg JSON; ``location`` its root URI."""
+    """Writes rows as the table's data files (module doc). Built by ``for_table`` on the
+    driver: ``schema_json`` / ``spec_json`` are the table's current schema and spec as
+    pyiceberg JSON, ``arrow_schema`` the schema as Arrow's (IPC bytes, the field ids in each
+    field's metadata), ``partition`` the spec's fields, ``location`` the table's root URI.
+    Picklable; an executor needs no pyiceberg for a local table partitioned by time
+    (``TIME_TRANSFORMS``) or not at all."""
 
     schema_json: str
     spec_json: str
     location: str
+    arrow_schema: bytes
+    partition: tuple[PartitionColumn, ...] = ()
     filesystem_properties: tuple[tuple[str, str], ...] = ()
     compression: str = DEFAULT_CODEC
 
@@ -106,18 +144,27 @@ class IcebergFileWriter:
     ) -> IcebergFileWriter:
         """The writer of a table: its schema, spec and location, the S3 settings of its
         FileIO ``properties``, the codec its ``table_properties`` name (``CODEC_PROPERTY``)."""
+        from pyiceberg.io.pyarrow import schema_to_pyarrow  # the driver's: it has pyiceberg
+
         codec = (table_properties or {}).get(CODEC_PROPERTY, DEFAULT_CODEC).lower()
+        arrow = schema_to_pyarrow(schema, include_field_ids=True)
+        partition = tuple(
+            PartitionColumn(schema.find_field(f.source_id).name, str(f.transform), f.name)
+            for f in spec.fields
+        )
         return cls(
             schema.model_dump_json(),
             spec.model_dump_json(),
             location.rstrip("/"),
+            arrow.serialize().to_pybytes(),
+            partition,
             tuple(sorted((k, v) for k, v in properties.items() if k.startswith("s3."))),
             "none" if codec == "uncompressed" else codec,
         )
 
     def write(self, rows: pa.Table, prefix: str) -> list[WrittenFile]:
         """Write ``rows`` (the load's columns) as one file per partition value, named
-        ``<prefix>-<n>-<random>.parquet``; returns the files. No rows, no file."""
+        ``<prefix>-<random>-<n>.parquet``; returns the files. No rows, no file."""
         appender = self.open(prefix)
         try:
             appender.add(rows)
@@ -132,6 +179,16 @@ class IcebergFileWriter:
         return IcebergFileAppender(self, prefix, row_group_rows)
 
 
+@dataclass(frozen=True)
+class TopicWriters:
+    """What an executor needs to write one topic's rows: its data table's writer and, for a
+    typed load, its error table's (``IcebergRun.writers``). Picklable, and defined here so
+    that unpickling it imports no catalog."""
+
+    data: IcebergFileWriter
+    errors: IcebergFileWriter | None = None
+
+
 class IcebergFileAppender:
     """The open data files of one writer call: one ``ParquetWriter`` per partition value, each
     fed a row group at a time — batches are held per file until ``row_group_rows`` rows (a
@@ -140,10 +197,9 @@ class IcebergFileAppender:
     writer three times as slow as the Parquet layout's). For one thread (one task)."""
 
     def __init__(self, writer: IcebergFileWriter, prefix: str, row_group_rows: int) -> None:
-        self._schema = Schema.model_validate_json(writer.schema_json)
-        self._spec = PartitionSpec.model_validate_json(writer.spec_json)
-        self._arrow = schema_to_pyarrow(self._schema, include_field_ids=True)
-        self._io = _file_io(dict(writer.filesystem_properties))
+        self._arrow = pa.ipc.read_schema(pa.py_buffer(writer.arrow_schema))
+        self._partitioner = _partitioner(writer)
+        self._storage = _Storage(writer.location, dict(writer.filesystem_properties))
         self._location = writer.location
         self._prefix = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self._row_group_rows = row_group_rows
@@ -155,17 +211,17 @@ class IcebergFileAppender:
         if rows.num_rows == 0:
             return
         table = _conform(pa.table(rows) if isinstance(rows, pa.RecordBatch) else rows, self._arrow)
-        for key, record, part in _partitions(table, self._schema, self._spec):
+        for key, part in self._partitioner.groups(table):
             target = self._open.get(key)
             if target is None:
-                target = self._open[key] = self._new_file(record)
+                target = self._open[key] = self._new_file(key)
             target.add(part, self._row_group_rows)
 
-    def _new_file(self, record: Record) -> _OpenFile:
-        relative = self._spec.partition_to_path(record, self._schema) if self._spec.fields else ""
+    def _new_file(self, key: tuple[object, ...]) -> _OpenFile:
+        relative = self._partitioner.path(key)
         directory = f"{self._location}/data" + (f"/{relative}" if relative else "")
         path = f"{directory}/{self._prefix}-{len(self._open):05d}.parquet"
-        stream = self._io.new_output(path).create(overwrite=True)
+        stream = self._storage.create(path)
         names = self._arrow.names
         writer = pq.ParquetWriter(
             stream,
@@ -183,9 +239,7 @@ class IcebergFileAppender:
             target.flush()
             target.writer.close()
             target.stream.close()
-            written.append(
-                WrittenFile(target.path, len(self._io.new_input(target.path)), target.rows)
-            )
+            written.append(WrittenFile(target.path, self._storage.size(target.path), target.rows))
         self._open.clear()
         return written
 
@@ -196,7 +250,7 @@ class IcebergFileAppender:
                 target.writer.close()
                 target.stream.close()
             with contextlib.suppress(OSError):
-                self._io.delete(target.path)
+                self._storage.delete(target.path)
         self._open.clear()
 
 
@@ -226,15 +280,65 @@ class _OpenFile:
         self.pending, self.pending_rows = [], 0
 
 
+class _Storage:
+    """Where a writer's files go: a ``file://`` table through pyarrow's local filesystem
+    directly (as pyiceberg's ``PyArrowFileIO`` opens it: parent directories created, a 1 MiB
+    buffered stream), any other through pyiceberg's ``PyArrowFileIO`` (an object store's
+    endpoint and keys are its properties)."""
+
+    def __init__(self, location: str, properties: dict[str, str]) -> None:
+        self._local: pafs.LocalFileSystem | None = None
+        self._io: FileIO | None = None
+        if urlparse(location).scheme in ("", "file"):
+            self._local = pafs.LocalFileSystem()
+        else:
+            self._io = _file_io(properties)
+
+    def create(self, uri: str) -> Any:
+        if self._local is None:
+            assert self._io is not None
+            return self._io.new_output(uri).create(overwrite=True)
+        path = _local_path(uri)
+        self._local.create_dir(posixpath.dirname(path), recursive=True)
+        return self._local.open_output_stream(path, buffer_size=_BUFFER_BYTES)
+
+    def size(self, uri: str) -> int:
+        if self._local is None:
+            assert self._io is not None
+            return len(self._io.new_input(uri))
+        return int(self._local.get_file_info(_local_path(uri)).size)
+
+    def delete(self, uri: str) -> None:
+        if self._local is None:
+            assert self._io is not None
+            self._io.delete(uri)
+        else:
+            self._local.delete_file(_local_path(uri))
+
+
+def _local_path(uri: str) -> str:
+    """The path of a local URI as pyiceberg's ``PyArrowFileIO.parse_location`` takes it
+    (``file:///a/b`` → ``/a/b``; no scheme: the path made absolute)."""
+    parsed = urlparse(uri)
+    if not parsed.scheme:
+        return posixpath.abspath(uri)
+    return f"{parsed.netloc}{parsed.path}"
+
+
 def describe_data_files(
     io: FileIO, metadata: TableMetadata, paths: Sequence[str]
 ) -> list[DataFile]:
     """The Iceberg ``DataFile`` entries of ``paths``, from their Parquet footers (record
-    counts, column metrics, the partition value — checked to be one per file — and size)."""
+    counts, column metrics, the partition value — checked to be one per file — and size).
+    The driver's: it has pyiceberg."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
     return [parquet_file_to_data_file(io, metadata, path) for path in paths]
 
 
 def _file_io(properties: dict[str, str]) -> FileIO:
+    from pyiceberg.io.pyarrow import PyArrowFileIO  # object stores only (module comment)
+
     return PyArrowFileIO(properties)
 
 
@@ -252,52 +356,122 @@ def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def _partitions(
-    table: pa.Table, schema: Schema, spec: PartitionSpec
-) -> list[tuple[tuple[object, ...], Record, pa.Table]]:
-    """``table``'s rows grouped by their partition value (as a tuple, and as a ``Record``)."""
-    if not spec.fields:
-        return [((), Record(), table)]
-    keys = {}
-    for i, spec_field in enumerate(spec.fields):
-        source = schema.find_field(spec_field.source_id)
-        keys[f"_p{i}"] = _transformed(
-            table.column(source.name), spec_field.transform, source.field_type
-        )
-    key_table = pa.table(keys)
-    unique = key_table.group_by(list(keys), use_threads=False).aggregate([]).to_pylist()
-    if len(unique) == 1:  # the common case (a batch of one day): no mask, no copy
-        values = tuple(unique[0].values())
-        return [(values, Record(*values), table)]
-    groups = []
-    for row in unique:
-        mask = None
-        for name, value in row.items():
-            column = key_table.column(name)
-            test = pc.is_null(column) if value is None else pc.equal(column, value)
-            test = pc.fill_null(test, False)
-            mask = test if mask is None else pc.and_(mask, test)
-        values = tuple(row.values())
-        groups.append((values, Record(*values), table.filter(mask)))
-    return groups
+@dataclass(frozen=True)
+class _Partitioner:
+    """A table's rows grouped by partition value: ``keys`` gives the partition values of a
+    table's rows (one array per spec field), ``path`` the directory of one value (a tuple of
+    Python values), as pyiceberg's ``PartitionSpec.partition_to_path`` names it."""
+
+    keys: Callable[[pa.Table], list[pa.Array | pa.ChunkedArray]]
+    path: Callable[[tuple[object, ...]], str]
+
+    def groups(self, table: pa.Table) -> list[tuple[tuple[object, ...], pa.Table]]:
+        """``table``'s rows grouped by their partition value."""
+        keys = self.keys(table)
+        if not keys:
+            return [((), table)]
+        if all(pa.types.is_integer(k.type) and k.null_count == 0 for k in keys):
+            # The common case (a batch of one day): one value, seen without a group_by.
+            bounds = [pc.min_max(k) for k in keys]
+            if all(b["min"] == b["max"] for b in bounds):
+                return [(tuple(b["min"].as_py() for b in bounds), table)]
+        names = [f"_p{i}" for i in range(len(keys))]
+        key_table = pa.table(dict(zip(names, keys, strict=True)))
+        unique = key_table.group_by(names, use_threads=False).aggregate([]).to_pylist()
+        groups = []
+        for row in unique:
+            mask = None
+            for name, value in row.items():
+                column = key_table.column(name)
+                test = pc.is_null(column) if value is None else pc.equal(column, value)
+                test = pc.fill_null(test, False)
+                mask = test if mask is None else pc.and_(mask, test)
+            groups.append((tuple(row.values()), table.filter(mask)))
+        return groups
 
 
-def _transformed(column: pa.ChunkedArray, transform: object, source_type: object) -> pa.Array:
-    """The partition values of ``column`` under ``transform`` (Iceberg's integer forms:
-    days, hours, months and years since 1970)."""
-    if isinstance(transform, IdentityTransform):
-        return column
-    if isinstance(transform, (DayTransform, HourTransform)):
+def _partitioner(writer: IcebergFileWriter) -> _Partitioner:
+    """The writer's partitioning: by Arrow compute alone when every field is a time transform
+    (or there is none), else through pyiceberg's transforms."""
+    columns = writer.partition
+    if all(c.transform in TIME_TRANSFORMS for c in columns):
+
+        def keys(table: pa.Table) -> list[pa.Array | pa.ChunkedArray]:
+            return [_time_transformed(table.column(c.source), c.transform) for c in columns]
+
+        def path(values: tuple[object, ...]) -> str:
+            return "/".join(
+                f"{quote_plus(c.name, safe='')}={quote_plus(_human(c.transform, v), safe='')}"
+                for c, v in zip(columns, values, strict=True)
+            )
+
+        return _Partitioner(keys, path)
+    return _pyiceberg_partitioner(writer)
+
+
+def _pyiceberg_partitioner(writer: IcebergFileWriter) -> _Partitioner:
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.typedef import Record
+
+    schema = Schema.model_validate_json(writer.schema_json)
+    spec = PartitionSpec.model_validate_json(writer.spec_json)
+
+    def keys(table: pa.Table) -> list[pa.Array | pa.ChunkedArray]:
+        out = []
+        for spec_field in spec.fields:
+            source = schema.find_field(spec_field.source_id)
+            column = table.column(source.name)
+            name = str(spec_field.transform)
+            if name in TIME_TRANSFORMS:
+                out.append(_time_transformed(column, name))
+            elif name == "identity":
+                out.append(column)
+            else:
+                function = spec_field.transform.transform(source.field_type)
+                out.append(pa.array([function(v) for v in column.to_pylist()]))
+        return out
+
+    def path(values: tuple[object, ...]) -> str:
+        return spec.partition_to_path(Record(*values), schema)
+
+    return _Partitioner(keys, path)
+
+
+def _time_transformed(column: pa.ChunkedArray, transform: str) -> pa.Array | pa.ChunkedArray:
+    """The partition values of ``column`` under a time ``transform`` (Iceberg's integer
+    forms: days, hours, months and years since 1970)."""
+    if transform in ("day", "hour"):
         if pa.types.is_date(column.type):
             days = pc.cast(column, pa.int32())
-            return days if isinstance(transform, DayTransform) else pc.multiply(days, 24)
+            return days if transform == "day" else pc.multiply(days, 24)
         micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
-        unit = _MICROS_PER_DAY if isinstance(transform, DayTransform) else _MICROS_PER_HOUR
-        return pc.cast(pc.floor(pc.divide(pc.cast(micros, pa.float64()), float(unit))), pa.int32())
-    if isinstance(transform, (MonthTransform, YearTransform)):
-        years = pc.subtract(pc.year(column), 1970)
-        if isinstance(transform, YearTransform):
-            return pc.cast(years, pa.int32())
-        return pc.cast(pc.add(pc.multiply(years, 12), pc.subtract(pc.month(column), 1)), pa.int32())
-    function = transform.transform(source_type)  # type: ignore[attr-defined]
-    return pa.array([function(v) for v in column.to_pylist()])
+        unit = _MICROS_PER_DAY if transform == "day" else _MICROS_PER_HOUR
+        return pc.cast(_floor_divide(micros, unit), pa.int32())
+    years = pc.subtract(pc.year(column), 1970)
+    if transform == "year":
+        return pc.cast(years, pa.int32())
+    return pc.cast(pc.add(pc.multiply(years, 12), pc.subtract(pc.month(column), 1)), pa.int32())
+
+
+def _floor_divide(values: pa.ChunkedArray, unit: int) -> pa.ChunkedArray:
+    """``floor(values / unit)`` in integers: Arrow's integer division truncates toward zero,
+    so a negative value off a bound is one less (-1 µs is day -1). Exact for every
+    timestamp (a float64 quotient is not past 2^53 µs, about the year 2255)."""
+    quotient = pc.divide(values, unit)
+    inexact = pc.and_(pc.less(values, 0), pc.not_equal(pc.multiply(quotient, unit), values))
+    return pc.subtract(quotient, pc.cast(inexact, pa.int64()))
+
+
+def _human(transform: str, value: object) -> str:
+    """A time transform's value as pyiceberg's ``to_human_string`` writes it in a path
+    (``pyiceberg.utils.datetime.to_human_year`` and the others; ``null`` for no value)."""
+    if not isinstance(value, int):
+        return "null"
+    if transform == "year":
+        return f"{1970 + value:0=4d}"
+    if transform == "month":
+        return f"{1970 + value // 12:0=4d}-{1 + value % 12:0=2d}"
+    if transform == "day":
+        return (_EPOCH.date() + dt.timedelta(days=value)).isoformat()
+    return (_EPOCH + dt.timedelta(hours=value)).isoformat("-", "hours")

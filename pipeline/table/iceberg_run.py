@@ -49,19 +49,12 @@ from sluice.pipeline.table.iceberg_commit import (
     PlannedCommit,
     snapshot_offsets,
 )
-from sluice.pipeline.table.iceberg_data_file import IcebergFileWriter, WrittenFile
+
+# TopicWriters lives with the writer, so that an executor unpickling it imports no catalog.
+from sluice.pipeline.table.iceberg_data_file import IcebergFileWriter, TopicWriters, WrittenFile
 from sluice.pipeline.table.partition_spec import DEFAULT_PARTITION_BY, PartitionBy
 
 __all__ = ["IcebergRun", "TopicWriters"]
-
-
-@dataclass(frozen=True)
-class TopicWriters:
-    """What an executor needs to write one topic's rows: its data table's writer and, for a
-    typed load, its error table's. Picklable."""
-
-    data: IcebergFileWriter
-    errors: IcebergFileWriter | None = None
 
 
 @dataclass

@@ -1,0 +1,115 @@
+"""The executor's data file writer against pyiceberg itself: the time transforms it computes
+alone give pyiceberg's partition values and paths, and a task writing a day-partitioned local
+table imports no pyiceberg."""
+
+from __future__ import annotations
+
+import datetime as dt
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import parse_transform
+from pyiceberg.typedef import Record
+from pyiceberg.types import DateType, LongType, NestedField, TimestamptzType
+
+from sluice.pipeline.table.iceberg_data_file import (
+    TIME_TRANSFORMS,
+    IcebergFileWriter,
+    TopicWriters,
+    _partitioner,
+    _pyiceberg_partitioner,
+)
+
+# Instants around the epoch and far from it, on and off hour / day / month / year bounds.
+_INSTANTS = [
+    dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=dt.UTC),
+    dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+    dt.datetime(1900, 2, 28, 12, 30, tzinfo=dt.UTC),
+    dt.datetime(1969, 1, 1, 0, 0, 0, 1, tzinfo=dt.UTC),
+    dt.datetime(2024, 2, 29, 23, 0, tzinfo=dt.UTC),
+    dt.datetime(2024, 3, 1, tzinfo=dt.UTC),
+    dt.datetime(2026, 11, 28, 12, 7, 31, tzinfo=dt.UTC),
+    dt.datetime(9999, 12, 31, 23, 59, tzinfo=dt.UTC),
+]
+
+
+def _writer(tmp_path: Path, source_type: object, transform: str) -> IcebergFileWriter:
+    schema = Schema(
+        NestedField(1, "event_time", source_type, required=False),  # type: ignore[arg-type]
+        NestedField(2, "offset", LongType(), required=True),
+    )
+    spec = PartitionSpec(
+        PartitionField(1, 1000, parse_transform(transform), f"event_time_{transform}")
+    )
+    return IcebergFileWriter.for_table(schema, spec, (tmp_path / "t").as_uri(), {})
+
+
+@pytest.mark.parametrize(
+    ("source", "transform"),
+    [("timestamptz", t) for t in TIME_TRANSFORMS]
+    + [("date", t) for t in TIME_TRANSFORMS if t != "hour"],  # Iceberg has no hour of a date
+)
+def test_time_transforms_give_pyiceberg_s_values_and_paths(
+    tmp_path: Path, transform: str, source: str
+) -> None:
+    iceberg_type = TimestamptzType() if source == "timestamptz" else DateType()
+    arrow_type = pa.timestamp("us", tz="UTC") if source == "timestamptz" else pa.date32()
+    values = [v if source == "timestamptz" else v.date() for v in _INSTANTS] + [None]
+    writer = _writer(tmp_path, iceberg_type, transform)
+    table = pa.table({"event_time": pa.array(values, arrow_type), "offset": range(len(values))})
+    mine, theirs = _partitioner(writer), _pyiceberg_partitioner(writer)
+    function = parse_transform(transform).transform(iceberg_type)
+    for value in values:  # one row at a time: each row's value and path
+        row = table.filter(pa.array([v == value for v in values]))
+        [(key, _)] = mine.groups(row)
+        expected = function(pa.scalar(value, arrow_type).cast(pa.int64() if source ==
+                            "timestamptz" else pa.int32()).as_py())  # fmt: skip
+        assert key == (expected,), f"{transform} of {value}: expected {expected}, found {key}"
+        spec = PartitionSpec.model_validate_json(writer.spec_json)
+        schema = Schema.model_validate_json(writer.schema_json)
+        assert mine.path(key) == spec.partition_to_path(Record(*key), schema) == theirs.path(key)
+    # All rows at once: the same groups, with the same rows, as pyiceberg's transforms give.
+    assert [(k, t.to_pylist()) for k, t in mine.groups(table)] == [
+        (k, t.to_pylist()) for k, t in theirs.groups(table)
+    ]
+
+
+def test_a_day_partitioned_local_table_is_written_without_pyiceberg(tmp_path: Path) -> None:
+    """What a Spark task does: unpickle the topic's writers and write, in a fresh interpreter;
+    the files are the table's (field ids, one per day) and pyiceberg was never imported."""
+    writer = _writer(tmp_path, TimestamptzType(), "day")
+    shipped = tmp_path / "writers.pickle"
+    shipped.write_bytes(pickle.dumps(TopicWriters(writer)))
+    script = f"""
+import pickle, sys, datetime as dt
+import pyarrow as pa
+writers = pickle.loads(open({str(shipped)!r}, "rb").read())
+days = [dt.datetime(2024, 3, d, tzinfo=dt.UTC) for d in (1, 1, 2)]
+rows = pa.table({{"event_time": pa.array(days, pa.timestamp("us", tz="UTC")),
+                 "offset": pa.array([0, 1, 2], pa.int64())}})
+files = writers.data.write(rows, "task-0")
+print(sorted((f.path, f.rows) for f in files))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyiceberg", "pydantic"))
+print(loaded)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()  # fmt: skip
+    assert out[1] == "[]", f"expected no pyiceberg in the task, found {out[1]}"
+    files = eval(out[0])  # noqa: S307 — our own subprocess's repr of a list of tuples
+    assert [(Path(p).parent.name, rows) for p, rows in files] == [
+        ("event_time_day=2024-03-01", 2),
+        ("event_time_day=2024-03-02", 1),
+    ]
+    io = PyArrowFileIO()
+    for path, _ in files:  # the table's columns with their field ids; pyiceberg reads them
+        parquet = pq.read_schema(path.removeprefix("file://"))
+        assert [f.metadata[b"PARQUET:field_id"] for f in parquet] == [b"1", b"2"]
+        assert len(io.new_input(path)) == Path(path.removeprefix("file://")).stat().st_size
