@@ -27,6 +27,14 @@ fetches move the high watermark, as in Kafka.
 its epoch as it takes over, and the first produce of the epoch waits for that write, so the
 append itself finds the epoch on disk and does no I/O.
 
+**New replicas' logs** are created off the event loop too (:class:`LogCreator`) when the
+change comes from the cluster's metadata worker: a replica new here becomes a partition — leads,
+follows, serves — only once its log exists; until then it is not on this broker (clients get
+NOT_LEADER_OR_FOLLOWER, as while the change was on its way), and changes to it meanwhile are
+applied, as they stand then, when its log is made. A change made on the event loop itself (a
+single broker's CreateTopics) still creates the log at once, so it exists when the call that
+made the change returns.
+
 **ISR**: a follower's fetch moves its LEO (and maybe the HW); the follower that fetched joins
 the ISR if it has caught up and its broker is registered (never another follower, judged on
 the LEO of an older fetch); a periodic check drops followers that lagged
@@ -73,6 +81,7 @@ from sluice.broker.log.log_dir_failure_channel import LogDirFailure, LogDirFailu
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.replication.broker_client import PLAINTEXT, BrokerConnector
 from sluice.broker.replication.epoch_writer import EpochWriter
+from sluice.broker.replication.log_creator import Created, LogCreator
 from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.replication.replica_fetcher import ReplicaFetcher
 from sluice.common.topic_partition import TopicPartition
@@ -152,6 +161,10 @@ class ReplicaManager:
         self.epochs = EpochWriter(dir_failures)
         # A leader's epoch being written (epoch, the write), until it is (see append).
         self._epoch_writes: dict[TopicPartition, tuple[int, asyncio.Future[None]]] = {}
+        # New replicas of a change from the metadata worker get their logs here, off the
+        # event loop, and become partitions once those exist (see _create_logs).
+        self._log_creator = LogCreator(get_log)
+        self._creating: set[TopicPartition] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -178,6 +191,7 @@ class ReplicaManager:
                 if not future.done():
                     future.set_result(Errors.NOT_LEADER_OR_FOLLOWER)
         await self.epochs.close()
+        await self._log_creator.close()
 
     def _changed_from_any_thread(self, changed: set[tuple[str, int]] | None) -> None:
         loop = self._loop
@@ -190,13 +204,25 @@ class ReplicaManager:
         if running is loop:
             self.apply(changed)  # raises what creating a log raises, to the caller's change
         else:
-            loop.call_soon_threadsafe(self.apply, changed)
+            # The cluster's metadata worker: a burst of new replicas (a CreateTopics of
+            # thousands of partitions) gets its logs made off the event loop.
+            loop.call_soon_threadsafe(self.apply, changed, True)
 
     # -- roles -----------------------------------------------------------------------------
 
-    def apply(self, changed: set[tuple[str, int]] | None) -> None:
-        """Bring local replicas in line with the cluster's view (all, or just ``changed``)."""
+    def apply(
+        self,
+        changed: set[tuple[str, int]] | None,
+        create_off_loop: bool = False,
+        logs: dict[TopicPartition, Log] | None = None,
+    ) -> None:
+        """Bring local replicas in line with the cluster's view (all, or just ``changed``).
+
+        ``create_off_loop``: a replica new here becomes a partition only once its log has been
+        created by the :class:`LogCreator` (when it is applied again, with the ``logs`` made);
+        else its log is created here, on the event loop, so it exists when this returns."""
         topics = self.cluster.topics()
+        to_create: list[TopicPartition] = []
         if changed is None:
             wanted = {(t, p) for t, info in topics.items() for p in range(info.partitions)}
             wanted |= {(tp.topic, tp.partition) for tp in self.partitions}
@@ -216,8 +242,15 @@ class ReplicaManager:
             if state is None or tp in self.offline:
                 continue
             partition = self.partitions.get(tp)
+            if partition is None and (create_off_loop or tp in self._creating):
+                # Its log is made off the loop; the latest state is applied once it exists.
+                if tp not in self._creating:
+                    self._creating.add(tp)
+                    to_create.append(tp)
+                continue
             if partition is None:
-                partition = Partition(tp, self._get_log(topic, p), self.broker_id)
+                made = logs.get(tp) if logs is not None else None
+                partition = Partition(tp, made or self._get_log(topic, p), self.broker_id)
                 self.partitions[tp] = partition
                 self._configs[tp] = info.config
             elif self._configs.get(tp) != info.config:
@@ -259,6 +292,44 @@ class ReplicaManager:
                 self._unfollow(tp)
                 self._fail_waiters(tp)
                 self._role_changed(tp, Role.NONE, partition.log)
+        if to_create:
+            self._create_logs(to_create)
+
+    def _create_logs(self, tps: list[TopicPartition]) -> None:
+        """Have the logs of new replicas ``tps`` created off the event loop, then apply their
+        state as it is by then (a log whose replica was removed meanwhile is deleted)."""
+        if self._loop is None or self._log_creator.closed:
+            self._creating.difference_update(tps)
+            return
+        future = self._log_creator.create(tps)
+
+        def done(f: asyncio.Future[Created]) -> None:
+            self._creating.difference_update(tps)
+            if f.cancelled() or self._log_creator.closed:
+                return
+            exc = f.exception()
+            made = f.result() if exc is None else Created(failed=dict.fromkeys(tps, exc))
+            for tp, error in made.failed.items():
+                # A failed disk took its log dir offline, and was logged there.
+                log.log(
+                    logging.DEBUG if isinstance(error, LogDirFailureError) else logging.ERROR,
+                    "%s: cannot create the replica's log: %r", tp, error,
+                )  # fmt: skip
+            self.apply({(tp.topic, tp.partition) for tp in made.logs}, logs=made.logs)
+            for tp in made.logs:
+                if tp not in self.partitions and not self._placed_here(tp):
+                    self._delete_log(tp.topic, tp.partition)
+
+        future.add_done_callback(done)
+
+    def _placed_here(self, tp: TopicPartition) -> bool:
+        """Whether the cluster places a replica of ``tp`` on this broker."""
+        info = self.cluster.get(tp.topic)
+        return (
+            info is not None
+            and 0 <= tp.partition < info.partitions
+            and self.broker_id in self.cluster.replicas(tp.topic, tp.partition)
+        )
 
     def _role_changed(self, tp: TopicPartition, role: Role, partition_log: Log | None) -> None:
         self._on_role(tp, role, partition_log)
