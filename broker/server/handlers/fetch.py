@@ -53,7 +53,7 @@ from sluice.broker.protocol import EncodedFetchResponse, FetchPartition, FetchTo
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.fetch_response import encode_fetch_response
-from sluice.broker.replication.partition import Partition
+from sluice.broker.replication.partition import Partition, Role
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
@@ -148,11 +148,9 @@ def _read_all(
         leading, error = ctx.replicas.leader_or_error(tp.topic, tp.partition)
         if leading is not None:
             error = _check_leader_epoch(leading, p)
-        if error == Errors.NONE and body.replica_id >= 0 and first:
+        if leading is not None and error == Errors.NONE and body.replica_id >= 0 and first:
             # A follower: its fetch offset is its log end; the leader's HW may move.
-            error = ctx.replicas.record_follower_fetch(
-                body.replica_id, tp.topic, tp.partition, p.fetch_offset
-            )
+            error = ctx.replicas.follower_fetched(leading, body.replica_id, p.fetch_offset)
         if leading is None or error != Errors.NONE:
             out.error_code = error
             result.has_error = True
@@ -368,16 +366,22 @@ def _touch_idle(ctx: BrokerContext, replica_id: int, session: FetchSession, read
     if now - session.touched_ms < min(_TOUCH_MS, ctx.replicas.max_lag_ms / 8):
         return
     session.touched_ms = now
+    replicas = ctx.replicas
+    read_now = read.answers
     for tp, cp in session.partitions.items():
-        if tp in read.answers:
+        if tp in read_now:
             continue
-        ctx.replicas.record_follower_fetch(replica_id, tp.topic, tp.partition, cp.fetch_offset)
+        # (leader_partition's lookup by the session's own key: no TopicPartition made)
+        leading = replicas.partitions.get(tp)
+        if leading is not None and leading.role is Role.LEADER:
+            replicas.follower_fetched(leading, replica_id, cp.fetch_offset)
+        else:
+            leading = None
         # What moved without a notification (retention's log start) is answered too.
-        leading = ctx.replicas.leader_partition(tp.topic, tp.partition)
-        answered = (cp.log_start, cp.high_watermark)
         if (
             leading is None
-            or (leading.log.log_start_offset, leading.log.high_watermark) != answered
+            or leading.log.log_start_offset != cp.log_start
+            or leading.log.high_watermark != cp.high_watermark
         ):
             session.dirty.add(tp)
             session.wake.set()
