@@ -182,13 +182,14 @@ class _DateFile:
             {PARTITION_ROWS_KEY: json.dumps(counts, separators=(",", ":"))}
         )
         self.writer.close()
+        size = int(self.stream.tell())  # the bytes written: the new file's size
         self.stream.close()
         try:
             self.fs.move(self.temporary, self.final)  # rename(2) on file://: replaces
         except OSError:  # hdfs:// will not rename onto an existing file: a retry's leftover
             self.fs.delete_file(self.final)
             self.fs.move(self.temporary, self.final)
-        return int(self.fs.get_file_info(self.final).size)
+        return size
 
     def discard(self) -> None:
         try:
