@@ -162,9 +162,9 @@ def _is_temporary(relative: str) -> bool:
 
 def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> StagedScan:
     """List and read (footers; one small column of a file without ``PARTITION_ROWS_KEY``)
-    every Parquet file of the staged run on the
-    driver's view of the table's filesystem. With ``named`` (the files the task results name),
-    first delete temporary leftovers and Parquet files not named (module doc). Raises
+    every Parquet file of the staged run on the driver's view of the table's filesystem. With
+    ``named`` (the files the task results name), first delete temporary leftovers and Parquet
+    files not named (module doc). Raises
     ``LoadError`` for a data file under a ``_``/``.`` directory or out of the
     ``topic=/date=`` layout."""
     fs = staged.table.fs
