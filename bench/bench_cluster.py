@@ -14,8 +14,9 @@ message is ``VALUE`` (100) bytes. What is measured, each row in ``build/bench/re
   of the peers benchmark (``bench.peers.kafka``: batch 1, batch 50, librdkafka's default
   batching) on a new one-partition topic; ``THROUGHPUT_RUNS`` pairs taken in turns, msg/s and
   the ratio all/1 as the median of the pairs (every run kept).
-* ``cluster_partitions`` — one message to every partition of a topic of 300 and 1,500
-  partitions (quick; 4,000 too in full; in topics of at most ``MAX_PARTITIONS_PER_TOPIC``,
+* ``cluster_partitions`` — one message to every partition of a topic of 300, 1,500 and 4,000
+  partitions (quick mode times one round after the first at 4,000, whose topics' creation
+  alone once took 101 s; in topics of at most ``MAX_PARTITIONS_PER_TOPIC``,
   1,000 — the benchmark's topic size, kept so the figures compare with earlier runs; the
   broker has no such limit), ``acks=all``, the round timed until every
   message is acknowledged; the first round (connections, metadata) apart from the median of the
@@ -44,9 +45,8 @@ measurement), whichever comes first, and is never waited for beyond it. The late
 rounds keep what finished in time, with a note of how many; any other measurement that hits its
 limit is recorded as NaN with a note "did not finish in N s" (and how far it got).
 
-The quick mode's one cluster runs everything at 300 partitions; each larger partition count
-(full mode) gets a cluster of its own, so a count is measured with no other large topic beside
-it.
+The first cluster runs everything at 300 partitions; each larger partition count gets a
+cluster of its own, so a count is measured with no other large topic beside it.
 
 With ``SLUICE_BENCH_PROFILE=1`` the ``acks=all`` latency load runs once more, unmeasured, while
 py-spy samples the partition's leader (``profile_latency``; ``bench.bench_profile``'s summary in
@@ -118,12 +118,16 @@ class Sizes:
     limit: float = 60.0  # seconds per measurement
     # partition counts whose failover is measured again with a LONG_SESSION_MS session
     long_session_failover: tuple[int, ...] = ()
+    # rounds after the first at these partition counts, instead of ``rounds``
+    rounds_at: dict[int, int] = field(default_factory=dict)
 
 
 # bench.report's SETUP quotes these counts: change both together.
+# Quick mode times 4,000 partitions with one round after the first: the cluster, the topics'
+# creation and two rounds add one to two minutes to the group's ~4.
 QUICK = Sizes(1_000, {"batch 1": 5_000, "batch 50": 50_000, "default batching": 100_000},
-              (300, 1_500), (300, 1_500), 5, {1: 100, 100: 5}, 100, 3, 60.0,
-              (1_500,))  # fmt: skip
+              (300, 1_500, 4_000), (300, 1_500), 5, {1: 100, 100: 5}, 100, 3, 60.0,
+              (1_500,), {4_000: 1})  # fmt: skip
 FULL = Sizes(10_000, {"batch 1": 20_000, "batch 50": 500_000, "default batching": 1_000_000},
              (300, 1_500, 4_000), (300, 1_500), 10, {1: 500, 100: 20}, 500, 5, 300.0,
              (1_500,))  # fmt: skip
@@ -659,10 +663,14 @@ def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int
     if len(topics) > 1:
         results.note("cluster_partitions", f"{system} in {len(topics)} topics of at most "
                      f"{MAX_PARTITIONS_PER_TOPIC:,} (the benchmark's topic size)")  # fmt: skip
+    count = sizes.rounds_at.get(partitions, sizes.rounds)
+    if count != sizes.rounds:
+        results.note("cluster_partitions", f"{system}: {count} round"
+                     f"{'s' if count != 1 else ''} after the first in this mode")  # fmt: skip
     try:
         creation = create_topics(cluster, topics, sizes.limit * 2)
         cpu_ms = []
-        round_ms = rounds(cluster, targets, sizes.rounds, sizes.limit, cpu_ms)
+        round_ms = rounds(cluster, targets, count, sizes.limit, cpu_ms)
         if os.environ.get("SLUICE_BENCH_PROFILE") == "1":
             profile_rounds(cluster, targets, PROFILE_SECONDS)
     except DidNotFinish as e:
@@ -673,8 +681,8 @@ def measure_partitions(results: Results, cluster: BrokerCluster, partitions: int
                      round_ms[1:] or [math.nan], "ms")  # fmt: skip
     results.add_runs("cluster_partitions", system, "brokers' CPU per round, median of the rest",
                      cpu_ms[1:] or [math.nan], "ms")  # fmt: skip
-    if math.isfinite(round_ms[0]) and len(round_ms) <= sizes.rounds:
-        results.note("cluster_partitions", f"{system}: {len(round_ms) - 1} of {sizes.rounds} "
+    if math.isfinite(round_ms[0]) and len(round_ms) <= count:
+        results.note("cluster_partitions", f"{system}: {len(round_ms) - 1} of {count} "
                      f"rounds after the first within {sizes.limit:.0f} s")  # fmt: skip
     if partitions in sizes.failover and math.isfinite(creation):
         measure_failover(results, cluster, targets, _session_s(CLUSTER_OVERRIDES), sizes)
