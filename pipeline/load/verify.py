@@ -33,7 +33,8 @@ rest of the rule: the results tile every planned range, and per topic the rows o
 files the results name equal the rows the tasks wrote, those of its error files the records
 they sent to the error table (fetched = written + errors).
 
-Functions only; each call is for one thread.
+Functions only; each call is for one thread (``scan_staged`` reads footers on a few threads
+of its own).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -63,6 +65,8 @@ from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, Row
 __all__ = ["StagedScan", "account", "account_iceberg", "scan_staged"]
 
 TopicPartitionKey = tuple[str, int]
+
+_FOOTER_READERS = 4  # threads reading the staged files' footers (scan_staged)
 
 
 @dataclass
@@ -164,13 +168,12 @@ def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> Stag
     """List and read (footers; one small column of a file without ``PARTITION_ROWS_KEY``)
     every Parquet file of the staged run on the driver's view of the table's filesystem. With
     ``named`` (the files the task results name), first delete temporary leftovers and Parquet
-    files not named (module doc). Raises
-    ``LoadError`` for a data file under a ``_``/``.`` directory or out of the
-    ``topic=/date=`` layout."""
+    files not named (module doc). Raises ``LoadError`` for a data file under a ``_``/``.``
+    directory or out of the ``topic=/date=`` layout."""
     fs = staged.table.fs
     scan = StagedScan()
-    dates: dict[tuple[str, int, str], int] = {}
     errors: dict[TopicPartitionKey, int] = {}
+    data: list[tuple[str, int, str, str]] = []  # relative path, size, topic, date
     for relative, size in fs.walk_files(staged.path):
         if named is not None and (
             _is_temporary(relative) or (relative.endswith(".parquet") and relative not in named)
@@ -180,46 +183,57 @@ def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> Stag
             continue
         if not relative.endswith(".parquet"):
             continue
-        is_error = is_error_file(relative)
         parts = relative.split("/")
-        if not is_error and any(p.startswith(("_", ".")) for p in parts):
+        if is_error_file(relative):
+            rows = _count_errors(staged, relative, errors)
+            scan.files.append(DataFile(relative, size, rows))
+            continue
+        if any(p.startswith(("_", ".")) for p in parts):
             raise LoadError(
                 f"{staged.uri}: expected no Parquet file under a '_' or '.' directory but "
                 f"{ERRORS_DIR}/, found {relative!r}"
             )
+        topic = _hive_value(parts[0], "topic") if len(parts) == 3 else None
+        date = _hive_value(parts[1], "date") if len(parts) == 3 else None
+        if topic is None or date is None:
+            raise LoadError(
+                f"{staged.uri}: expected data files at topic=<t>/date=<d>/<file>, "
+                f"found {relative!r}"
+            )
+        data.append((relative, size, topic, date))
+
+    def footer(relative: str) -> tuple[int, dict[int, int]]:
         with fs.fs.open_input_file(posixpath.join(staged.path, relative)) as f:
-            if is_error:
-                table = pq.read_table(f, columns=["topic", "partition"])
-                expected = [
-                    ERROR_ARROW_SCHEMA.field("topic"),
-                    ERROR_ARROW_SCHEMA.field("partition"),
-                ]
-                if list(table.schema) != expected:
-                    raise LoadError(f"{relative}: expected an error file, found {table.schema}")
-                for topic, partition in zip(
-                    table.column("topic").to_pylist(),
-                    table.column("partition").to_pylist(),
-                    strict=True,
-                ):
-                    errors[topic, partition] = errors.get((topic, partition), 0) + 1
-                rows = table.num_rows
-            else:
-                topic = _hive_value(parts[0], "topic") if len(parts) == 3 else None
-                date = _hive_value(parts[1], "date") if len(parts) == 3 else None
-                if topic is None or date is None:
-                    raise LoadError(
-                        f"{staged.uri}: expected data files at topic=<t>/date=<d>/<file>, "
-                        f"found {relative!r}"
-                    )
-                parquet = pq.ParquetFile(f)
-                rows = parquet.metadata.num_rows
-                for partition, n in _partition_rows(parquet, relative).items():
-                    dates[topic, partition, date] = dates.get((topic, partition, date), 0) + n
+            parquet = pq.ParquetFile(f)
+            return parquet.metadata.num_rows, _partition_rows(parquet, relative)
+
+    # Footers are read a few at a time: a wide load stages hundreds of small files, and
+    # opening and parsing a footer waits on the filesystem with the GIL released.
+    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
+        footers = list(pool.map(footer, [relative for relative, _, _, _ in data]))
+    dates: dict[tuple[str, int, str], int] = {}
+    for (relative, size, topic, date), (rows, partitions) in zip(data, footers, strict=True):
+        for partition, n in partitions.items():
+            dates[topic, partition, date] = dates.get((topic, partition, date), 0) + n
         scan.files.append(DataFile(relative, size, rows))
     scan.files.sort(key=lambda f: f.path)
     scan.row_counts = sorted(RowCount(t, p, d, n) for (t, p, d), n in dates.items() if n)
     scan.error_counts = [ErrorCount(t, p, n) for (t, p), n in sorted(errors.items())]
     return scan
+
+
+def _count_errors(staged: StagedRun, relative: str, errors: dict[TopicPartitionKey, int]) -> int:
+    """Add the rows of one error file to ``errors`` per partition; return its rows."""
+    with staged.table.fs.fs.open_input_file(posixpath.join(staged.path, relative)) as f:
+        table = pq.read_table(f, columns=["topic", "partition"])
+    expected = [ERROR_ARROW_SCHEMA.field("topic"), ERROR_ARROW_SCHEMA.field("partition")]
+    if list(table.schema) != expected:
+        raise LoadError(f"{relative}: expected an error file, found {table.schema}")
+    for topic, partition in zip(
+        table.column("topic").to_pylist(), table.column("partition").to_pylist(), strict=True
+    ):
+        errors[topic, partition] = errors.get((topic, partition), 0) + 1
+    return int(table.num_rows)
 
 
 def _stranded(
