@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import ssl
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from sluice.broker.protocol import ApiKey, decode_response, encode_request
@@ -162,11 +163,22 @@ class BrokerClient:
 
     async def request(self, body: Any) -> Any:
         """Send one request (a kio request dataclass) and return the decoded response body."""
+        return await self.request_frame(
+            lambda correlation_id: encode_request(correlation_id, self.client_id, body),
+            body.__api_key__, body.__version__,
+        )  # fmt: skip
+
+    async def request_frame(
+        self, encode: Callable[[int], bytes], api_key: int, api_version: int
+    ) -> Any:
+        """Send one request already encoded by ``encode`` (correlation id -> the whole frame,
+        size prefix and header with ``client_id`` included: a hand-written encoder's) and return
+        the decoded response body of ``api_key`` at ``api_version``."""
         async with self._lock:
             reader, writer = await self._connect()
             correlation_id = next(self._ids) & 0x7FFFFFFF
             try:
-                writer.write(encode_request(correlation_id, self.client_id, body))
+                writer.write(encode(correlation_id))
                 await writer.drain()
                 # asyncio.timeout rather than wait_for, which wraps each read in a task: a
                 # follower makes two reads a fetch, thousands a second in an acks=all round.
@@ -177,7 +189,7 @@ class BrokerClient:
             except (OSError, asyncio.IncompleteReadError, TimeoutError):
                 await self.close()
                 raise
-            got, response = decode_response(frame, body.__api_key__, body.__version__)
+            got, response = decode_response(frame, api_key, api_version)
             if got != correlation_id:
                 await self.close()
                 raise ConnectionError(

@@ -36,6 +36,8 @@ from sluice.broker.protocol import ApiKey, ProtocolError
 from sluice.broker.protocol.apis import request_type
 from sluice.broker.protocol.build import build
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.protocol.replica_fetch_request import VERSION as FETCH_VERSION
+from sluice.broker.protocol.replica_fetch_request import FetchPosition, encode_replica_fetch
 from sluice.broker.replication.broker_client import PLAINTEXT, BrokerClient, BrokerConnector
 from sluice.broker.replication.epoch_writer import EpochWriter
 from sluice.broker.replication.fetch_session_handler import (
@@ -266,7 +268,10 @@ class ReplicaFetcher:
             await asyncio.sleep(0.05)
             return
         request = self.session.build(self._wanted, changed)
-        response = await self.client.request(_fetch_request(self.broker_id, request))
+        response = await self.client.request_frame(
+            lambda cid: _encode_fetch(self.broker_id, self.client.client_id, request, cid),
+            ApiKey.FETCH, FETCH_VERSION,
+        )  # fmt: skip
         if not self.session.handle_response(response.error_code, response.session_id):
             if response.error_code != Errors.NONE:
                 log.info(
@@ -322,25 +327,25 @@ class ReplicaFetcher:
         await self._flush_epochs(moved)
 
 
-def _fetch_request(broker_id: int, request: SessionRequest) -> Any:
-    """Fetch v11 as a follower: the session's metadata and the partitions it names."""
-    topics: dict[str, list[dict[str, Any]]] = {}
+def _encode_fetch(
+    broker_id: int, client_id: str, request: SessionRequest, correlation_id: int
+) -> bytes:
+    """Fetch v11 as a follower, the whole frame (``encode_replica_fetch``): the session's
+    metadata and the partitions it names, grouped by topic in the order first named."""
+    topics: dict[str, list[FetchPosition]] = {}
     for tp, r in request.partitions.items():
         topics.setdefault(tp.topic, []).append(
-            {"partition": tp.partition, "current_leader_epoch": r.current_leader_epoch,
-             "fetch_offset": r.fetch_offset, "log_start_offset": r.log_start_offset,
-             "partition_max_bytes": r.max_bytes}
+            FetchPosition(tp.partition, r.current_leader_epoch, r.fetch_offset,
+                          r.log_start_offset, r.max_bytes)
         )  # fmt: skip
     forgotten: dict[str, list[int]] = {}
     for tp in request.forgotten:
         forgotten.setdefault(tp.topic, []).append(tp.partition)
-    return build(
-        request_type(ApiKey.FETCH, 11),
-        {"replica_id": broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
-         "max_bytes": RESPONSE_MAX_BYTES, "isolation_level": 0,
-         "session_id": request.session_id, "session_epoch": request.epoch,
-         "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
-         "rack_id": "", "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
+    return encode_replica_fetch(
+        correlation_id, client_id, replica_id=broker_id, max_wait_ms=FETCH_MAX_WAIT_MS,
+        min_bytes=1, max_bytes=RESPONSE_MAX_BYTES, isolation_level=0,
+        session_id=request.session_id, session_epoch=request.epoch,
+        topics=list(topics.items()), forgotten=list(forgotten.items()), rack_id="",
     )  # fmt: skip
 
 
