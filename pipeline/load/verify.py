@@ -98,9 +98,13 @@ def _partition_rows(parquet: pq.ParquetFile, relative: str) -> dict[int, int]:
     row-group statistics where a row group holds one partition (Spark's tasks write one
     split, so one partition, per file), from the column itself otherwise."""
     metadata = parquet.metadata
-    index = parquet.schema_arrow.get_field_index("partition")
-    if index < 0:
+    # Row groups' column chunks are numbered by leaf column (a struct or list column before
+    # ``partition`` has several), not by Arrow field.
+    schema = metadata.schema
+    leaves = [schema.column(i).path for i in range(len(schema))]
+    if "partition" not in leaves:
         raise LoadError(f"expected a 'partition' column, found {parquet.schema_arrow.names}")
+    index = leaves.index("partition")
     raw = (metadata.metadata or {}).get(PARTITION_ROWS_KEY.encode())
     if raw is not None:
         return _footer_rows(metadata, index, raw, relative)

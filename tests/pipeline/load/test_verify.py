@@ -204,3 +204,22 @@ def test_a_footer_inconsistent_with_its_file_is_refused(
         LoadError, match=rf"topic=t/date=1970-01-01/.*{PARTITION_ROWS_KEY}: {found}"
     ):
         scan_staged(staged, {p for o in outcomes for p, _, _ in o.files})
+
+
+@pytest.mark.parametrize("footer", ['{"1":7}', None])
+def test_partition_statistics_are_found_past_a_nested_column(
+    staged: StagedRun, footer: str | None
+) -> None:
+    """A typed layout's struct column before ``partition`` has several leaf columns: the
+    statistics read are ``partition``'s (here ``value.b`` is a constant 5 that would pass
+    for a partition), with the footer entry and without."""
+    value = pa.array([{"a": i, "b": 5} for i in range(7)])
+    table = pa.table({"value": value, "partition": pa.array([1] * 7, pa.int32())})
+    directory = Path(staged.path) / "topic=t" / "date=1970-01-01"
+    directory.mkdir(parents=True)
+    writer = pq.ParquetWriter(directory / "part-t-1-5-12.parquet", table.schema)
+    writer.write_table(table)
+    if footer is not None:
+        writer.add_key_value_metadata({PARTITION_ROWS_KEY: footer})
+    writer.close()
+    assert scan_staged(staged).landed() == {("t", 1): 7}
