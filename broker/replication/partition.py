@@ -168,11 +168,15 @@ class Partition:
         if self.role is not Role.LEADER:
             return None
         now = self._clock()
-        lagging = {
-            r for r in self.isr
-            if r != self.broker_id
-            and now - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms
-        }  # fmt: skip
+        # (a follower without a record counts as last caught up at 0, FollowerState's default;
+        # no record is made for the lookup: this runs over every partition led, every pass)
+        lagging = set()
+        for r in self.isr:
+            if r != self.broker_id:
+                follower = self.followers.get(r)
+                caught_up = follower.last_caught_up_ms if follower is not None else 0.0
+                if now - caught_up > max_lag_ms:
+                    lagging.add(r)
         if not lagging:
             return None
         return tuple(r for r in self.isr if r not in lagging)
