@@ -91,6 +91,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds between attempts to report offline replicas while ZooKeeper refuses the write.
 OFFLINE_REPORT_RETRY_S = 1.0
+#: New replicas whose logs one LogCreator job makes, and whose roles one callback then applies:
+#: a burst of thousands applied in one callback would hold the event loop for a second or so.
+CREATE_STEP = 100
 
 
 @runtime_checkable
@@ -292,8 +295,8 @@ class ReplicaManager:
                 self._unfollow(tp)
                 self._fail_waiters(tp)
                 self._role_changed(tp, Role.NONE, partition.log)
-        if to_create:
-            self._create_logs(to_create)
+        for i in range(0, len(to_create), CREATE_STEP):
+            self._create_logs(to_create[i : i + CREATE_STEP])
 
     def _create_logs(self, tps: list[TopicPartition]) -> None:
         """Have the logs of new replicas ``tps`` created off the event loop, then apply their
