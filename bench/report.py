@@ -72,7 +72,7 @@ SETUP = {
     "iceberg_commit": {"quick": "1, 10 and 100", "full": "1, 10, 100 and 1,000"},
     # bench.bench_cluster's QUICK and FULL: messages timed one at a time; partition counts
     "cluster_latency": {"quick": "1,000", "full": "10,000"},
-    "cluster_partitions": {"quick": "300 and 1,500", "full": "300, 1,500 and 4,000"},
+    "cluster_partitions": {"quick": "300, 1,500 and 4,000", "full": "300, 1,500 and 4,000"},
 }
 
 

@@ -59,7 +59,8 @@ def test_a_deadline_raises_once_passed_and_says_how_far_it_got() -> None:
 
 
 def test_the_modes_follow_the_issue() -> None:
-    assert bench_cluster.QUICK.partitions == (300, 1_500)
+    assert bench_cluster.QUICK.partitions == (300, 1_500, 4_000)
+    assert bench_cluster.QUICK.rounds_at == {4_000: 1}  # one round after the first there
     assert bench_cluster.QUICK.failover == (300, 1_500)
     assert bench_cluster.FULL.partitions == (300, 1_500, 4_000)
     assert bench_cluster.FULL.failover == (300, 1_500)
