@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -65,8 +64,6 @@ from sluice.pipeline.table.manifest import ERRORS_DIR, DataFile, ErrorCount, Row
 __all__ = ["StagedScan", "account", "account_iceberg", "scan_staged"]
 
 TopicPartitionKey = tuple[str, int]
-
-_FOOTER_READERS = 4  # threads reading the staged files' footers (scan_staged)
 
 
 @dataclass
@@ -211,10 +208,10 @@ def scan_staged(staged: StagedRun, named: Collection[str] | None = None) -> Stag
             parquet = pq.ParquetFile(f)
             return parquet.metadata.num_rows, _partition_rows(parquet, relative)
 
-    # Footers are read a few at a time: a wide load stages hundreds of small files, and
-    # opening and parsing a footer waits on the filesystem with the GIL released.
-    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        footers = list(pool.map(footer, [relative for relative, _, _, _ in data]))
+    # One after another: a footer of a small file is parsed in about 0.1 ms, and handing
+    # each to a thread pool cost more than that (200 files: ~20 ms in a loop, 35-40 ms on
+    # 1-4 threads, measured on the 2-core machine).
+    footers = [footer(relative) for relative, _, _, _ in data]
     dates: dict[tuple[str, int, str], int] = {}
     for (relative, size, topic, date), (rows, partitions) in zip(data, footers, strict=True):
         for partition, n in partitions.items():
