@@ -82,6 +82,36 @@ def test_time_transforms_give_pyiceberg_s_values_and_paths(
     ]
 
 
+@pytest.mark.parametrize(
+    ("source", "transform"),
+    [("timestamptz", t) for t in TIME_TRANSFORMS]
+    + [("date", t) for t in TIME_TRANSFORMS if t != "hour"],
+)
+def test_rows_are_one_group_by_their_bounds_exactly_when_their_values_agree(
+    tmp_path: Path, transform: str, source: str
+) -> None:
+    # The one-value shortcut (``single``: the bounds' partition values) against pyiceberg's
+    # transforms, for every pair of values, a microsecond either side of each bound included.
+    iceberg_type = TimestamptzType() if source == "timestamptz" else DateType()
+    arrow_type = pa.timestamp("us", tz="UTC") if source == "timestamptz" else pa.date32()
+    step = dt.timedelta(microseconds=1) if source == "timestamptz" else dt.timedelta(days=1)
+    instants = [i + d for i in _INSTANTS[:-1] for d in (-step, dt.timedelta(0), step)]
+    values = [v if source == "timestamptz" else v.date() for v in instants]
+    writer = _writer(tmp_path, iceberg_type, transform)
+    mine, theirs = _partitioner(writer), _pyiceberg_partitioner(writer)
+    assert mine.single is not None
+    for first in values:
+        for second in values:
+            pair = pa.array([first, second], arrow_type)
+            table = pa.table(
+                {"event_time": pa.chunked_array([pair[:1], pair[1:]]), "offset": [0, 1]}
+            )
+            found = [(k, t.to_pylist()) for k, t in mine.groups(table)]
+            expected = [(k, t.to_pylist()) for k, t in theirs.groups(table)]
+            assert found == expected, f"{first}, {second}: expected {expected}, found {found}"
+            assert (mine.single(table) is not None) == (len(expected) == 1)
+
+
 def test_a_day_partitioned_local_table_is_written_without_pyiceberg(tmp_path: Path) -> None:
     """What a Spark task does: unpickle the topic's writers and write, in a fresh interpreter;
     the files are the table's (field ids, one per day) and pyiceberg was never imported."""
