@@ -69,9 +69,9 @@ from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
 from sluice.pipeline.table.iceberg_data_file import (
     CODEC_PROPERTY,
+    DataFileDescriber,
     IcebergFileWriter,
     WrittenFile,
-    describe_data_files,
 )
 from sluice.pipeline.table.iceberg_schema import (
     IncompatibleTableSchemaError,
@@ -358,9 +358,10 @@ def _verified(io: FileIO, metadata: TableMetadata, files: Sequence[WrittenFile])
         twice = sorted({p for p in paths if paths.count(p) > 1})
         raise DataFileMismatchError(f"expected each file once, found {twice[0]} twice")
     entries = []
+    describer = DataFileDescriber(io, metadata)
     for written in files:
         try:
-            (entry,) = describe_data_files(io, metadata, [written.path])
+            entry = describer.describe(written.path)
         except FileNotFoundError:
             raise DataFileMismatchError(
                 f"expected data file {written.path} ({written.size} bytes, {written.rows} rows) "

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
 
 __all__ = [
+    "DataFileDescriber",
     "IcebergFileAppender",
     "IcebergFileWriter",
     "TopicWriters",
@@ -333,9 +334,64 @@ def describe_data_files(
     """The Iceberg ``DataFile`` entries of ``paths``, from their Parquet footers (record
     counts, column metrics, the partition value — checked to be one per file — and size).
     The driver's: it has pyiceberg."""
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    describer = DataFileDescriber(io, metadata)
+    return [describer.describe(path) for path in paths]
 
-    return [parquet_file_to_data_file(io, metadata, path) for path in paths]
+
+class DataFileDescriber:
+    """One table's data files described from their footers, as pyiceberg's
+    ``parquet_file_to_data_file`` describes each (the same ``DataFile``: the same statistics
+    plan, column mapping, partition and size), with what depends only on the table computed
+    once: the statistics plan, the column mapping, and the table schema's compatibility check
+    once per distinct Arrow schema of the footers (pyiceberg's converts and checks the schema
+    for every file: about 1.6 ms each, a quarter of an 8-file commit). For one thread."""
+
+    def __init__(self, io: FileIO, metadata: TableMetadata) -> None:
+        from pyiceberg.io.pyarrow import compute_statistics_plan, parquet_path_to_id_mapping
+
+        self._io = io
+        self._metadata = metadata
+        self._schema = metadata.schema()
+        self._plan = compute_statistics_plan(self._schema, metadata.properties)
+        self._mapping = parquet_path_to_id_mapping(self._schema)
+        self._checked: list[pa.Schema] = []
+
+    def describe(self, path: str) -> DataFile:
+        """The ``DataFile`` of ``path``. Raises ``FileNotFoundError`` for no such file and
+        pyiceberg's ``ValueError`` for a footer schema the table's does not accept."""
+        from pyiceberg.io.pyarrow import (
+            _check_pyarrow_schema_compatible,
+            data_file_statistics_from_parquet_metadata,
+        )
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+        metadata = self._metadata
+        input_file = self._io.new_input(path)
+        with input_file.open() as stream:
+            footer = pq.read_metadata(stream)
+        arrow = footer.schema.to_arrow_schema()
+        if not any(arrow.equals(seen, check_metadata=True) for seen in self._checked):
+            _check_pyarrow_schema_compatible(
+                self._schema, arrow, format_version=metadata.format_version
+            )
+            self._checked.append(arrow)
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=footer,
+            stats_columns=self._plan,
+            parquet_column_mapping=self._mapping,
+        )
+        return DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=path,
+            file_format=FileFormat.PARQUET,
+            partition=statistics.partition(metadata.spec(), self._schema),
+            file_size_in_bytes=len(input_file),
+            sort_order_id=None,
+            spec_id=metadata.default_spec_id,
+            equality_ids=None,
+            key_metadata=None,
+            **statistics.to_serialized_dict(),
+        )
 
 
 def _file_io(properties: dict[str, str]) -> FileIO:

@@ -143,3 +143,45 @@ print(loaded)
         parquet = pq.read_schema(path.removeprefix("file://"))
         assert [f.metadata[b"PARQUET:field_id"] for f in parquet] == [b"1", b"2"]
         assert len(io.new_input(path)) == Path(path.removeprefix("file://")).stat().st_size
+
+
+def test_data_files_are_described_as_pyiceberg_describes_them(tmp_path: Path) -> None:
+    # DataFileDescriber checks the schema once per distinct footer schema; every entry must
+    # still be pyiceberg's parquet_file_to_data_file's, field for field.
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    from sluice.pipeline.table.iceberg_data_file import DataFileDescriber
+
+    writer = _writer(tmp_path, TimestamptzType(), "day")
+    schema = Schema.model_validate_json(writer.schema_json)
+    spec = PartitionSpec.model_validate_json(writer.spec_json)
+    metadata = new_table_metadata(schema, spec, UNSORTED_SORT_ORDER, writer.location, {})
+    stamps = [v for v in _INSTANTS[:6]] + [None]
+    rows = pa.table(
+        {
+            "event_time": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            "offset": range(len(stamps)),
+        }
+    )
+    written = writer.write(rows, "a") + writer.write(rows.slice(2, 3), "b")
+    assert len(written) > 4
+    io = PyArrowFileIO()
+    describer = DataFileDescriber(io, metadata)
+    fields = (
+        "file_path", "file_format", "partition", "record_count", "file_size_in_bytes",
+        "column_sizes", "value_counts", "null_value_counts", "nan_value_counts",
+        "lower_bounds", "upper_bounds", "split_offsets", "sort_order_id",
+        "equality_ids", "key_metadata", "content",
+    )  # fmt: skip
+    for file in written:
+        mine, theirs = (
+            describer.describe(file.path),
+            parquet_file_to_data_file(io, metadata, file.path),
+        )
+        for name in fields:
+            assert getattr(mine, name) == getattr(theirs, name), f"{file.path} {name}"
+        assert mine == theirs
+    with pytest.raises(FileNotFoundError):
+        describer.describe(f"{writer.location}/data/none.parquet")
