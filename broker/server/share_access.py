@@ -28,18 +28,47 @@ def now_ms() -> float:
     return asyncio.get_running_loop().time() * 1000
 
 
+#: Reads of a share-partition's state before a request gives up with LEADER_NOT_AVAILABLE,
+#: and the first pause between them (doubling): about 0.75 s in all. The state topic's
+#: partition may be moments from being served (just created, its log being made off the event
+#: loop, or its leader just elected); librdkafka's share consumer hands LEADER_NOT_AVAILABLE to
+#: the application, so a request waits that long first, as Kafka's share-state persister
+#: retries a coordinator that is loading or moving with backoff.
+STATE_READ_ATTEMPTS = 4
+STATE_READ_BACKOFF_S = 0.05
+
+
 async def share_partition(
-    ctx: BrokerContext, group_id: str, topic: str, partition: int
+    ctx: BrokerContext,
+    group_id: str,
+    topic: str,
+    partition: int,
+    attempts: int = STATE_READ_ATTEMPTS,
 ) -> SharePartition | int:
-    """The group's share-partition of a partition this broker leads, or the error code.
+    """The group's share-partition of a partition this broker leads, or the error code
+    (``attempts`` tries of :func:`_share_partition_once` while the state cannot be read; a
+    heartbeat, which must not wait, tries once).
 
     The first time this broker needs it at the partition's current leader epoch, its state is
     read from ``__share_group_state`` first (``ShareStateLog.refresh``): after a failover the
     new leader goes on from what the old one wrote — no acknowledged record is handed out
     again, no unacknowledged one is skipped. Without a state there, it is created at the
     position ``share.auto.offset.reset`` names. LEADER_NOT_AVAILABLE while the state cannot be
-    read or the new start not written: retriable, and one a share consumer retries quietly
-    (librdkafka raises COORDINATOR_NOT_AVAILABLE on a fetched partition to the application)."""
+    read or the new start not written, after ``attempts`` tries: retriable (Kafka answers
+    COORDINATOR_NOT_AVAILABLE there; librdkafka hands either to the application)."""
+    for attempt in range(attempts):
+        found = await _share_partition_once(ctx, group_id, topic, partition)
+        if found is not None:
+            return found
+        if attempt + 1 < attempts:
+            await asyncio.sleep(STATE_READ_BACKOFF_S * 2**attempt)
+    return Errors.LEADER_NOT_AVAILABLE
+
+
+async def _share_partition_once(
+    ctx: BrokerContext, group_id: str, topic: str, partition: int
+) -> SharePartition | int | None:
+    """One try of :func:`share_partition`: None when the state could not be read now."""
     if not allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic):
         return Errors.TOPIC_AUTHORIZATION_FAILED
     leading, error = ctx.replicas.leader_or_error(topic, partition)
@@ -69,7 +98,7 @@ async def share_partition(
     except ShareStateUnavailableError as exc:
         log.info("share-partition %s-%d of %s: %s", topic, partition, group_id, exc)
         ctx.share.partitions.pop(key, None)
-        return Errors.LEADER_NOT_AVAILABLE
+        return None
     return sp
 
 

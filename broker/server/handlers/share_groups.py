@@ -77,7 +77,8 @@ async def handle_share_group_heartbeat(ctx: BrokerContext, request: Request) -> 
         # the member's first fetch. Here: the partitions this broker leads.
         for topic, assigned in member.assignment.items():
             for p in assigned:
-                await share_partition(ctx, group_id, topic, p)  # an error: the fetch says it
+                # An error: the fetch says it. Once: a heartbeat must not wait on the state.
+                await share_partition(ctx, group_id, topic, p, attempts=1)
     if member is None:  # left
         return respond(request, {
             "throttle_time": 0, "error_code": Errors.NONE, "member_id": body.member_id,
