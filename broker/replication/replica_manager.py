@@ -383,7 +383,12 @@ class ReplicaManager:
     # -- the leader's side -----------------------------------------------------------------
 
     def leader_partition(self, topic: str, partition: int) -> Partition | None:
-        p = self.partitions.get(TopicPartition(topic, partition))
+        return self.led(TopicPartition(topic, partition))
+
+    def led(self, tp: TopicPartition) -> Partition | None:
+        """The partition of ``tp`` if this broker leads it (for callers that hold the key
+        already: a follower session's renewal looks up thousands)."""
+        p = self.partitions.get(tp)
         return p if p is not None and p.role is Role.LEADER else None
 
     def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, Errors]:

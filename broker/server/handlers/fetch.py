@@ -53,7 +53,7 @@ from sluice.broker.protocol import EncodedFetchResponse, FetchPartition, FetchTo
 from sluice.broker.protocol.build import ms
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.protocol.fetch_response import encode_fetch_response
-from sluice.broker.replication.partition import Partition, Role
+from sluice.broker.replication.partition import Partition
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
@@ -371,12 +371,9 @@ def _touch_idle(ctx: BrokerContext, replica_id: int, session: FetchSession, read
     for tp, cp in session.partitions.items():
         if tp in read_now:
             continue
-        # (leader_partition's lookup by the session's own key: no TopicPartition made)
-        leading = replicas.partitions.get(tp)
-        if leading is not None and leading.role is Role.LEADER:
+        leading = replicas.led(tp)  # by the session's own key: no TopicPartition made
+        if leading is not None:
             replicas.follower_fetched(leading, replica_id, cp.fetch_offset)
-        else:
-            leading = None
         # What moved without a notification (retention's log start) is answered too.
         if (
             leading is None
