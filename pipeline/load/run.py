@@ -95,10 +95,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.common.topic_partition import TopicPartition
-from sluice.pipeline.load import iceberg_tables
 from sluice.pipeline.load.config import LoadConfig, LoadConfigError
 from sluice.pipeline.load.errors import LoadError, UnreachableError
 from sluice.pipeline.load.preflight import preflight
@@ -122,8 +121,12 @@ from sluice.pipeline.source.typed_columns import OutputLayout, ReaderSchema, Val
 from sluice.pipeline.source.value_format import plan_read
 from sluice.pipeline.table.commit import PublishedRun, StagedRun, TableWriter
 from sluice.pipeline.table.filesystem import HadoopRenamer
-from sluice.pipeline.table.iceberg_run import TopicWriters
 from sluice.pipeline.table.manifest import ERRORS_DIR, RangeRecord, Subscription
+
+# pyiceberg only for table.format=iceberg (``_run_iceberg`` imports it): a Parquet load starts
+# without paying its import, about half a second at every start.
+if TYPE_CHECKING:
+    from sluice.pipeline.table.iceberg_run import TopicWriters
 
 __all__ = [
     "CRASH_PHASES",
@@ -665,6 +668,8 @@ def _run_iceberg(
     check the tables before any read, write the files, account for them, and publish with one
     conditional catalog commit per table; the parquet path's crash points, ``manifest``
     falling between the error tables' commits and the data tables'."""
+    from sluice.pipeline.load import iceberg_tables
+
     with _phase(report, "plan", say, announce=False):
         run = iceberg_tables.begin(config, consumer)
         report.table = ", ".join(sorted(run.data))

@@ -23,20 +23,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import (
-    BucketTransform,
-    DayTransform,
-    HourTransform,
-    IdentityTransform,
-    MonthTransform,
-    Transform,
-    TruncateTransform,
-    YearTransform,
-)
+# pyiceberg only where a spec is built: a Parquet load parses its configuration (which
+# declares partition-by) without paying pyiceberg's import (about a quarter of a second).
+if TYPE_CHECKING:
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import Transform
 
 __all__ = ["DEFAULT_PARTITION_BY", "InvalidPartitionByError", "PartitionBy", "PartitionTerm"]
 
@@ -74,6 +68,16 @@ class PartitionTerm:
 
     def iceberg_transform(self) -> Transform[Any, Any]:
         """The pyiceberg transform object."""
+        from pyiceberg.transforms import (
+            BucketTransform,
+            DayTransform,
+            HourTransform,
+            IdentityTransform,
+            MonthTransform,
+            TruncateTransform,
+            YearTransform,
+        )
+
         simple: dict[str, Transform[Any, Any]] = {
             "identity": IdentityTransform(),
             "year": YearTransform(),
@@ -143,6 +147,8 @@ class PartitionBy:
         """The Iceberg partition spec of these terms over ``schema`` (field ids from 1000, as
         Iceberg assigns them). Raises ``InvalidPartitionByError`` for a field the schema lacks
         or a transform that does not apply to the field's type."""
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+
         fields = []
         for i, term in enumerate(self.terms):
             try:

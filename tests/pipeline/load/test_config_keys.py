@@ -8,6 +8,8 @@ the key, what was expected and what was found."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,17 @@ def test_table_format_iceberg_parses_the_iceberg_keys_and_allows_an_object_store
         LoadConfig.from_properties(
             {**BASE, "table.format": "iceberg", "iceberg.tables.default-partition-by": "week(x)"}
         )
+
+
+def test_a_parquet_load_starts_without_importing_pyiceberg() -> None:
+    """The load's modules and a Parquet configuration parse in a fresh interpreter without
+    pyiceberg (about half a second at every ``sluice load``); only Iceberg loads import it."""
+    script = f"""
+import sys
+from sluice.pipeline.load.run import LoadConfig
+LoadConfig.from_properties({BASE!r})
+print(sorted(m for m in sys.modules if m.split(".")[0] == "pyiceberg"))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()  # fmt: skip
+    assert out == ["[]"], f"expected no pyiceberg module after a Parquet config, found {out}"
