@@ -481,6 +481,13 @@ class LogSegment:
         if start is None or start >= limit_position:
             return None
         limit = min(limit_position, start + max_bytes)
+        if limit == limit_position:
+            # The rest fits: it ends on a batch boundary (the segment's size, or the caller's
+            # ``max_position``), so no header need be read. A consumer reading a partition to
+            # its end — every fetch of a load's small partitions — took one 16 KiB pread and
+            # a walk of up to an index interval of headers here (a fifth of a broker's samples
+            # serving 400 partitions of 100 small batches each).
+            return FileSlice(self._fd, start, limit - start)
         # Jump near the limit through the index, then walk the last few batches.
         end = max(self.offset_index.lookup_position(limit), start)
         for header in self._iter_headers(end, limit_position):

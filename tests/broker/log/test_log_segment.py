@@ -66,6 +66,26 @@ def test_read_returns_whole_batches_within_max_bytes(segment):
     assert segment.read(batches[-1][1] + 1, 1000) is None
 
 
+def test_a_read_that_fits_ends_exactly_at_its_bound_from_every_batch(segment):
+    """A read whose rest fits in max_bytes takes no header walk (it ends at the bound, a batch
+    boundary); from every batch and every bound it is the same slice as a read that must
+    walk (max_bytes exactly the bytes up to the bound) and holds every offset up to it."""
+    batches = fill(segment, 30)
+    batch_size = segment.size // 30
+    for i, (base, _) in enumerate(batches):
+        for bound in (i + 1, i + 7, 30):
+            max_position = min(bound, 30) * batch_size
+            fits = segment.read(base, 1 << 20, max_position=max_position)
+            exact = segment.read(base, max_position - i * batch_size, max_position=segment.size)
+            assert fits == exact == (segment.fd, i * batch_size, max_position - i * batch_size)
+            offsets = [
+                r.offset
+                for k in range(fits.size // batch_size)
+                for r in decode_batch(fits.read()[k * batch_size : (k + 1) * batch_size])
+            ]
+            assert offsets == list(range(base, batches[min(bound, 30) - 1][1] + 1))
+
+
 def test_find_offset_by_timestamp(segment):
     fill(segment, 20)
     # timestamps are 1000 + 10*i + j for batch i, record j; offsets from 50, 3 per batch
