@@ -43,7 +43,7 @@ from sluice.pipeline.table.filesystem import (
     TableFileSystem,
     TargetExistsError,
 )
-from sluice.pipeline.table.manifest import DataFile, RangeRecord, RowCount
+from sluice.pipeline.table.manifest import DataFile, InvalidManifestError, RangeRecord, RowCount
 
 # --------------------------------------------------------------------------------------------
 # Helpers: a run written with pyarrow (fast) and the three readers
@@ -212,6 +212,23 @@ def test_manifest_must_name_this_run(tmp_path: Path) -> None:
     other = TableWriter(str(tmp_path / "u")).begin("r1", None)
     with pytest.raises(StagingValidationError, match="expected a manifest for"):
         staged.write_manifest(other.manifest([], files=[]))
+
+
+def test_publish_checks_the_stored_manifest_not_the_one_it_wrote(tmp_path: Path) -> None:
+    """The manifest is read back before the rename: one changed on disk after it was written
+    (another run's, a torn one) is refused even though this object wrote a valid one."""
+    table = str(tmp_path / "t")
+    staged = load(table, "r1", None, [OffsetRange("a", 0, 0, 3)])
+    path = Path(staged.path) / MANIFEST_NAME
+    written = path.read_bytes()
+    path.write_bytes(written.replace(b'"r1"', b'"r9"'))
+    with pytest.raises(StagingValidationError, match="expected a manifest for"):
+        staged.publish()
+    path.write_bytes(written[: len(written) // 2])
+    with pytest.raises(InvalidManifestError, match="expected a JSON object"):
+        staged.publish()
+    path.write_bytes(written)
+    assert staged.publish().sequence == 1
 
 
 def test_abort_and_cleanup(tmp_path: Path) -> None:
