@@ -52,12 +52,18 @@ which cannot be fetched here, so Spark's side is its plain Parquet write of the 
 
 **Shapes** (experiment ``nightly_load_shapes``, local mode, the same session after the main
 measurement): the same ``SHAPE_ROWS`` rows as one topic of 8 partitions (narrow) and as
-``WIDE_TOPICS`` topics of 4 partitions (wide: 800 partitions of 100 rows), each loaded into a
-fresh table. The load packs small ranges into tasks (``rowsPerTask``) and writes one file per
-topic and date per task, so the wide shape should cost about what the narrow one does: the rows
-are each shape's read+write and whole-load seconds, its Parquet file count, and the ratio
-wide / narrow of the whole load (the goal: at most 1.5, with at most one file per topic and
-date).
+``WIDE_TOPICS`` topics of 4 partitions (wide: 800 partitions of 100 rows). The load packs small
+ranges into tasks (``rowsPerTask``) and writes one file per topic and date per task, so the
+wide shape should cost about what the narrow one does. Both shapes' records are produced first;
+then each shape is loaded once unmeasured (the main measurement ran the narrow shape's code in
+the Python workers but never the packed reader's, so the first wide load would pay that alone),
+then ``SHAPE_PAIRS`` pairs of loads, each into a fresh table, alternating which shape goes
+first. The rows: each shape's whole-load, read+write and plan seconds (the median of the
+pairs, with their spread), its warm-up load's seconds, its Parquet file count, the ratio wide
+/ narrow (the median of the pairs' ratios; the goal: at most 1.5, with at most one file per
+topic and date), and how long one ``mkdir`` of a new directory takes on the bench's disk (the
+wide shape's tasks make two per file, ``topic=`` and ``date=``; it varies with the filesystem
+and with where on it the work directory lies: 0.03 to 1 ms on this machine's ext4).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +100,7 @@ PAIRED_ORDER = ("iceberg", "parquet", "parquet", "iceberg")  # run_iceberg's loa
 SHAPE_ROWS = 80_000
 WIDE_TOPICS = 200
 WIDE_PARTITIONS = 4
+SHAPE_PAIRS = 3  # run_shapes' measured pairs of loads
 
 
 def produce_incompressible(bootstrap: str, topic: str, count: int) -> None:
@@ -429,12 +437,13 @@ def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict
     for future in admin.create_topics(topics).values():
         future.result(timeout=60)
     del admin
-    figures: dict[str, Any] = {}
-    for name, shape in shapes.items():
+    for shape in shapes.values():
         _produce_spread(bootstrap, [(t, p) for t, n in shape for p in range(n)], SHAPE_ROWS)
-        out = work / f"shape-{name}"
+
+    def load(name: str, table: str) -> tuple[float, Any, Path]:
+        out = work / table
         config = LoadConfig(
-            bootstrap_servers=bootstrap, topics=tuple(t for t, _ in shape),
+            bootstrap_servers=bootstrap, topics=tuple(t for t, _ in shapes[name]),
             warehouse=f"file://{out}",
         )  # fmt: skip
         started = time.perf_counter()
@@ -442,21 +451,62 @@ def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict
         seconds = time.perf_counter() - started
         if report.total_rows != SHAPE_ROWS:
             raise RuntimeError(f"shape {name}: {report.total_rows} rows, expected {SHAPE_ROWS}")
+        return seconds, report, out
+
+    warm_up = {name: load(name, f"shape-{name}-warm-up")[0] for name in shapes}
+    runs: dict[str, list[tuple[float, Any, Path]]] = {name: [] for name in shapes}
+    for pair in range(SHAPE_PAIRS):
+        for name in shapes if pair % 2 == 0 else reversed(shapes):
+            runs[name].append(load(name, f"shape-{name}-{pair}"))
+    figures: dict[str, Any] = {"mkdir_ms": _mkdir_ms(work / "mkdir-probe")}
+    for name, shape in shapes.items():
+        seconds = [s for s, _, _ in runs[name]]
+        phases = {
+            phase: [r.phases.get(phase, 0.0) for _, r, _ in runs[name]]
+            for phase in ("plan", "read+write", "verify", "commit")
+        }
+        out = runs[name][-1][2]
         files = len(list((out / "events").rglob("topic=*/date=*/*.parquet")))
         partitions = sum(n for _, n in shape)
         label = f"{len(shape)} topics x {shape[0][1]} partitions"
-        figures[name] = {"seconds": seconds, "files": files, "phases": dict(report.phases)}
-        results.add("nightly_load_shapes", f"sluice {name}", f"{SHAPE_ROWS:,} rows, {label}",
-                    seconds, "s")  # fmt: skip
-        results.add("nightly_load_shapes", f"sluice {name}", "phase read+write",
-                    report.phases.get("read+write", 0.0), "s")  # fmt: skip
-        results.add("nightly_load_shapes", f"sluice {name}", "phase plan",
-                    report.phases.get("plan", 0.0), "s")  # fmt: skip
+        figures[name] = {"seconds": statistics.median(seconds), "files": files,
+                         "phases": {p: statistics.median(v) for p, v in phases.items()},
+                         "warm_up": warm_up[name]}  # fmt: skip
+        results.add_runs("nightly_load_shapes", f"sluice {name}", f"{SHAPE_ROWS:,} rows, {label}",
+                         seconds, "s")  # fmt: skip
+        results.add_runs("nightly_load_shapes", f"sluice {name}", "phase read+write",
+                         phases["read+write"], "s")  # fmt: skip
+        results.add_runs("nightly_load_shapes", f"sluice {name}", "phase plan", phases["plan"],
+                         "s")  # fmt: skip
+        results.add("nightly_load_shapes", f"sluice {name}", "first load (unmeasured warm-up)",
+                    warm_up[name], "s")  # fmt: skip
         results.add("nightly_load_shapes", f"sluice {name}",
                     f"parquet files ({partitions} partitions)", files, "files")  # fmt: skip
-    ratio = figures["wide"]["seconds"] / figures["narrow"]["seconds"]
-    results.add("nightly_load_shapes", "sluice wide/narrow", "whole load", ratio, "ratio")
+    ratios = [w[0] / n[0] for n, w in zip(runs["narrow"], runs["wide"], strict=True)]
+    figures["ratios"] = ratios
+    results.add_runs("nightly_load_shapes", "sluice wide/narrow", "whole load", ratios, "ratio")
+    results.add("nightly_load_shapes", "disk", "mkdir of a new directory", figures["mkdir_ms"],
+                "ms")  # fmt: skip
+    results.note("nightly_load_shapes", f"wide/narrow of each pair: "
+                 f"{', '.join(f'{r:.2f}' for r in ratios)}; load average {_load_average()} "
+                 "(1, 5, 15 min) after the pairs")  # fmt: skip
     return figures
+
+
+def _mkdir_ms(probe: Path, count: int = 200) -> float:
+    """Milliseconds per ``mkdir`` of a new directory under ``probe`` (the median of the
+    ``count`` timed; created as ``topic=``/``date=`` pairs as the load makes them), removed
+    after."""
+    took = []
+    try:
+        for i in range(count // 2):
+            for path in (probe / f"topic=t{i}", probe / f"topic=t{i}" / "date=2026-01-01"):
+                started = time.perf_counter()
+                path.mkdir(parents=True)
+                took.append(time.perf_counter() - started)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return statistics.median(took) * 1000
 
 
 def run_cluster(results: Results, bootstrap: str, count: int, work: Path) -> None:

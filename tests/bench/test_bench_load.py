@@ -94,3 +94,9 @@ def test_iceberg_rows_time_both_loads_by_their_phases_and_give_the_two_ratios() 
     assert got["sluice iceberg/parquet", "rows/s"] == (0.8, "ratio")  # 4 s / 5 s
     assert got["sluice iceberg/in-memory", "rows/s"] == (2.0, "ratio")  # 10 s / 5 s
     assert {r.experiment for r in results.items} == {"nightly_load"}
+
+
+def test_the_mkdir_probe_times_new_directories_and_leaves_none(tmp_path: Path) -> None:
+    took = bench_load._mkdir_ms(tmp_path / "probe", count=20)
+    assert 0 < took < 1000, f"expected a time per mkdir in ms, found {took}"
+    assert not (tmp_path / "probe").exists()
