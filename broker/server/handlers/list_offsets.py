@@ -11,7 +11,11 @@ its leader epoch (0 standalone).
 v0 answers with a list of offsets, newest first, at most ``max_num_offsets`` (Kafka's
 ``fetchOffsetsBefore``): latest gives the high watermark then the segments' base offsets,
 earliest the log start offset, a timestamp the base offsets of the segments whose records are
-all older than it."""
+all older than it.
+
+v1+ answers are written by ``list_offsets_response`` (by hand: a wide load's plan asks for
+hundreds of partitions at once, and kio's dataclasses and generic encoder were most of the
+time of such a request); v0 goes through kio's ``respond``."""
 
 from __future__ import annotations
 
@@ -20,6 +24,11 @@ from typing import Any
 from sluice.broker.log.log import Log
 from sluice.broker.protocol import Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.protocol.list_offsets_response import (
+    PartitionOffset,
+    encode_list_offsets_response,
+)
+from sluice.broker.replication.partition import Partition
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
@@ -62,11 +71,41 @@ def _old_style_offsets(partition_log: Log, timestamp: int, max_num: int) -> list
     return unique[: max(max_num, 0)]
 
 
-async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
-    v0 = request.api_version == 0
-    read_committed = getattr(request.body, "isolation_level", 0) == 1
-    if read_committed:
-        await ctx.transactions.get_if_used()  # resolves transactions a restart left open
+def _leader(
+    ctx: BrokerContext, topic: str, index: int, described: bool
+) -> tuple[Partition | None, int]:
+    """(the partition, NONE) where the client may describe the topic and this broker leads
+    the partition; else (None, the error code to answer)."""
+    if not described:
+        return None, Errors.TOPIC_AUTHORIZATION_FAILED
+    return ctx.replicas.leader_or_error(topic, index)
+
+
+def _lookup(partition_log: Log, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
+    """(error code, timestamp, offset) answering a v1+ ``timestamp`` from a led partition's log
+    (module docstring); -1 for a timestamp or offset there is none of."""
+    if timestamp == LATEST:
+        latest = (
+            partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+        )
+        return Errors.NONE, -1, latest
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return Errors.NONE, -1, partition_log.log_start_offset
+    if timestamp < MAX_TIMESTAMP:
+        return Errors.INVALID_REQUEST, -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = _max_timestamp(partition_log)
+    else:
+        found = partition_log.offset_for_timestamp(timestamp)
+    fetchable = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+    if found is not None and found[0] < fetchable:
+        offset, found_timestamp = found
+        return Errors.NONE, found_timestamp, offset
+    return Errors.NONE, -1, -1
+
+
+def _v0_topics(ctx: BrokerContext, request: Request) -> list[dict[str, Any]]:
+    """The v0 answer's topics as kio's ``list_offsets_v0`` builds them: old-style offsets."""
     topics = []
     for t in request.body.topics:
         partitions: list[dict[str, Any]] = []
@@ -76,43 +115,40 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
                    "timestamp": -1, "offset": -1, "leader_epoch": -1,
                    "old_style_offsets": []}  # fmt: skip
             partitions.append(out)
-            if not described:
-                out["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
-                continue
-            leading, error = ctx.replicas.leader_or_error(t.name, p.partition_index)
+            leading, error = _leader(ctx, t.name, p.partition_index, described)
             if leading is None:
                 out["error_code"] = error
                 continue
-            partition_log = leading.log
             out["leader_epoch"] = leading.leader_epoch
-            if v0:
-                if p.timestamp < EARLIEST:
-                    out["error_code"] = Errors.INVALID_REQUEST
-                else:
-                    out["old_style_offsets"] = _old_style_offsets(
-                        partition_log, p.timestamp, p.max_num_offsets
-                    )
-            elif p.timestamp == LATEST:
-                out["offset"] = (
-                    partition_log.last_stable_offset
-                    if read_committed
-                    else partition_log.high_watermark
-                )
-            elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
-                out["offset"] = partition_log.log_start_offset
-            elif p.timestamp < MAX_TIMESTAMP:
+            if p.timestamp < EARLIEST:
                 out["error_code"] = Errors.INVALID_REQUEST
             else:
-                if p.timestamp == MAX_TIMESTAMP:
-                    found = _max_timestamp(partition_log)
-                else:
-                    found = partition_log.offset_for_timestamp(p.timestamp)
-                fetchable = (
-                    partition_log.last_stable_offset
-                    if read_committed
-                    else partition_log.high_watermark
+                out["old_style_offsets"] = _old_style_offsets(
+                    leading.log, p.timestamp, p.max_num_offsets
                 )
-                if found is not None and found[0] < fetchable:
-                    out["offset"], out["timestamp"] = found
         topics.append({"name": t.name, "partitions": partitions})
-    return respond(request, {"throttle_time": 0, "topics": topics})
+    return topics
+
+
+async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
+    read_committed = getattr(request.body, "isolation_level", 0) == 1  # v2+
+    if read_committed:
+        await ctx.transactions.get_if_used()  # resolves transactions a restart left open
+    if request.api_version == 0:
+        return respond(request, {"throttle_time": 0, "topics": _v0_topics(ctx, request)})
+    topics: list[tuple[str, list[PartitionOffset]]] = []
+    for t in request.body.topics:
+        answers: list[PartitionOffset] = []
+        described = allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+        for p in t.partitions:
+            index = p.partition_index
+            leading, error = _leader(ctx, t.name, index, described)
+            if leading is None:
+                answers.append(PartitionOffset(index, error, -1, -1, -1))
+                continue
+            error, timestamp, offset = _lookup(leading.log, p.timestamp, read_committed)
+            answers.append(PartitionOffset(index, error, timestamp, offset, leading.leader_epoch))
+        topics.append((t.name, answers))
+    return encode_list_offsets_response(
+        request.correlation_id, request.header.client_version, topics
+    )
