@@ -15,6 +15,8 @@ Modules, each named after what it holds:
 - ``codec``           ``decode_request``, ``encode_response``, the UNSUPPORTED_VERSION answer
 - ``produce_codec``   Produce by hand (the hot path), v0–2's message sets up-converted
 - ``fetch_response``  the zero-copy Fetch response encoder (v0–3: down-converted, in memory)
+- ``replica_fetch_request``   a follower's Fetch v11 request by hand (hundreds of partitions)
+- ``list_offsets_response``   ListOffsets v1–8 answers by hand (a wide load's plan: 800 partitions)
 - ``legacy``          up-/down-conversion of the versions Kafka 4.0 dropped (KIP-896)
 - ``*_v0*``           those versions' schemas in kio's shape (``list_offsets_v0``, ``fetch_v0_3``…)
 """
