@@ -90,7 +90,11 @@ def _require(missing: str | None) -> None:
 
 
 def _port_taken(port: int) -> bool:
+    """Whether a server could not listen on ``port``: bound as Spark's master and Jetty bind
+    (SO_REUSEADDR), so the TIME_WAIT connections a cluster run just before left are no
+    obstacle, a listener is."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
