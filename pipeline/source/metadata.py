@@ -30,8 +30,7 @@ failure when there were several. Spark makes ``numRetries`` attempts in all, not
 only to an error callback (the lookup itself fails with a bare "transport failure"), so the
 consumer's ``error_cb`` keeps the last authentication error and a failed lookup raises
 ``SourceAuthenticationError`` with the broker's message at once — as Spark's Java client fails
-on a ``SaslAuthenticationException``. Use it as a context manager; it is for one thread
-(``bounds()`` runs its log-start lookup on a thread of its own while it makes the log-end one).
+on a ``SaslAuthenticationException``. Use it as a context manager; it is for one thread.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -206,16 +204,11 @@ class KafkaMetadata:
         # librdkafka sends as one request per partition leader each, not one round trip per
         # partition and bound (get_watermark_offsets). The handle's isolation level goes into
         # every ListOffsets request, so "latest" is the LSO under read_committed.
-        # Kafka refuses a partition named twice in one request, so the two bounds are two
-        # requests; they are in flight together (librdkafka's handle is thread-safe and the
-        # call releases the GIL): a wide plan (800 partitions) waited for one after the other.
         wanted = list(partitions)
         if not wanted:
             return {}
-        with ThreadPoolExecutor(1, thread_name_prefix="sluice-log-start") as pool:
-            start_lookup = pool.submit(self._list_offsets, wanted, _EARLIEST, "log start")
-            ends = self._list_offsets(wanted, _LATEST, "log end")
-            starts = start_lookup.result()
+        starts = self._list_offsets(wanted, _EARLIEST, "log start")
+        ends = self._list_offsets(wanted, _LATEST, "log end")
         return {tp: LogBounds(starts[tp], ends[tp]) for tp in wanted}
 
     def _list_offsets(
