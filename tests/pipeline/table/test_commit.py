@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,19 @@ def test_publish_checks_the_stored_manifest_not_the_one_it_wrote(tmp_path: Path)
         staged.publish()
     path.write_bytes(written)
     assert staged.publish().sequence == 1
+
+
+def test_publish_refuses_a_manifest_the_next_run_could_not_read(tmp_path: Path) -> None:
+    """Building a manifest checks values, decoding checks types too: one with a float byte
+    count is written, but the publish decodes it and refuses it, so no run is published that
+    would stop the next one."""
+    table = str(tmp_path / "t")
+    staged = TableWriter(table).begin("r1", None)
+    record = stage(staged, "a", 0, 0, 3)
+    staged.write_manifest(staged.manifest([replace(record, bytes=120.0)]))
+    with pytest.raises(InvalidManifestError, match="expected int, found float"):
+        staged.publish()
+    assert published_runs(table) == []
 
 
 def test_abort_and_cleanup(tmp_path: Path) -> None:
