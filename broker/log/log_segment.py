@@ -22,7 +22,10 @@ offset. ``read`` returns a :class:`FileSlice` of whole batches, fit for ``os.sen
 Thread safety: ``append``, ``truncate_to``, ``recover`` and ``close`` must be serialized by
 the owner (``Log`` holds its lock). ``read``, ``translate_offset`` and
 ``find_offset_by_timestamp`` may run beside an append: they look only at bytes that were whole
-when they started. ``flush`` may run on another thread at any time (it only fsyncs).
+when they started. None of them may run beside ``truncate_to``: ``read`` trusts a caller's
+``max_position`` to be a batch boundary of the segment as it is (``Log.read`` takes it from
+the same contents under the same owner). ``flush`` may run on another thread at any time (it
+only fsyncs).
 """
 
 from __future__ import annotations
@@ -475,7 +478,8 @@ class LogSegment:
     ) -> FileSlice | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` of them
         (but at least one when ``min_one_batch``), ending at or before ``max_position`` (a
-        batch boundary, e.g. the high watermark's position). None when there is nothing."""
+        batch boundary of the segment as it is now, e.g. the high watermark's position: a read
+        that fits ends there unchecked). None when there is nothing."""
         limit_position = self._size if max_position is None else min(max_position, self._size)
         start = self.translate_offset(start_offset)
         if start is None or start >= limit_position:

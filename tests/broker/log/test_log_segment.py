@@ -66,16 +66,26 @@ def test_read_returns_whole_batches_within_max_bytes(segment):
     assert segment.read(batches[-1][1] + 1, 1000) is None
 
 
-def test_a_read_that_fits_ends_exactly_at_its_bound_from_every_batch(segment):
-    """A read whose rest fits in max_bytes takes no header walk (it ends at the bound, a batch
-    boundary); from every batch and every bound it is the same slice as a read that must
-    walk (max_bytes exactly the bytes up to the bound) and holds every offset up to it."""
+def test_a_read_that_fits_ends_exactly_at_its_bound_from_every_batch(segment, monkeypatch):
+    """A read whose rest fits in max_bytes reads no header past its start (it ends at the
+    bound, a batch boundary); from every batch and every bound it is the same slice as a read
+    that must walk (max_bytes exactly the bytes up to the bound) and holds every offset up
+    to it."""
     batches = fill(segment, 30)
     batch_size = segment.size // 30
+    walk = LogSegment._iter_headers
     for i, (base, _) in enumerate(batches):
         for bound in (i + 1, i + 7, 30):
             max_position = min(bound, 30) * batch_size
+            start = segment.translate_offset(base)
+
+            def only_the_start(self, position, end=None, _start=start):
+                assert position <= _start, f"expected no header read past {_start}, at {position}"
+                return walk(self, position, end)
+
+            monkeypatch.setattr(LogSegment, "_iter_headers", only_the_start)
             fits = segment.read(base, 1 << 20, max_position=max_position)
+            monkeypatch.setattr(LogSegment, "_iter_headers", walk)
             exact = segment.read(base, max_position - i * batch_size, max_position=segment.size)
             assert fits == exact == (segment.fd, i * batch_size, max_position - i * batch_size)
             offsets = [
