@@ -7,8 +7,9 @@ The warehouse tier is the nightly load's Parquet table(s) (``warehouse.table``),
 ``warehouse.format=iceberg`` its Iceberg tables: ``warehouse.path`` and the load's own
 ``iceberg.*`` keys name the catalog and each audited topic's table
 (``sluice.pipeline.table.iceberg_catalog``), so the audit reads the tables the load wrote.
-The ``iceberg.*`` keys are checked by that module's declaration when pyiceberg is installed
-(the ``spark`` extra); in the base install they are checked when the audit runs.
+The ``iceberg.*`` keys are checked by that module's declaration when the configuration is
+parsed, in the base install too: pyiceberg (the ``spark`` extra) is imported only when a
+catalog is opened.
 
 ``conf/audit.properties`` explains each key at length. Aliases are ``[A-Za-z0-9._-]+`` (they
 are the lineage header's, ``sluice.pipeline.lineage``), topic names too. Every malformed key
@@ -22,7 +23,6 @@ configuration in the base install.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import re
 from collections.abc import Mapping
@@ -224,7 +224,8 @@ class AuditConfig:
 
     def iceberg_config(self) -> Any:
         """The ``IcebergConfig`` of the ``iceberg.*`` keys (``warehouse.format=iceberg``);
-        imports pyiceberg. Raises ``AuditConfigError`` naming a bad key."""
+        pyiceberg is imported when its catalog is opened. Raises ``AuditConfigError`` naming a
+        bad key."""
         assert self.warehouse_path is not None, "warehouse.format=iceberg only"
         return _parse_iceberg(self.iceberg, self.warehouse_path)
 
@@ -302,8 +303,7 @@ def _iceberg_warehouse(
             "found none"
         )
     uri = to_uri(path)
-    with contextlib.suppress(ImportError):  # the base install: checked when the audit runs
-        _parse_iceberg(iceberg, uri)
+    _parse_iceberg(iceberg, uri)  # checked now: parsing imports no pyiceberg
     return uri
 
 

@@ -4,6 +4,8 @@ error per malformed key, ``conf/audit.properties`` parses, and ``--until`` times
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,23 @@ def test_a_misspelt_key_is_refused_with_the_nearest_one() -> None:
         AuditConfig.from_properties({**BASE, "windows.ms": "60000"})
     # the families that pass through are not checked
     AuditConfig.from_properties({**BASE, "kafka.fetch.max.bytes": "1", "spark.ui.enabled": "0"})
+
+
+def test_iceberg_keys_are_checked_at_parse_time_without_pyiceberg() -> None:
+    """``warehouse.format=iceberg``: a bad ``iceberg.*`` key is refused when the configuration
+    is parsed, in a fresh interpreter that never imports pyiceberg (the base install has none)."""
+    props = {**BASE, "warehouse.format": "iceberg", "warehouse.path": "/tmp/warehouse",
+             "iceberg.catalog.type": "nosuch"}  # fmt: skip
+    script = f"""
+import sys
+from sluice.pipeline.audit.config import AuditConfig, AuditConfigError
+try:
+    AuditConfig.from_properties({props!r})
+except AuditConfigError as exc:
+    print("refused:", exc)
+print(sorted(m for m in sys.modules if m.split(".")[0] == "pyiceberg"))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()  # fmt: skip
+    assert out[0].startswith("refused: iceberg.catalog.type"), out
+    assert out[1] == "[]", f"expected no pyiceberg module, found {out[1]}"
