@@ -19,7 +19,7 @@ time of such a request); v0 goes through kio's ``respond``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.broker.log.log import Log
 from sluice.broker.protocol import Request
@@ -28,11 +28,13 @@ from sluice.broker.protocol.list_offsets_response import (
     PartitionOffset,
     encode_list_offsets_response,
 )
-from sluice.broker.replication.partition import Partition
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.responses import respond
+
+if TYPE_CHECKING:
+    from sluice.broker.replication.partition import Partition
 
 LATEST = -1
 EARLIEST = -2
@@ -149,6 +151,6 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> bytes:
             error, timestamp, offset = _lookup(leading.log, p.timestamp, read_committed)
             answers.append(PartitionOffset(index, error, timestamp, offset, leading.leader_epoch))
         topics.append((t.name, answers))
-    return encode_list_offsets_response(
-        request.correlation_id, request.header.client_version, topics
-    )
+    # The handler's version is the client's: ListOffsets is handled from v0 (handler_min 0,
+    # no up-conversion), and v1+ answers are written by hand, never down-converted by kio.
+    return encode_list_offsets_response(request.correlation_id, request.api_version, topics)
