@@ -228,7 +228,11 @@ import sys
 from sluice.pipeline.load.run import LoadConfig
 LoadConfig.from_properties({BASE!r})
 print(sorted(m for m in sys.modules if m.split(".")[0] == "pyiceberg"))
+from sluice.pipeline.table.partition_spec import PartitionBy
+PartitionBy.parse("day(timestamp)").terms[0].iceberg_transform()
+print("pyiceberg.transforms" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, check=True).stdout.splitlines()  # fmt: skip
-    assert out == ["[]"], f"expected no pyiceberg module after a Parquet config, found {out}"
+    assert out[0] == "[]", f"expected no pyiceberg module after a Parquet config, found {out[0]}"
+    assert out[1] == "True", "expected the Iceberg path to import pyiceberg when it is used"
