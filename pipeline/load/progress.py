@@ -14,6 +14,11 @@ running (from the JVM's status store; empty if it cannot be read). A reason retu
 brokers did not answer) is kept as ``stalled`` and the job group is cancelled, so ``collect()``
 fails at once and the caller raises it; ``None`` (the brokers answer: a long split is still
 reading, and each split's own ``kafkaConsumer.pollTimeoutMs`` bounds it) restarts the clock.
+The cancellation is on purpose, so Spark's log is turned off before it: a killed task can end
+after its job, and Spark then logs its completion as an internal error with a forty-line
+stack trace (``Block broadcast_0 does not exist``), after which the load's one-line reason
+would not be the end of its output. The caller waits for the killed tasks
+(``await_cancelled``, bounded by ``CANCEL_WAIT_S``), which sets the log level back.
 
 Output: on a TTY (``live=True``) one line rewritten in place on stderr every second; otherwise
 a progress line through ``say`` every ``interval`` seconds (so logs and CI show it too). The
@@ -32,7 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-__all__ = ["LoadProgress", "ProgressFigures"]
+__all__ = ["CANCEL_WAIT_S", "LoadProgress", "ProgressFigures"]
+
+CANCEL_WAIT_S = 10.0
+"""At most how long ``await_cancelled`` waits for a cancelled group's tasks to end: PySpark
+kills a task's Python worker ``spark.python.task.killTimeout`` (2 s) after the task was asked
+to stop."""
 
 
 @dataclass(slots=True)
@@ -115,6 +125,7 @@ class LoadProgress:
         self._last_change = time.monotonic()
         self.stalled: str | None = None
         """Why the job group was cancelled for want of progress (see the module doc)."""
+        self._quieted: str | None = None  # the log level before a stall's cancellation
 
     def figures(self) -> ProgressFigures:
         done = min(self._done, self.splits)
@@ -168,8 +179,40 @@ class LoadProgress:
         if reason is None:
             return False
         self.stalled = reason
+        self._quieted = self._log_level()
+        self._context.setLogLevel("OFF")  # the cancellation is on purpose (module doc)
         self._context.cancelJobGroup(self.group)
         return True
+
+    def _log_level(self) -> str:
+        """Spark's log level now (log4j's root logger), ``ERROR`` if it cannot be read."""
+        try:
+            level = self._context._jvm.org.apache.logging.log4j.LogManager.getRootLogger()
+            return str(level.getLevel().toString())
+        except Exception:  # noqa: BLE001 - the JVM's logging is not PySpark's API
+            return "ERROR"
+
+    def await_cancelled(self, bound_s: float = CANCEL_WAIT_S) -> None:
+        """After a stall: wait until no task of the cancelled group runs (at most ``bound_s``,
+        polling Spark's status tracker, which has nothing to wait on), then set Spark's log
+        level back to what it was before the cancellation."""
+        tracker = self._context.statusTracker()
+        deadline = time.monotonic() + bound_s
+        try:
+            while time.monotonic() < deadline:
+                active = 0
+                for job_id in tracker.getJobIdsForGroup(self.group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job is not None else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        active += stage.numActiveTasks if stage is not None else 0
+                if not active:
+                    return
+                time.sleep(0.1)
+        finally:
+            if self._quieted is not None:
+                self._context.setLogLevel(self._quieted)
+                self._quieted = None
 
     def _run(self) -> None:
         shown = time.monotonic()

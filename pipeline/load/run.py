@@ -362,6 +362,7 @@ def _read_and_write(
         finished = True
     except Exception as exc:
         if progress.stalled is not None:
+            progress.await_cancelled()  # the killed tasks end quietly before the reason
             raise UnreachableError(progress.stalled) from None
         raise _from_worker(exc) from exc
     finally:

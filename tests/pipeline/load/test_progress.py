@@ -7,6 +7,8 @@ import io
 import time
 from typing import Any
 
+import pytest
+
 from sluice.pipeline.load.progress import LoadProgress, ProgressFigures
 
 
@@ -47,3 +49,48 @@ def test_it_follows_the_tasks_of_a_job_group(spark: Any) -> None:
     assert lines and all(line.startswith("read+write: ") for line in lines)
     assert any("4/4 splits" in line for line in lines)
     assert "\r" in live.getvalue() and "splits" in live.getvalue()
+
+
+def _root_level(spark: Any) -> str:
+    jvm = spark.sparkContext._jvm
+    return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().toString())
+
+
+def test_a_stall_cancels_the_group_quietly_and_gives_the_log_level_back(spark: Any) -> None:
+    """No task finishes within the deadline: the group is cancelled with Spark's log off
+    (its complaints about the killed tasks are noise after the load's reason), the collect
+    fails, and once the tasks are gone the log level is what it was."""
+    context = spark.sparkContext
+    before = _root_level(spark)
+    context.setLogLevel("WARN")
+    seen: list[str] = []
+    watch = LoadProgress(spark, "sluice-stall-test", splits=2, offsets=2, say=lambda _l: None,
+                         interval=0.1)  # fmt: skip
+
+    def on_stall(waiting: list[int]) -> str:
+        seen.append(_root_level(spark))
+        return f"stuck: {waiting}"
+
+    watch.configure_stall(0.5, on_stall)
+    context.setJobGroup("sluice-stall-test", "test")
+    watch.start()
+    try:
+        with pytest.raises(Exception, match="cancel"):
+            context.parallelize(range(2), 2).map(lambda x: time.sleep(30) or x).collect()
+        assert watch.stalled is not None and watch.stalled.startswith("stuck: ")
+        assert _root_level(spark) == "OFF"
+        began = time.monotonic()
+        watch.await_cancelled()
+        assert time.monotonic() - began < 10
+        assert _root_level(spark) == "WARN"
+        assert seen == ["WARN"]
+        tracker = context.statusTracker()
+        assert not any(
+            (stage := tracker.getStageInfo(s)) is not None and stage.numActiveTasks
+            for j in tracker.getJobIdsForGroup("sluice-stall-test")
+            for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else ())
+        )
+    finally:
+        watch.stop(finished=False)
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLogLevel(before)
