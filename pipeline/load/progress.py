@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -134,34 +134,31 @@ class LoadProgress:
             done, self.splits, offsets, self.offsets, time.monotonic() - self._began
         )
 
-    def _poll(self) -> None:
+    def _stages(self) -> Iterator[tuple[int, Any]]:
+        """(id, ``SparkStageInfo`` or ``None``) of every stage of the group's jobs."""
         tracker = self._context.statusTracker()
-        done = 0
         for job_id in tracker.getJobIdsForGroup(self.group):
             job = tracker.getJobInfo(job_id)
             for stage_id in job.stageIds if job is not None else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    done += stage.numCompletedTasks
+                yield stage_id, tracker.getStageInfo(stage_id)
+
+    def _poll(self) -> None:
+        done = sum(stage.numCompletedTasks for _, stage in self._stages() if stage is not None)
         if done > self._done:
             self._last_change = time.monotonic()
         self._done = max(self._done, done)
 
     def _running(self) -> list[int]:
         """Indices of the running tasks of the group's stages (= split indices)."""
-        tracker = self._context.statusTracker()
         store = self._context._jsc.sc().statusStore()
         running: list[int] = []
-        for job_id in tracker.getJobIdsForGroup(self.group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
-                stage = tracker.getStageInfo(stage_id)
-                attempt = stage.currentAttemptId if stage is not None else 0
-                tasks = store.taskList(stage_id, attempt, 1_000_000).iterator()
-                while tasks.hasNext():
-                    task = tasks.next()
-                    if task.status() == "RUNNING":
-                        running.append(int(task.index()))
+        for stage_id, stage in self._stages():
+            attempt = stage.currentAttemptId if stage is not None else 0
+            tasks = store.taskList(stage_id, attempt, 1_000_000).iterator()
+            while tasks.hasNext():
+                task = tasks.next()
+                if task.status() == "RUNNING":
+                    running.append(int(task.index()))
         return sorted(set(running))
 
     def _check_stall(self) -> bool:
@@ -196,17 +193,12 @@ class LoadProgress:
         """After a stall: wait until no task of the cancelled group runs (at most ``bound_s``,
         polling Spark's status tracker, which has nothing to wait on), then set Spark's log
         level back to what it was before the cancellation."""
-        tracker = self._context.statusTracker()
         deadline = time.monotonic() + bound_s
         try:
             while time.monotonic() < deadline:
-                active = 0
-                for job_id in tracker.getJobIdsForGroup(self.group):
-                    job = tracker.getJobInfo(job_id)
-                    for stage_id in job.stageIds if job is not None else ():
-                        stage = tracker.getStageInfo(stage_id)
-                        active += stage.numActiveTasks if stage is not None else 0
-                if not active:
+                if not any(
+                    stage is not None and stage.numActiveTasks for _, stage in self._stages()
+                ):
                     return
                 time.sleep(0.1)
         finally:
