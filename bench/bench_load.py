@@ -61,9 +61,13 @@ then ``SHAPE_PAIRS`` pairs of loads, each into a fresh table, alternating which 
 first. The rows: each shape's whole-load, read+write and plan seconds (the median of the
 pairs, with their spread), its warm-up load's seconds, its Parquet file count, the ratio wide
 / narrow (the median of the pairs' ratios; the goal: at most 1.5, with at most one file per
-topic and date), and how long one ``mkdir`` of a new directory takes on the bench's disk (the
-wide shape's tasks make two per file, ``topic=`` and ``date=``; it varies with the filesystem
-and with where on it the work directory lies: 0.03 to 1 ms on this machine's ext4).
+topic and date), the CPU seconds each kind of process used during each measured load
+(``cpu_seconds``: the driver, Spark's JVM, PySpark's Python workers, the broker, and all of
+them; medians of the pairs) — on two cores a load that needs more than two CPU seconds a
+second of its run waits for the CPU, whatever is made parallel — and how long one ``mkdir`` of
+a new directory takes on the bench's disk (the wide shape's tasks make two per file,
+``topic=`` and ``date=``, and create the file; it varies with the filesystem and from minute to
+minute: 0.02 to 1 ms on this machine's ext4).
 """
 
 from __future__ import annotations
@@ -329,7 +333,7 @@ def run(results: Results, quick: bool) -> None:
         figures = measure(spark, config, count, local, profile)
         record(results, count, figures)
         run_iceberg(results, spark, config, count, local, figures["baseline_seconds"])
-        run_shapes(results, spark, broker.bootstrap, work)
+        run_shapes(results, spark, broker.bootstrap, work, broker.pid)
         spark.stop()  # the cluster run's driver is a process of its own
         spark = None
         run_cluster(results, broker.bootstrap, count, work)
@@ -422,8 +426,11 @@ def _produce_spread(bootstrap: str, partitions: list[tuple[str, int]], count: in
         raise RuntimeError("shapes: messages left undelivered")
 
 
-def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict[str, Any]:
-    """The narrow and the wide shape of ``SHAPE_ROWS`` rows (module doc); returns the figures."""
+def run_shapes(
+    results: Results, spark: Any, bootstrap: str, work: Path, broker_pid: int | None = None
+) -> dict[str, Any]:
+    """The narrow and the wide shape of ``SHAPE_ROWS`` rows (module doc) against the broker at
+    ``bootstrap`` (process ``broker_pid``, for its CPU seconds); returns the figures."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from sluice.pipeline.load.run import LoadConfig, run_load
@@ -440,20 +447,27 @@ def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict
     for shape in shapes.values():
         _produce_spread(bootstrap, [(t, p) for t, n in shape for p in range(n)], SHAPE_ROWS)
 
+    cpu: dict[str, list[dict[str, float]]] = {name: [] for name in shapes}
+
     def load(name: str, table: str) -> tuple[float, Any, Path]:
         out = work / table
         config = LoadConfig(
             bootstrap_servers=bootstrap, topics=tuple(t for t, _ in shapes[name]),
             warehouse=f"file://{out}",
         )  # fmt: skip
+        before = cpu_seconds(broker_pid)
         started = time.perf_counter()
         report = run_load(config, spark, progress=lambda _m: None)
         seconds = time.perf_counter() - started
+        after = cpu_seconds(broker_pid)
+        cpu[name].append({kind: after[kind] - before[kind] for kind in CPU_KINDS})
         if report.total_rows != SHAPE_ROWS:
             raise RuntimeError(f"shape {name}: {report.total_rows} rows, expected {SHAPE_ROWS}")
         return seconds, report, out
 
     warm_up = {name: load(name, f"shape-{name}-warm-up")[0] for name in shapes}
+    for measured in cpu.values():  # the pairs' only
+        measured.clear()
     runs: dict[str, list[tuple[float, Any, Path]]] = {name: [] for name in shapes}
     for pair in range(SHAPE_PAIRS):
         for name in shapes if pair % 2 == 0 else reversed(shapes):
@@ -471,7 +485,9 @@ def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict
         label = f"{len(shape)} topics x {shape[0][1]} partitions"
         figures[name] = {"seconds": statistics.median(seconds), "files": files,
                          "phases": {p: statistics.median(v) for p, v in phases.items()},
-                         "warm_up": warm_up[name]}  # fmt: skip
+                         "warm_up": warm_up[name],
+                         "cpu": {k: statistics.median(c[k] for c in cpu[name])
+                                 for k in CPU_KINDS}}  # fmt: skip
         results.add_runs("nightly_load_shapes", f"sluice {name}", f"{SHAPE_ROWS:,} rows, {label}",
                          seconds, "s")  # fmt: skip
         results.add_runs("nightly_load_shapes", f"sluice {name}", "phase read+write",
@@ -480,6 +496,11 @@ def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict
                          "s")  # fmt: skip
         results.add("nightly_load_shapes", f"sluice {name}", "first load (unmeasured warm-up)",
                     warm_up[name], "s")  # fmt: skip
+        for kind in CPU_KINDS:
+            results.add_runs("nightly_load_shapes", f"sluice {name}", f"CPU s: {kind}",
+                             [c[kind] for c in cpu[name]], "s")  # fmt: skip
+        results.add_runs("nightly_load_shapes", f"sluice {name}", "CPU s: all",
+                         [sum(c.values()) for c in cpu[name]], "s")  # fmt: skip
         results.add("nightly_load_shapes", f"sluice {name}",
                     f"parquet files ({partitions} partitions)", files, "files")  # fmt: skip
     ratios = [w[0] / n[0] for n, w in zip(runs["narrow"], runs["wide"], strict=True)]
@@ -490,6 +511,55 @@ def run_shapes(results: Results, spark: Any, bootstrap: str, work: Path) -> dict
     results.note("nightly_load_shapes", f"wide/narrow of each pair: "
                  f"{', '.join(f'{r:.2f}' for r in ratios)}; load average {_load_average()} "
                  "(1, 5, 15 min) after the pairs")  # fmt: skip
+    return figures
+
+
+CPU_KINDS = ("driver", "spark JVM", "spark Python workers", "broker")
+
+
+def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each kind of process of a local-mode load:
+    this process (the driver), its Java descendants (Spark's JVM), its other descendants
+    (PySpark's daemon and Python workers) and the broker process ``broker_pid`` (with its
+    descendants), read from ``/proc``; a kind with no process is 0. Processes that already
+    ended are not counted, so a load's figure is the difference of two calls around it while
+    its processes live (PySpark reuses its workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    command: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                comm, _, rest = f.read().rpartition(")")
+        except OSError:  # ended while listed
+            continue
+        fields = rest.split()
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        used[pid] = (int(fields[11]) + int(fields[12])) / ticks
+        command[pid] = comm.partition("(")[2]
+
+    def below(root: int) -> set[int]:
+        found, todo = {root}, [root]
+        while todo:
+            at = todo.pop()
+            children = [p for p, up in parent.items() if up == at and p not in found]
+            found.update(children)
+            todo += children
+        return found
+
+    me = os.getpid()
+    broker = below(broker_pid) if broker_pid is not None and broker_pid in used else set()
+    spark = below(me) - {me} - broker
+    figures = dict.fromkeys(CPU_KINDS, 0.0)
+    figures["driver"] = used.get(me, 0.0)
+    for pid in spark:
+        kind = "spark JVM" if command[pid] == "java" else "spark Python workers"
+        figures[kind] += used[pid]
+    figures["broker"] = sum(used[p] for p in broker)
     return figures
 
 

@@ -3,6 +3,7 @@ the cluster run left out (with a note) where no cluster can start."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,30 @@ def test_the_mkdir_probe_times_new_directories_and_leaves_none(tmp_path: Path) -
     took = bench_load._mkdir_ms(tmp_path / "probe", count=20)
     assert 0 < took < 1000, f"expected a time per mkdir in ms, found {took}"
     assert not (tmp_path / "probe").exists()
+
+
+def test_cpu_seconds_count_the_driver_and_the_broker_process_apart() -> None:
+    import subprocess
+    import sys
+
+    # A child that burns 0.3 s of CPU, says so, then waits: it stands in for the broker.
+    burn = (
+        "import sys, time\nend = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\nprint('done', flush=True)\nsys.stdin.read()"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as child:
+        before = bench_load.cpu_seconds(child.pid)
+        busy = time.process_time() + 0.3
+        while time.process_time() < busy:
+            pass
+        assert child.stdout is not None and child.stdout.readline() == b"done\n"
+        after = bench_load.cpu_seconds(child.pid)
+        child.communicate(timeout=10)  # closes its stdin: it ends
+    assert set(after) == set(bench_load.CPU_KINDS)
+    assert after["driver"] - before["driver"] >= 0.25, (before, after)
+    assert after["broker"] - before["broker"] >= 0.2, (before, after)
+    # The child is this process's descendant but the broker's: none of it is Spark's.
+    assert after["spark Python workers"] == before["spark Python workers"] == 0.0
+    assert bench_load.cpu_seconds(None)["broker"] == 0.0
