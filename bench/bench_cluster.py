@@ -73,7 +73,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from bench import bench_profile
+from bench import bench_profile, proc
 from bench.bench_broker import load_average
 from bench.peers.kafka import PRODUCER, SETTINGS
 from bench.results import Results
@@ -347,12 +347,11 @@ def throughput(cluster: BrokerCluster, topic: str, acks: str, way: str, count: i
 
 def cpu_seconds(cluster: BrokerCluster) -> float:
     """User + system CPU seconds the running brokers have used (``/proc/<pid>/stat``)."""
-    total = 0
+    total = 0.0
     for b in cluster.brokers.values():
         if b.running and b.pid is not None:
-            fields = Path(f"/proc/{b.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
-    return total / os.sysconf("SC_CLK_TCK")
+            total += proc.cpu_seconds(b.pid)
+    return total
 
 
 def rounds(cluster: BrokerCluster, targets: list[Partition], count: int,

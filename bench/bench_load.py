@@ -85,6 +85,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import proc
 from bench.bench_broker import REPO, start_broker
 from bench.results import Results
 
@@ -518,48 +519,21 @@ CPU_KINDS = ("driver", "spark JVM", "spark Python workers", "broker")
 
 
 def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each kind of process of a local-mode load:
-    this process (the driver), its Java descendants (Spark's JVM), its other descendants
-    (PySpark's daemon and Python workers) and the broker process ``broker_pid`` (with its
-    descendants), read from ``/proc``; a kind with no process is 0. Processes that already
-    ended are not counted, so a load's figure is the difference of two calls around it while
-    its processes live (PySpark reuses its workers)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    used: dict[int, float] = {}
-    command: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                comm, _, rest = f.read().rpartition(")")
-        except OSError:  # ended while listed
-            continue
-        fields = rest.split()
-        pid = int(entry)
-        parent[pid] = int(fields[1])
-        used[pid] = (int(fields[11]) + int(fields[12])) / ticks
-        command[pid] = comm.partition("(")[2]
-
-    def below(root: int) -> set[int]:
-        found, todo = {root}, [root]
-        while todo:
-            at = todo.pop()
-            children = [p for p, up in parent.items() if up == at and p not in found]
-            found.update(children)
-            todo += children
-        return found
-
+    """CPU seconds (user + system) used so far by each kind of process of a local-mode load
+    (``bench.proc``): this process (the driver), its Java descendants (Spark's JVM), its other
+    descendants (PySpark's daemon and Python workers) and the broker process ``broker_pid``
+    (with its descendants); a kind with no process is 0. Processes that already ended are not
+    counted, so a load's figure is the difference of two calls around it while its processes
+    live (PySpark reuses its workers)."""
+    table = proc.processes()
     me = os.getpid()
-    broker = below(broker_pid) if broker_pid is not None and broker_pid in used else set()
-    spark = below(me) - {me} - broker
+    broker = proc.descendants(table, broker_pid) if broker_pid in table else set()
     figures = dict.fromkeys(CPU_KINDS, 0.0)
-    figures["driver"] = used.get(me, 0.0)
-    for pid in spark:
-        kind = "spark JVM" if command[pid] == "java" else "spark Python workers"
-        figures[kind] += used[pid]
-    figures["broker"] = sum(used[p] for p in broker)
+    figures["driver"] = table[me].cpu
+    for pid in proc.descendants(table, me) - {me} - broker:
+        kind = "spark JVM" if table[pid].name == "java" else "spark Python workers"
+        figures[kind] += table[pid].cpu
+    figures["broker"] = sum(table[pid].cpu for pid in broker)
     return figures
 
 

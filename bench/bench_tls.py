@@ -35,6 +35,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from bench import proc
 from bench.bench_broker import load_average
 from bench.results import REPEATS, Results, median
 from sluice.testing.broker import BrokerProcess
@@ -107,20 +108,13 @@ def _fill(bootstrap: str, client: dict[str, Any], count: int) -> None:
         raise RuntimeError(f"filling {TOPIC}: {len(failed)} failed, some undelivered")
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def _read(bootstrap: str, client: dict[str, Any], count: int, pid: int) -> tuple[float, float]:
     """(seconds, broker CPU seconds) to read ``count`` messages from offset 0."""
     consumer = Consumer({"bootstrap.servers": bootstrap, **CONSUMER, **client})
     try:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         got = 0
-        cpu = _cpu_seconds(pid)
+        cpu = proc.cpu_seconds(pid)
         start = time.perf_counter()
         deadline = start + TIMEOUT
         while got < count and time.perf_counter() < deadline:
@@ -134,7 +128,7 @@ def _read(bootstrap: str, client: dict[str, Any], count: int, pid: int) -> tuple
                 else:
                     raise RuntimeError(f"consume: {error}")
         elapsed = time.perf_counter() - start
-        used = _cpu_seconds(pid) - cpu
+        used = proc.cpu_seconds(pid) - cpu
     finally:
         consumer.close()
     if got < count:
