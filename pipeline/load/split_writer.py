@@ -79,6 +79,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sluice.common.gc_pause import collection_paused
 from sluice.pipeline.source.options import ValueOptions
 from sluice.pipeline.source.packed_reader import read_splits
 from sluice.pipeline.source.ranges import OffsetRange
@@ -241,9 +242,18 @@ class SplitWriter:
         """Fetch the splits of one packed task with one consumer, all at once
         (``packed_reader.read_splits``; one split: ``read_split``), and write them into one
         file per (topic, date) and one error file per topic; one result per split, each
-        naming the files its rows went to."""
-        if self.iceberg is not None:
-            return self._write_iceberg(splits, self.iceberg)
+        naming the files its rows went to.
+
+        The cyclic garbage collector is off while the task runs (``collection_paused``: the
+        messages and open files it holds are not garbage; walking them again and again cost a
+        task of 40,000 records 10–30 ms)."""
+        with collection_paused():
+            if self.iceberg is not None:
+                return self._write_iceberg(splits, self.iceberg)
+            return self._write_camus(splits)
+
+    def _write_camus(self, splits: Sequence[OffsetRange]) -> list[SplitResult]:
+        """``write_task`` for the Camus layout (module doc)."""
         began = time.monotonic()
         fs, root = pafs.FileSystem.from_uri(self.staging_uri)
         # Files are named after the first split of their topic in the task: a retried task

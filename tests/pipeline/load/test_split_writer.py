@@ -9,6 +9,7 @@ verifies.
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,3 +174,29 @@ def test_a_packed_task_s_splits_name_only_the_files_their_rows_went_to(
         for p in (day5, day6)
     }
     assert footers == {day5: b'{"0":20,"1":10}', day6: b'{"1":10,"2":9}'}
+
+
+def test_a_task_runs_without_cyclic_collections(
+    fake_reader: dict[OffsetRange, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The collector is off while a task reads and writes (its messages and open files are
+    not garbage) and on again after it."""
+    splits = [OffsetRange(t, p, 0, 50) for t in ("a", "b", "c") for p in range(4)]
+    for split in splits:
+        fake_reader[split] = [5 * DAY_US] * split.count
+    collecting: list[bool] = []  # gc.isenabled() as each batch is handed to the writer
+    read = split_writer.read_splits
+
+    def watched(*args: Any, **kwargs: Any) -> Iterator[tuple[int, pa.RecordBatch]]:
+        for item in read(*args, **kwargs):
+            collecting.append(gc.isenabled())
+            yield item
+
+    monkeypatch.setattr(split_writer, "read_splits", watched)
+    assert gc.isenabled()
+
+    outcomes = SplitWriter(f"file://{tmp_path}", {}).write_task(splits)
+
+    assert sum(o.written for o in outcomes) == 600
+    assert collecting and not any(collecting)
+    assert gc.isenabled()
