@@ -93,10 +93,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from sluice.common.gc_pause import collection_paused
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.load.config import LoadConfig, LoadConfigError
 from sluice.pipeline.load.errors import LoadError, UnreachableError
@@ -197,16 +198,26 @@ def _default_run_id(table: str) -> str:
 
 @contextmanager
 def _phase(
-    report: LoadReport, name: str, progress: Callable[[str], None], *, announce: bool = True
+    report: LoadReport,
+    name: str,
+    progress: Callable[[str], None],
+    *,
+    announce: bool = True,
+    collect: bool = True,
 ) -> Iterator[None]:
     """Time phase ``name`` into the report; say when it starts (``announce``: the long ones)
-    and how it ended."""
+    and how it ended. ``collect=False`` (the driver's own phases: plan, verify, commit) pauses
+    the cyclic garbage collector for the phase (``collection_paused``): their objects — a
+    range, a result, a file entry per partition — are not garbage, and a full collection
+    walks the driver's whole heap of PySpark, Py4J and pyarrow objects (about 40 ms here).
+    The read+write phase keeps it: it may last hours, with Py4J calls all along."""
     if announce:
         progress(f"{name} ...")
     began = time.monotonic()
     ended = "failed after"
     try:
-        yield
+        with nullcontext() if collect else collection_paused():
+            yield
         ended = "done in"
     finally:
         report.phases[name] = time.monotonic() - began
@@ -570,9 +581,11 @@ def _plan_reads(
 
 
 def _finish(report: LoadReport, config: LoadConfig, say: Callable[[str], None]) -> LoadReport:
-    """Write the report and print its summary (which says the outcome: once)."""
-    say(f"report: {report.write(config.reports_uri)}")
-    print(report.summary(), flush=True)
+    """Write the report and print its summary (which says the outcome: once); the collector
+    paused as in the driver's phases (``_phase``)."""
+    with collection_paused():
+        say(f"report: {report.write(config.reports_uri)}")
+        print(report.summary(), flush=True)
     return report
 
 
@@ -608,7 +621,7 @@ def _run(
     say: Callable[[str], None],
     watch: Callable[[str, int], LoadProgress],
 ) -> LoadReport:
-    with _phase(report, "plan", say, announce=False):
+    with _phase(report, "plan", say, announce=False, collect=False):
         plan = _plan_phase(config, consumer, writer, report, say)
     if not plan.changed:
         report.finish("no-new-data", "no new data since the last run: nothing published")
@@ -626,7 +639,7 @@ def _run(
                 outcomes = _read_and_write(
                     spark, config, consumer, reads, staged.uri, plan.avro, watch, report
                 )
-        with _phase(report, "verify", say, announce=False):
+        with _phase(report, "verify", say, announce=False, collect=False):
             scan = scan_staged(staged, {path for o in outcomes for path, _, _ in o.files})
             for relative in scan.removed:
                 say(f"removed {relative}: no task result names it (a failed attempt's)")
@@ -636,7 +649,7 @@ def _run(
             done = report.total_rows + report.total_errors
             report.progress["rows_per_second"] = round(done / seconds, 1) if seconds else 0.0
         _crash_point("staged", spark)
-        with _phase(report, "commit", say, announce=False):
+        with _phase(report, "commit", say, announce=False, collect=False):
             published = _publish(staged, report, scan, spark)
     except BaseException:
         if os.environ.get("SLUICE_CRASH_AT") is None:
@@ -671,7 +684,7 @@ def _run_iceberg(
     falling between the error tables' commits and the data tables'."""
     from sluice.pipeline.load import iceberg_tables
 
-    with _phase(report, "plan", say, announce=False):
+    with _phase(report, "plan", say, announce=False, collect=False):
         run = iceberg_tables.begin(config, consumer)
         report.table = ", ".join(sorted(run.data))
         resumed = any(run.committed.values())
@@ -694,7 +707,7 @@ def _run_iceberg(
             outcomes = _read_and_write(
                 spark, config, consumer, reads, config.warehouse, avro, watch, report, writers
             )
-    with _phase(report, "verify", say, announce=False):
+    with _phase(report, "verify", say, announce=False, collect=False):
         roots = [w.errors.location for w in writers.values() if w.errors is not None]
         files = account_iceberg(report, reads, outcomes, roots)
     if report.progress is not None:  # the exact rate, now that the rows are counted
@@ -705,7 +718,7 @@ def _run_iceberg(
     offsets: dict[str, dict[int, int]] = {}
     for part in report.partitions:
         offsets.setdefault(part.range.topic, {})[part.range.partition] = part.range.end
-    with _phase(report, "commit", say, announce=False):
+    with _phase(report, "commit", say, announce=False, collect=False):
         snapshots = iceberg_tables.commit(
             run, files, offsets, report.run_id, lambda: _crash_point("manifest", spark)
         )

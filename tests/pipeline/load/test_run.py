@@ -9,6 +9,7 @@ job (driver and JVM) at every phase followed by a rerun.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -104,6 +105,42 @@ def test_incremental_runs_and_a_run_with_nothing_new(
         for r in latest_manifest(config.table_uri).ranges
     }
     assert ranges == {(0, 100, 111), (1, 100, 110), (2, 100, 110)}
+
+
+def test_the_driver_s_phases_pause_the_collector_and_read_write_keeps_it(
+    spark: Any, kafka_broker: Any, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plan, verify, commit and the report run with the cyclic collector off (their objects
+    are not garbage); the read+write phase, which may last hours of Py4J calls, with it on;
+    and it is on again after the load."""
+    from sluice.pipeline.load import run as load_run
+
+    seen: dict[str, bool] = {}
+
+    def watch(name: str, step: Any) -> Any:
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            seen[name] = gc.isenabled()
+            return step(*args, **kwargs)
+
+        return watched
+
+    for name in ("_plan_phase", "_read_and_write", "scan_staged", "_publish"):
+        monkeypatch.setattr(load_run, name, watch(name, getattr(load_run, name)))
+    monkeypatch.setattr(load_run.LoadReport, "write", watch("report", load_run.LoadReport.write))
+    create_topic(kafka_broker.bootstrap, topic_name, 2)
+    produce(kafka_broker.bootstrap, simple_records(topic_name, 2, 20))
+
+    report = run_load(_config(kafka_broker.bootstrap, topic_name, tmp_path), spark)
+
+    assert report.status == "published" and report.total_rows == 20
+    assert seen == {
+        "_plan_phase": False,
+        "_read_and_write": True,
+        "scan_staged": False,
+        "_publish": False,
+        "report": False,
+    }
+    assert gc.isenabled()
 
 
 def test_retention_deleted_unread_data(
