@@ -140,3 +140,10 @@ def test_cpu_seconds_count_the_driver_and_the_broker_process_apart() -> None:
     workers = "spark Python workers"
     as_workers = unnamed_after[workers] - unnamed[workers]
     assert as_workers - (named_after[workers] - named[workers]) >= 0.2, (as_workers, named_after)
+
+
+def test_settling_the_disk_stops_at_its_limit_and_says_what_it_found(tmp_path: Path) -> None:
+    """A limit shorter than one pause: one probe, its figure returned, nothing deleted."""
+    waited, took = bench_load._settle_disk(tmp_path / "settle", limit_s=0.0, pause_s=1.0)
+    assert 0 <= waited < 5 and 0 < took < 1000
+    assert len(list((tmp_path / "settle").glob("attempt-0/topic=*/date=*"))) == 25
