@@ -79,7 +79,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sluice.common.gc_pause import collection_paused
+from sluice.common.gc_pause import CollectionPause, collection_paused
 from sluice.pipeline.source.options import ValueOptions
 from sluice.pipeline.source.packed_reader import read_splits
 from sluice.pipeline.source.ranges import OffsetRange
@@ -246,13 +246,17 @@ class SplitWriter:
 
         The cyclic garbage collector is off while the task runs (``collection_paused``: the
         messages and open files it holds are not garbage; walking them again and again cost a
-        task of 40,000 records 10–30 ms)."""
-        with collection_paused():
+        task of 40,000 records 10–30 ms), except for one collection after a batch whenever half
+        a million new objects piled up (``CollectionPause.allow``: a long task's cycles, if its
+        decoders make any, stay bounded)."""
+        with collection_paused() as pause:
             if self.iceberg is not None:
-                return self._write_iceberg(splits, self.iceberg)
-            return self._write_camus(splits)
+                return self._write_iceberg(splits, self.iceberg, pause)
+            return self._write_camus(splits, pause)
 
-    def _write_camus(self, splits: Sequence[OffsetRange]) -> list[SplitResult]:
+    def _write_camus(
+        self, splits: Sequence[OffsetRange], pause: CollectionPause
+    ) -> list[SplitResult]:
         """``write_task`` for the Camus layout (module doc)."""
         began = time.monotonic()
         fs, root = pafs.FileSystem.from_uri(self.staging_uri)
@@ -271,7 +275,7 @@ class SplitWriter:
         # reader's batch) are routed together: routing costs Arrow calls per batch, not row.
         group: list[tuple[int, pa.RecordBatch]] = []
         try:
-            for index, raw in self._batches(splits, results):
+            for index, raw in self._batches(splits, results, pause):
                 split, batch = splits[index], raw
                 if self.typed is not None:
                     batch, bad = self._decoder(decoders, split.topic).decode(raw)
@@ -313,7 +317,10 @@ class SplitWriter:
         return results
 
     def _write_iceberg(
-        self, splits: Sequence[OffsetRange], writers: Mapping[str, TopicWriters]
+        self,
+        splits: Sequence[OffsetRange],
+        writers: Mapping[str, TopicWriters],
+        pause: CollectionPause,
     ) -> list[SplitResult]:
         """``write_task`` for Iceberg tables (module doc): one appender per topic, the error
         rows per topic in one call; the results name full URIs."""
@@ -328,7 +335,7 @@ class SplitWriter:
         hold = self.hold_after_first_batch_s
         written: dict[str, list[WrittenFile]] = {}
         try:
-            for index, batch in self._batches(splits, results):
+            for index, batch in self._batches(splits, results, pause):
                 topic = splits[index].topic
                 if self.typed is not None:
                     batch, bad = self._decoder(decoders, topic).decode(batch)
@@ -368,6 +375,16 @@ class SplitWriter:
         return results
 
     def _batches(
+        self,
+        splits: Sequence[OffsetRange],
+        results: Sequence[SplitResult],
+        pause: CollectionPause,
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        for item in self._read(splits, results):
+            yield item
+            pause.allow()  # the batch handled: collect if half a million new objects piled up
+
+    def _read(
         self, splits: Sequence[OffsetRange], results: Sequence[SplitResult]
     ) -> Iterator[tuple[int, pa.RecordBatch]]:
         if len(splits) == 1:

@@ -86,3 +86,25 @@ def test_the_setting_comes_back_when_the_block_raises() -> None:
     with pytest.raises(RuntimeError), collection_paused():
         raise RuntimeError("boom")
     assert gc.isenabled()
+
+
+def test_allow_collects_once_past_the_limit_and_not_below_it() -> None:
+    """A long block's cycles stay bounded: past ``limit`` new container objects, ``allow()``
+    collects (freeing a cycle made inside); below it, it does nothing."""
+
+    class Node:
+        other: object = None
+
+    with collection_paused(limit=10_000) as pause:
+        gc.collect()  # the count starts from zero
+        a = Node()
+        a.other = a
+        alive = weakref.ref(a)
+        del a
+        pause.allow()  # a handful of objects: below the limit
+        assert alive() is not None and pause.collections == 0
+        kept = [[n] for n in range(20_000)]  # past it
+        pause.allow()
+        assert alive() is None and pause.collections == 1
+        assert not gc.isenabled()
+        del kept

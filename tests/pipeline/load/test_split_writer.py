@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sluice.common.gc_pause import CollectionPause
 from sluice.pipeline.load import split_writer
 from sluice.pipeline.load.split_writer import (
     PARTITION_ROWS_KEY,
@@ -200,3 +201,25 @@ def test_a_task_runs_without_cyclic_collections(
     assert sum(o.written for o in outcomes) == 600
     assert collecting and not any(collecting)
     assert gc.isenabled()
+
+
+def test_a_task_collects_between_batches_once_its_new_objects_pass_the_limit(
+    fake_reader: dict[OffsetRange, list[int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A long task's cycles stay bounded: with a limit of 0 new objects, the pause collects
+    after every batch the writer handles (the fake reader's: 7 rows each)."""
+    splits = [OffsetRange("a", p, 0, 21) for p in range(4)]
+    for split in splits:
+        fake_reader[split] = [5 * DAY_US] * split.count
+    made: list[CollectionPause] = []
+
+    def paused() -> CollectionPause:
+        made.append(CollectionPause(limit=0))
+        return made[-1]
+
+    monkeypatch.setattr(split_writer, "collection_paused", paused)
+
+    outcomes = SplitWriter(f"file://{tmp_path}", {}).write_task(splits)
+
+    assert sum(o.written for o in outcomes) == 84
+    assert [p.collections for p in made] == [12]  # 4 splits x 3 batches
