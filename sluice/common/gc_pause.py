@@ -30,7 +30,6 @@ without it for the block too.
 from __future__ import annotations
 
 import gc
-from types import TracebackType
 
 __all__ = ["YOUNG_LIMIT", "CollectionPause", "collection_paused"]
 
@@ -54,12 +53,7 @@ class CollectionPause:
         gc.disable()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:  # whatever ended the block
         if self._was_enabled:
             gc.enable()
 
