@@ -68,11 +68,11 @@ second of its run waits for the CPU, whatever is made parallel — and how long 
 a new directory takes on the bench's disk before the warm-ups and after the pairs (the wide
 shape's tasks make two per file, ``topic=`` and ``date=``, and create the file). It varies
 with the filesystem and from minute to minute: 0.02 to 1 ms of kernel CPU on this machine's
-ext4, which has no journal, so the kernel skips every inode deleted in the last minute or
-more, one by one, when it allocates a new one (``recently_deleted()`` under
-``find_inode_bit``, seen with ``perf``). Before the warm-ups the bench waits
-(``_settle_disk``, at most ``SETTLE_LIMIT_S``) until a new directory is cheap again after
-whatever ran before deleted its files; the rows give the wait.
+ext4, which has no journal, so the kernel may skip inodes deleted in the last minute or more,
+one by one, when it allocates a new one (``recently_deleted()`` under ``find_inode_bit``,
+seen with ``perf`` when a ``mkdir`` took 0.35–0.85 ms, minutes after test and bench runs had
+deleted their files). Before the warm-ups the bench waits (``_settle_disk``, at most
+``SETTLE_LIMIT_S``) until a new directory is cheap; the rows give the wait.
 """
 
 from __future__ import annotations
@@ -565,11 +565,11 @@ def _settle_disk(
 ) -> tuple[float, float]:
     """Wait, at most ``limit_s``, until a ``mkdir`` under ``probe`` takes at most
     ``SETTLED_MKDIR_MS`` (a probe of 50 every ``pause_s``; their directories are kept);
-    return (seconds waited, the last probe's ms). On this VM's unjournaled ext4, the
-    thousands of files an earlier run or bench section deleted make every new file and
-    directory skip them one by one for a minute or more (``_mkdir_ms``), a cost the
-    wide shape's 600 new inodes a load pay and the narrow one's ten do not; a journaled disk
-    has no such cost. Not settled after ``limit_s``: the pairs run anyway, and the rows say so."""
+    return (seconds waited, the last probe's ms). On this VM's unjournaled ext4, a new file or
+    directory may skip recently deleted inodes one by one (``_mkdir_ms``), at times for minutes
+    after earlier runs deleted their files: a cost the wide shape's 600 new inodes a load pay
+    and the narrow one's ten do not, and a journaled disk does not have. Not settled after
+    ``limit_s``: the pairs run anyway, and the rows say so."""
     started = time.monotonic()
     for attempt in itertools.count():
         took = _mkdir_ms(probe / f"attempt-{attempt}", 50, remove=False)
@@ -584,8 +584,8 @@ def _mkdir_ms(probe: Path, count: int = 200, *, remove: bool = True) -> float:
     """Milliseconds per ``mkdir`` of a new directory under ``probe`` (the median of the
     ``count`` timed; created as ``topic=``/``date=`` pairs as the load makes them), removed
     after unless ``remove=False``: on an ext4 without a journal (this VM's disk) an inode
-    deleted in the last minute or more is skipped, one by one, when the next is allocated, so
-    a probe that deletes its directories just before the pairs would slow their loads."""
+    deleted in the last minute or more may be skipped, one by one, when the next is allocated,
+    so a probe that deletes its directories just before the pairs could slow their loads."""
     took = []
     try:
         for i in range(count // 2):
