@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     NewTopic,
@@ -129,10 +129,9 @@ def mirror_in_process(props: Mapping[str, str]) -> Iterator[Mirror]:
         assert mirror.wait(60) == 0, f"the mirror failed: {mirror.errors}"
 
 
-def transaction_open(bootstrap: str, topic: str) -> bool:
+def transaction_open(admin: AdminClient, topic: str) -> bool:
     """Whether some partition of ``topic`` has a last stable offset below its high watermark
-    (records of a transaction not yet decided)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    (records of a transaction not yet decided), asked through ``admin``."""
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
 
     def ends(level: Any) -> dict[int, int]:
@@ -146,16 +145,33 @@ def transaction_open(bootstrap: str, topic: str) -> bool:
 
 def freeze_mid_transaction(process: MirrorProcess, offline: str, topic: str) -> None:
     """SIGSTOP ``process`` at a moment its batch transaction is open (frozen, it cannot end
-    it): retried until one is caught."""
+    it): retried until one is caught, within 60 s.
+
+    Each try lets the mirror run 10 ms, stops it, and watches the target for up to a second:
+    a batch sent just before the stop may take that long to land on a loaded machine. Giving
+    up on it after 0.2 s, with 50 ms runs between tries, made the tries many and the mirror's
+    progress between them large: under CI load it once copied a whole 12,000-record backlog
+    before one was caught (with two busy loops beside it, 50 ms runs and this watch left
+    3,200–5,500 records copied at the kill, 10 ms runs 1,000–1,400). An
+    open transaction counts once seen twice 0.2 s apart: an EndTxn already in flight would
+    close it in between."""
     assert process.proc is not None
+    admin = AdminClient({"bootstrap.servers": offline, **QUIET})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         process.proc.send_signal(signal.SIGSTOP)
-        time.sleep(0.2)  # whatever was in flight is answered meanwhile
-        if transaction_open(offline, topic):
-            return
+        watched_until = time.monotonic() + 1.0
+        seen = False
+        while time.monotonic() < watched_until:
+            time.sleep(0.2)
+            if transaction_open(admin, topic):
+                if seen:
+                    return
+                seen = True
+            else:
+                seen = False
         process.proc.send_signal(signal.SIGCONT)
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise AssertionError("never caught the mirror with an open transaction")
 
 
@@ -307,6 +323,25 @@ def two_mirrors(
             if process.proc is not None and process.running:
                 process.proc.send_signal(signal.SIGCONT)  # a frozen process dies on SIGKILL too
             process.kill()
+        abort_open_transaction(offline, props)
+
+
+def abort_open_transaction(offline: str, props: Mapping[str, str]) -> None:
+    """Fence the mirror's ``transactional.id`` on the target, which aborts a transaction its
+    killed or frozen process left open. A test that fails between the fault and the second
+    mirror's start leaves one; it holds back the last stable offset of the offsets topic the
+    module's tests share (``mm2-offsets.live.internal``) until the coordinator times it out
+    (about a minute), and the next test's mirror, reading its positions read_committed,
+    would wait that long."""
+    config = MirrorConfig.from_properties(props)
+    fence = Producer(
+        {
+            "bootstrap.servers": offline,
+            "transactional.id": config.transactional_id(config.sources[0]),
+            **QUIET,
+        }
+    )
+    fence.init_transactions(30)
 
 
 @pytest.mark.slow
