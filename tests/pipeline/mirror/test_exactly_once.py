@@ -152,9 +152,9 @@ def freeze_mid_transaction(process: MirrorProcess, offline: str, topic: str) -> 
     up on it after 0.2 s, with 50 ms runs between tries, made the tries many and the mirror's
     progress between them large: under CI load it once copied a whole 12,000-record backlog
     before one was caught (with two busy loops beside it, 50 ms runs and this watch left
-    3,200–5,500 records copied at the kill, 10 ms runs 1,000–1,400). An
-    open transaction counts once seen twice 0.2 s apart: an EndTxn already in flight would
-    close it in between."""
+    3,200–5,500 records copied at the kill, 10 ms runs 1,000–1,400). An open transaction
+    counts once seen twice 0.2 s apart: an EndTxn already in flight would close it in
+    between."""
     assert process.proc is not None
     admin = AdminClient({"bootstrap.servers": offline, **QUIET})
     deadline = time.monotonic() + 60
