@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     NewTopic,
@@ -35,6 +35,7 @@ from sluice.testing.cluster import QUIET
 from sluice.testing.mirror import MirrorProcess, write_properties
 from sluice.testing.net import wait_until
 from sluice.testing.prometheus import samples_named
+from tests.broker.server.clients import txn_producer
 from tests.pipeline.broker_fixture import SluiceBroker
 from tests.pipeline.mirror.target_reader import Copy, Origin, origins, read_target
 from tests.pipeline.mirror_fixture import Traffic, mirror_properties, produce
@@ -334,14 +335,7 @@ def abort_open_transaction(offline: str, props: Mapping[str, str]) -> None:
     (about a minute), and the next test's mirror, reading its positions read_committed,
     would wait that long."""
     config = MirrorConfig.from_properties(props)
-    fence = Producer(
-        {
-            "bootstrap.servers": offline,
-            "transactional.id": config.transactional_id(config.sources[0]),
-            **QUIET,
-        }
-    )
-    fence.init_transactions(30)
+    txn_producer(offline, config.transactional_id(config.sources[0]), **QUIET)
 
 
 @pytest.mark.slow
