@@ -162,15 +162,13 @@ def freeze_mid_transaction(process: MirrorProcess, offline: str, topic: str) -> 
     while time.monotonic() < deadline:
         process.proc.send_signal(signal.SIGSTOP)
         watched_until = time.monotonic() + 1.0
-        seen = False
+        was_open = False
         while time.monotonic() < watched_until:
             time.sleep(0.2)
-            if transaction_open(admin, topic):
-                if seen:
-                    return
-                seen = True
-            else:
-                seen = False
+            is_open = transaction_open(admin, topic)
+            if was_open and is_open:
+                return
+            was_open = is_open
         process.proc.send_signal(signal.SIGCONT)
         time.sleep(0.01)
     raise AssertionError("never caught the mirror with an open transaction")
