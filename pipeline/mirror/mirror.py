@@ -394,9 +394,11 @@ class ClusterMirror:
                 )
                 batch.pending += 1
         # The whole batch, acknowledged or failed: flush() serves the delivery reports, and
-        # librdkafka fails a record after message.timeout.ms at the latest.
-        while self._producer.flush(1.0) > 0:
-            pass
+        # librdkafka fails a record after message.timeout.ms at the latest. The lag is kept
+        # fresh meanwhile: a target that stalls the batch shows on every owned partition,
+        # also those whose first fetch answered after this batch was consumed.
+        while self._producer.flush(LAG_INTERVAL_S) > 0:
+            self._update_lag()
         if batch.errors or batch.pending:
             shown = "; ".join(e for e in batch.errors if e)
             raise DeliveryError(

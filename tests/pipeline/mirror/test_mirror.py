@@ -481,7 +481,9 @@ def test_a_refused_delivery_is_never_committed_past_and_shows_as_lag(
     admin = AdminClient({"bootstrap.servers": offline.bootstrap, **QUIET})
     new = NewTopic(topic, 2, 1, config={"min.insync.replicas": "2"})
     admin.create_topics([new])[topic].result(timeout=30)
-    produce(live.bootstrap, topic, [{"partition": i % 2, "value": b"v"} for i in range(40)])
+    # Partition 1 first: its batch stalls. Partition 0's records arrive while the loop waits
+    # for that batch's acknowledgements, and must show as lag all the same.
+    produce(live.bootstrap, topic, [{"partition": 1, "value": b"v"}] * 20)
     port = free_port()
     props = mirror_properties(
         live.bootstrap, offline.bootstrap, topic, unique("group"),
@@ -494,11 +496,15 @@ def test_a_refused_delivery_is_never_committed_past_and_shows_as_lag(
     mirror = Mirror(config).start()
     try:
 
-        def stalled_lag() -> bool:
-            lag = samples_named(scrape(port), "sluice_mirror_lag", topic=topic)
-            return len(lag) == 2 and sum(lag.values()) == 40
+        def lags() -> dict[str, float]:
+            found = samples_named(scrape(port), "sluice_mirror_lag", topic=topic)
+            return {dict(labels)["partition"]: value for labels, value in found.items()}
 
-        wait_until(stalled_lag, 60, "lag 40 while the target refuses the batch")
+        wait_until(lambda: lags().get("1") == 20, 60, "lag 20 on the stalled partition 1")
+        produce(live.bootstrap, topic, [{"partition": 0, "value": b"v"}] * 20)
+        wait_until(
+            lambda: lags() == {"0": 20, "1": 20}, 60, "lag 20 on both partitions while stalled"
+        )
         assert mirror.wait(90) == 1  # the loop gave up: the process would exit 1
     finally:
         mirror.stop()
@@ -507,8 +513,8 @@ def test_a_refused_delivery_is_never_committed_past_and_shows_as_lag(
     assert isinstance(error, DeliveryError), error
     assert "nothing of the batch was committed" in str(error)
     assert f"live/{topic}/" in str(error)  # names a record by its source position
-    lags = [r for r in mirror_lag(config) if r.topic == topic]
-    assert [(r.partition, r.committed, r.lag) for r in lags] == [(0, None, 20), (1, None, 20)]
+    rows = [r for r in mirror_lag(config) if r.topic == topic]
+    assert [(r.partition, r.committed, r.lag) for r in rows] == [(0, None, 20), (1, None, 20)]
 
 
 # -- processes sharing the work, dying and failing over ---------------------------------------
