@@ -19,8 +19,9 @@ sluice_mirror_transactions_aborted_total  source              exactly-once mode:
 ``sluice_mirror_lag`` has a series only for the partitions this process owns now (a revoked
 partition's series is removed; a partition added at the source gets one once the group assigns
 it), so summing it over every process of the group gives the group's lag. It is refreshed from
-the consumer's cached watermarks before each batch is mirrored and about once a second when
-idle — so a target that stalls a batch leaves the lag showing; a partition without a committed
+the consumer's cached watermarks before each batch is mirrored, and about once a second when
+idle or waiting for a batch's acknowledgements — so a target that stalls a batch shows as lag
+on every owned partition, also those fetched after the batch; a partition without a committed
 offset counts from its log start (``auto.offset.reset=earliest``).
 """
 
