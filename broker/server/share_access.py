@@ -33,7 +33,8 @@ def now_ms() -> float:
 #: partition may be moments from being served (just created, its log being made off the event
 #: loop, or its leader just elected); librdkafka's share consumer hands LEADER_NOT_AVAILABLE to
 #: the application, so a request waits that long first, as Kafka's share-state persister
-#: retries a coordinator that is loading or moving with backoff.
+#: retries a coordinator that is loading or moving with backoff. (ShareFetch tries once per
+#: pass of its own wait and answers such a partition without an error: ``share_fetch``.)
 STATE_READ_ATTEMPTS = 4
 STATE_READ_BACKOFF_S = 0.05
 

@@ -11,10 +11,15 @@ A ShareFetch, in order:
 3. for each partition of the session that this broker leads: the share-partition's first
    AVAILABLE record (or its end) is read from the log as whole batches, and the records in
    them that may be handed out are acquired for the member for the lock duration
-   (``SharePartition.acquire``), at most ``max_records`` in all;
+   (``SharePartition.acquire``), at most ``max_records`` in all. A share-partition whose state
+   cannot be read from ``__share_group_state`` yet (the topic just created, its partition's
+   leader moving) gives no records and **no error**, as Kafka's ``SharePartitionManager``
+   answers a share-partition that is not initialized yet ("the fetch request will be retried
+   in the next poll"): librdkafka's share consumer raises LEADER_NOT_AVAILABLE there to the
+   application instead of retrying it;
 4. if nothing was acquired and ``max_wait`` is not up, it waits for an append to one of its
    partitions, or a quarter second (records released or whose lock expired come back without
-   an append), and tries again.
+   an append, and a state not readable before is tried again), and tries again.
 
 The answer carries each partition's record bytes (whole batches from the log; the client
 keeps the offsets in ``acquired_records``) and acquired ranges with their delivery counts,
@@ -174,7 +179,10 @@ async def _acquire(
         answer = answers.setdefault((topic, partition), {})
         if answer.get("acquired_records"):
             continue
-        sp = await share_partition(ctx, body.group_id, topic, partition)
+        # One try: the wait below tries again until max_wait is up.
+        sp = await share_partition(ctx, body.group_id, topic, partition, attempts=1)
+        if sp == Errors.LEADER_NOT_AVAILABLE:
+            continue  # the state is not readable yet: no records and no error (module doc, 3)
         if isinstance(sp, int):
             answer["error_code"] = sp
             continue

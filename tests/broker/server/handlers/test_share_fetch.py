@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
 from sluice.broker.share.share_partition import AcknowledgeType
+from sluice.broker.share.share_state_log import TOPIC as STATE_TOPIC
 from sluice.testing.broker import BrokerProcess
 from tests.broker.server.broker_process import StartBroker
 from tests.broker.server.clients import unique
@@ -288,3 +290,43 @@ def test_kill_9_keeps_what_was_acknowledged(start_broker: StartBroker) -> None:
         assert set(again) == set(held) - accepted - rejected
     finally:
         b.close()
+
+
+def test_a_state_not_writable_yet_gives_no_records_and_no_error(broker: BrokerProcess) -> None:
+    """A share-partition whose state cannot be committed in ``__share_group_state`` (here the
+    topic asks for two in-sync replicas of a standalone broker) gives no records and no
+    error until it can, as Kafka answers a share-partition not initialized yet:
+    librdkafka's share consumer raises LEADER_NOT_AVAILABLE to the application."""
+    topic, group = unique("share"), unique("sg")
+    broker.create_topic(topic, 1)
+    warm = join_group(broker, unique("sg"), topic, 1)[0]  # creates __share_group_state
+    warm.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def state_min_insync(n: int) -> None:
+        entry = ConfigEntry(
+            "min.insync.replicas", str(n), incremental_operation=AlterConfigOpType.SET
+        )
+        resource = ConfigResource("topic", STATE_TOPIC, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    member = ShareMember(broker, group, topic)
+    state_min_insync(2)
+    try:
+        member.heartbeat()
+        member.heartbeat()
+        produce(broker, topic, 1, 5)
+        response = member.fetch(max_wait=300)
+        assert acquired(response) == {}  # no error either: acquired() checks every code
+    finally:
+        state_min_insync(1)  # as a standalone broker creates it
+    try:
+        deadline = time.monotonic() + 30
+        got: dict[tuple[int, int], int] = {}
+        while not got:
+            assert time.monotonic() < deadline, "expected records once the state is writable"
+            got = acquired(member.fetch(max_wait=300))
+        assert set(got) == {(0, i) for i in range(5)}
+    finally:
+        member.heartbeat(leave=True)
+        member.close()
