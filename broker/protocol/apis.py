@@ -25,8 +25,8 @@ no API is advertised above the level of the release a client would infer where a
 version would make it believe in a release whose other APIs Sluice does not speak;
 ``test_apis`` checks what kafka-python infers. That release is Kafka 3.0, reached by
 ListOffsets v7 alone (KIP-734's MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs);
-every API kafka-python's inference reads is otherwise at 2.4's or 2.5's level (Produce v8,
-Fetch v11, the ACL APIs v2). What a 3.0 changes in kafka-python 3.0: without an
+every API kafka-python's inference reads is otherwise at or below 2.7's level (Produce v8,
+Fetch v12, the ACL APIs v2). What a 3.0 changes in kafka-python 3.0: without an
 ``api_version`` it still negotiates each request from the advertised ranges, and its
 consumer's default ``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s.
 Pinned to a release at or below the inferred one (kafka-python's own integration suite pins
@@ -35,11 +35,11 @@ table is served (FindCoordinator v3, JoinGroup v6 and the other flexible group v
 CreateTopics v5), and so are the group and ACL versions of its 2.5-2.8 tables: OffsetFetch
 v7 (KIP-447's ``require_stable``), JoinGroup v7 and SyncGroup v5 (the protocol type and
 name, KIP-559), the flexible ACL APIs v2. While Sluice looked like a 2.4, a client pinned to
-2.4.0 negotiated (kafka-python orders (2, 4, 0) above (2, 4)). Pinned to 2.7 or 2.8, a
-client still sends versions Sluice lacks (Fetch v12, whose KIP-320 diverging epochs the
-handler does not give, and with 2.8 Produce v9, CreateTopics v7 and DeleteTopics v6);
-``test_apis`` lists them. OffsetForLeaderEpoch v4, 2.8's, only makes v3 flexible, and
-CreateTopics v6 and DeleteTopics v5, 2.7's, only add a quota error: all three are served.
+2.4.0 negotiated (kafka-python orders (2, 4, 0) above (2, 4)). Fetch v12, 2.7's (flexible,
+with KIP-320's diverging epochs), is served too; pinned to 2.8, a client still sends
+versions Sluice lacks (Produce v9, CreateTopics v7 and DeleteTopics v6); ``test_apis`` lists
+them. OffsetForLeaderEpoch v4, 2.8's, only makes v3 flexible, and CreateTopics v6 and
+DeleteTopics v5, 2.7's, only add a quota error: all three are served.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -215,8 +215,9 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
         for spec in (
             # v0-2 carry magic 0/1 message sets, up-converted by produce_codec.
             _spec(ApiKey.PRODUCE, "Produce", 0, 8),
-            # v0-3 get magic 0/1 message sets, down-converted by fetch_response.
-            _spec(ApiKey.FETCH, "Fetch", 0, 11, handler_min=4),
+            # v0-3 get magic 0/1 message sets, down-converted by fetch_response; v12 is the
+            # first flexible one, with KIP-320's diverging epochs (Kafka 2.7's).
+            _spec(ApiKey.FETCH, "Fetch", 0, 12, handler_min=4),
             # v0 (old-style offset lists): the handler answers it itself. v7's MAX_TIMESTAMP
             # (KIP-734) is Kafka 3.0's level: kafka-python then infers a 3.0 (see "One
             # release's level" above for why that is safe).

@@ -1,4 +1,4 @@
-"""A hand-written Fetch response encoder (v0–v11) that never copies record bytes (v4+).
+"""A hand-written Fetch response encoder (v0–v12) that never copies record bytes (v4+).
 
 kio would need the records of every partition as one ``bytes`` object and would copy them
 into its output buffer; a fetch of 50 MiB would be read into memory and copied twice. This
@@ -31,6 +31,14 @@ Layout (non-flexible versions 4–11; response header v0 = CorrelationId INT32):
           FirstOffset       INT64
         PreferredReadReplica INT32           v11+
         Records             NULLABLE BYTES   (INT32 length, -1 = null)
+
+Version 12 is the first flexible one (KIP-482): the same fields, with the response header v1
+(CorrelationId, then an empty TAGGED_FIELDS), every ARRAY / STRING / NULLABLE BYTES in its
+compact form (UNSIGNED_VARINT N + 1, 0 = null) and a TAGGED_FIELDS section closing every
+struct — the response, each topic, each partition (after its records) and each aborted
+transaction. Of a partition's tagged fields only DivergingEpoch (tag 0: Epoch INT32, EndOffset
+INT64, its own empty TAGGED_FIELDS; KIP-320) is ever written, when the handler sets it;
+CurrentLeader and SnapshotId (tags 1, 2) are left out, their defaults.
 
 Versions 0–3 (Kafka 4.0 dropped them; 3.x answers them) are older clients that read message
 sets of magic 0 (v0–v1) or magic 1 (v2–v3), not batches. Their records are read into memory
@@ -68,6 +76,7 @@ from sluice.broker.log.records import ZSTD
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
+from .primitives import write_uvarint
 
 __all__ = [
     "RecordSlice",
@@ -79,7 +88,9 @@ __all__ = [
     "FETCH_RESPONSE_VERSIONS",
 ]
 
-FETCH_RESPONSE_VERSIONS: Final = range(0, 12)
+FETCH_RESPONSE_VERSIONS: Final = range(0, 13)
+#: The first flexible version (compact forms and tagged fields; module docstring).
+FIRST_FLEXIBLE_VERSION: Final = 12
 #: Below this version the records are message sets (magic 0 up to v1, magic 1 from v2).
 FIRST_BATCH_VERSION: Final = 4
 
@@ -107,6 +118,7 @@ class FetchPartition:
     aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset)
     preferred_read_replica: int = -1  # v11+
     records: Records | None = None
+    diverging_epoch: tuple[int, int] | None = None  # v12+: (epoch, end offset), KIP-320
 
 
 @dataclass(slots=True)
@@ -128,6 +140,20 @@ _TOP_V4: Final = struct.Struct(">ii")  # correlation id, throttle
 _TOP_V7: Final = struct.Struct(">iihi")  # correlation id, throttle, error code, session id
 _PARTITION_V4: Final = struct.Struct(">ihqq")
 _PARTITION_V5: Final = struct.Struct(">ihqqq")
+_TOP_V12: Final = struct.Struct(">ixihi")  # + an empty header TAGGED_FIELDS (the pad byte 0)
+# A partition's TAGGED_FIELDS holding DivergingEpoch: 1 field, tag 0, 13 bytes, then the
+# struct (epoch, end offset) and its own empty TAGGED_FIELDS.
+_DIVERGING: Final = struct.Struct(">BBBiqB")
+_NO_TAGS: Final = b"\x00"
+
+
+_ONE_BYTE: Final = tuple(bytes((n,)) for n in range(0x80))
+
+
+def _compact_length(n: int) -> bytes:
+    """A compact ARRAY's count or STRING's / BYTES' length: UNSIGNED_VARINT ``n + 1`` (one
+    byte, looked up, below 127: a fetch writes several per partition)."""
+    return _ONE_BYTE[n + 1] if n < 0x7F else write_uvarint(n + 1)
 
 
 def _records_size(records: Records) -> int:
@@ -147,31 +173,39 @@ def encode_fetch_response(
     error_code: int = Errors.NONE,
     session_id: int = 0,
 ) -> EncodedFetchResponse:
-    """Encode the Fetch response to the request with ``header`` (Fetch v0–v11)."""
+    """Encode the Fetch response to the request with ``header`` (Fetch v0–v12)."""
     version = header.client_version
     if header.api_key != ApiKey.FETCH or version not in FETCH_RESPONSE_VERSIONS:
         raise LocalProtocolError(
-            f"encode_fetch_response handles Fetch v0-v11, got api key {header.api_key} v{version}"
+            f"encode_fetch_response handles Fetch v0-v12, got api key {header.api_key} v{version}"
         )
     if version < FIRST_BATCH_VERSION:
         return _encode_legacy(header.correlation_id, version, topics, throttle_time_ms)
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
     with_replica = version >= 11
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    # The length forms (module docstring): an array's count or a string's / the records'
+    # length, and null; compact (N + 1, 0 = null) from the first flexible version.
+    length = _compact_length if flexible else _I32.pack
+    null = _NO_TAGS if flexible else _I32.pack(-1)
+    tags = _NO_TAGS if flexible else b""
     chunks: list[bytes | Records] = []
     buf = bytearray(4)  # size prefix, patched at the end
-    if version >= 7:
+    if flexible:
+        buf += _TOP_V12.pack(header.correlation_id, throttle_time_ms, error_code, session_id)
+    elif version >= 7:
         buf += _TOP_V7.pack(header.correlation_id, throttle_time_ms, error_code, session_id)
     else:
         buf += _TOP_V4.pack(header.correlation_id, throttle_time_ms)
     pieces: list[bytearray | Records] = []
     size = 0
     try:
-        buf += _I32.pack(len(topics))
+        buf += length(len(topics))
         for topic in topics:
             name = topic.topic.encode("utf-8")
-            buf += _I16.pack(len(name))
+            buf += length(len(name)) if flexible else _I16.pack(len(name))
             buf += name
-            buf += _I32.pack(len(topic.partitions))
+            buf += length(len(topic.partitions))
             for p in topic.partitions:
                 if version >= 5:
                     buf += partition_struct.pack(
@@ -187,25 +221,34 @@ def encode_fetch_response(
                     )
                 aborted = p.aborted_transactions
                 if aborted is None:
-                    buf += _I32.pack(-1)
+                    buf += null
                 else:
-                    buf += _I32.pack(len(aborted))
+                    buf += length(len(aborted))
                     for producer_id, first_offset in aborted:
                         buf += _ABORTED.pack(producer_id, first_offset)
+                        buf += tags
                 if with_replica:
                     buf += _I32.pack(p.preferred_read_replica)
                 records = p.records
                 if records is None:
-                    buf += _I32.pack(-1)
-                    continue
-                records_size = _records_size(records)
-                buf += _I32.pack(records_size)
-                if records_size:
-                    # Cut here: the records go out as they are, between two header pieces.
-                    pieces.append(buf)
-                    pieces.append(records)
-                    size += len(buf) + records_size
-                    buf = bytearray()
+                    buf += null
+                else:
+                    records_size = _records_size(records)
+                    buf += length(records_size)
+                    if records_size:
+                        # Cut here: the records go out as they are, between two header pieces.
+                        pieces.append(buf)
+                        pieces.append(records)
+                        size += len(buf) + records_size
+                        buf = bytearray()
+                if flexible:
+                    diverging = p.diverging_epoch
+                    if diverging is None:
+                        buf += _NO_TAGS
+                    else:
+                        buf += _DIVERGING.pack(1, 0, 13, diverging[0], diverging[1], 0)
+            buf += tags  # the topic's
+        buf += tags  # the response's
     except struct.error as exc:
         raise LocalProtocolError(f"Fetch response value out of range: {exc}") from exc
     pieces.append(buf)

@@ -91,6 +91,7 @@ class CachedPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1  # v12+ (KIP-320): the epoch of the last record fetched
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start: int = -1
@@ -100,6 +101,7 @@ class CachedPartition:
         self.max_bytes = other.max_bytes
         self.current_leader_epoch = other.current_leader_epoch
         self.log_start_offset = other.log_start_offset
+        self.last_fetched_epoch = other.last_fetched_epoch
 
     def must_respond(
         self, *, has_records: bool, error: int, hw: int, lso: int, log_start: int

@@ -1,4 +1,4 @@
-"""Fetch (v4–11; v0–3 arrive up-converted to v4 and their responses are down-converted to
+"""Fetch (v4–12; v0–3 arrive up-converted to v4 and their responses are down-converted to
 message sets of magic 0/1 by ``sluice.broker.protocol.fetch_response``), with long polling and
 zero-copy record bytes.
 
@@ -13,6 +13,14 @@ in the purgatory until an append to one of its partitions, then reads again.
 Each partition is read from its leader only (``ctx.replicas.leader_or_error``), after the
 KIP-320 leader-epoch check; a follower's fetch (``replica_id >= 0``) reads up to the log end
 and records the follower's position, which may move the high watermark.
+
+Diverging epochs (KIP-320, Fetch v12+): a fetch that names the epoch of the last record it
+fetched (``last_fetched_epoch``) is checked against this log's epochs first, as Kafka's
+``Partition.readRecords`` does. Where that epoch (or the largest before it) ended before the
+fetch offset, or a smaller epoch is all this log has, the log diverged from what the client
+read: the partition is answered at once with no records and ``diverging_epoch`` = (that epoch,
+its end offset), and the client truncates there. An epoch this log cannot place is
+OFFSET_OUT_OF_RANGE.
 
 Sessions (KIP-227, ``sluice.broker.server.fetch_session``): a request with epoch 0 opens a
 session and is answered with its id; later requests in it name only what changed, and are
@@ -93,6 +101,7 @@ def _requested(body: Any) -> list[CachedPartition]:
             p.partition_max_bytes,
             getattr(p, "current_leader_epoch", -1),
             getattr(p, "log_start_offset", -1),
+            getattr(p, "last_fetched_epoch", -1),
         )  # fmt: skip
         for t in body.topics
         for p in t.partitions
@@ -116,6 +125,7 @@ class _Read:
     at_rest: dict[TopicPartition, bool] = field(default_factory=dict)
     total: int = 0
     has_error: bool = False
+    diverged: bool = False  # a partition answered with a diverging epoch: answer at once
 
 
 def _read_all(
@@ -156,15 +166,24 @@ def _read_all(
             result.has_error = True
             continue
         partition_log = leading.log
+        diverging = _diverging_epoch(partition_log, p) if p.last_fetched_epoch >= 0 else None
         limit = min(p.max_bytes, remaining)
-        try:
-            info = partition_log.read(
-                p.fetch_offset, max(limit, 0), upper_bound=upper, min_one_batch=result.total == 0
-            )
-        except OffsetOutOfRangeError as exc:
-            out.error_code = code_for(exc)
+        info = None
+        if isinstance(diverging, tuple):
+            out.diverging_epoch = diverging
+            result.diverged = True
+        elif diverging is not None:
+            out.error_code = diverging
             result.has_error = True
-            info = None
+        else:
+            try:
+                info = partition_log.read(
+                    p.fetch_offset, max(limit, 0), upper_bound=upper,
+                    min_one_batch=result.total == 0,
+                )  # fmt: skip
+            except OffsetOutOfRangeError as exc:
+                out.error_code = code_for(exc)
+                result.has_error = True
         hw = out.high_watermark = partition_log.high_watermark
         lso = out.last_stable_offset = partition_log.last_stable_offset
         out.log_start_offset = partition_log.log_start_offset
@@ -183,6 +202,18 @@ def _read_all(
             end = {"log_end": partition_log.log_end_offset, "high_watermark": hw}.get(upper, lso)
             result.at_rest[tp] = p.fetch_offset >= end
     return result
+
+
+def _diverging_epoch(partition_log: Any, p: CachedPartition) -> tuple[int, int] | Errors | None:
+    """KIP-320 (module docstring): (epoch, end offset) where the log diverged from what the
+    client fetched, OFFSET_OUT_OF_RANGE when this log cannot place its last fetched epoch,
+    else None."""
+    epoch, end_offset = partition_log.end_offset_for_epoch(p.last_fetched_epoch)
+    if epoch < 0 or end_offset < 0:
+        return Errors.OFFSET_OUT_OF_RANGE
+    if epoch < p.last_fetched_epoch or end_offset < p.fetch_offset:
+        return epoch, end_offset
+    return None
 
 
 def _check_leader_epoch(leading: Partition, p: Any) -> Errors:
@@ -238,7 +269,12 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> EncodedFetchResp
 
 
 def _enough(body: Any, read: _Read) -> bool:
-    return read.total >= body.min_bytes or read.has_error or read.total >= body.max_bytes
+    return (
+        read.total >= body.min_bytes
+        or read.has_error
+        or read.diverged
+        or read.total >= body.max_bytes
+    )
 
 
 async def _fetch_full(ctx: BrokerContext, body: Any, requested: list[CachedPartition]) -> _Read:
@@ -350,7 +386,8 @@ async def _fetch_incremental(
         cp = session.partitions.get(tp)
         if cp is None:
             continue
-        has_records = isinstance(answer.records, FileSlice)
+        # A diverging epoch is news as records are.
+        has_records = isinstance(answer.records, FileSlice) or answer.diverging_epoch is not None
         if cp.must_respond(
             has_records=has_records, error=answer.error_code, hw=answer.high_watermark,
             lso=answer.last_stable_offset, log_start=answer.log_start_offset,

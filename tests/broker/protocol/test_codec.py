@@ -152,7 +152,7 @@ def _header_only(key: int, version: int, corr: int = 99) -> bytes:
     return encode_request_header(RequestHeader(key, version, corr, "c", 1))
 
 
-@pytest.mark.parametrize(("key", "version"), [(0, 9), (1, 12), (2, 9), (3, 13), (8, 10), (29, 4)])
+@pytest.mark.parametrize(("key", "version"), [(0, 9), (1, 13), (2, 9), (3, 13), (8, 10), (29, 4)])
 def test_unsupported_version(key: int, version: int) -> None:
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(_header_only(key, version) + b"\x00" * 32)

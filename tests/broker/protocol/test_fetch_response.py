@@ -1,4 +1,4 @@
-"""The zero-copy Fetch response encoder, byte-for-byte against kio for v4–v11."""
+"""The zero-copy Fetch response encoder, byte-for-byte against kio for v4–v12."""
 
 from __future__ import annotations
 
@@ -68,6 +68,9 @@ def kio_equivalent(version: int, topics: list[FetchTopic], **top: Any) -> Any:
             fields["log_start_offset"] = p.log_start_offset
         if version >= 11:
             fields["preferred_read_replica"] = p.preferred_read_replica
+        if version >= 12 and p.diverging_epoch is not None:
+            epoch, end_offset = p.diverging_epoch
+            fields["diverging_epoch"] = module.EpochEndOffset(epoch=epoch, end_offset=end_offset)
         return module.PartitionData(**fields)
 
     body: dict[str, Any] = {
@@ -102,6 +105,7 @@ partitions = st.builds(
     aborted_transactions=st.none() | st.lists(st.tuples(i64, i64), max_size=3),
     preferred_read_replica=st.integers(-1, 5),
     records=records_values,
+    diverging_epoch=st.none() | st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)),
 )
 topics_strategy = st.lists(
     st.builds(FetchTopic, topic=st.text(max_size=12), partitions=st.lists(partitions, max_size=4)),
@@ -109,7 +113,7 @@ topics_strategy = st.lists(
 )
 
 
-@pytest.mark.parametrize("version", range(4, 12))
+@pytest.mark.parametrize("version", range(4, 13))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     topics=topics_strategy,
@@ -131,6 +135,10 @@ def test_identical_to_kio(
     if version < 7:
         top.pop("session_id")
         top.pop("error_code")
+    if version < 12:  # a diverging epoch is a v12 field
+        for t in topics:
+            for p in t.partitions:
+                p.diverging_epoch = None
     encoded = encode_fetch_response(header, topics, **top)
     expected = encode_response(header, kio_equivalent(version, topics, **top))
     assert join(encoded) == expected
@@ -193,7 +201,29 @@ def test_kafka_python_reads_it() -> None:
     assert bytes(partition.records) == batch
 
 
-@pytest.mark.parametrize(("key", "version"), [(1, -1), (1, 12), (0, 8)])
+def test_kafka_python_reads_v12_with_a_diverging_epoch() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.consumer import FetchResponse
+
+    batch = bytes(range(61))
+    encoded = encode_fetch_response(
+        RequestHeader(1, 12, 78, None, 1),
+        [FetchTopic("events", [
+            FetchPartition(0, 0, 5, 5, 0, None, -1, FakeSlice(batch)),
+            FetchPartition(1, 0, 9, 9, 0, None, -1, b"", diverging_epoch=(3, 7)),
+        ])],
+        session_id=12,
+    )  # fmt: skip
+    parsed = FetchResponse[12].decode(join(encoded)[4:], header=True)
+    assert parsed.header.correlation_id == 78
+    assert parsed.session_id == 12
+    first, second = parsed.responses[0].partitions
+    assert bytes(first.records) == batch
+    assert (second.diverging_epoch.epoch, second.diverging_epoch.end_offset) == (3, 7)
+
+
+@pytest.mark.parametrize(("key", "version"), [(1, -1), (1, 13), (0, 8)])
 def test_wrong_api_or_version_is_local_error(key: int, version: int) -> None:
     with pytest.raises(LocalProtocolError):
         encode_fetch_response(RequestHeader(key, version, 1, None, 1), [])

@@ -1,8 +1,10 @@
 """OffsetForLeaderEpoch against a standalone broker, by hand over the wire: where an epoch
-ended in the leader's log, and the leader-epoch checks (KIP-101, KIP-320)."""
+ended in the leader's log, and the leader-epoch checks (KIP-101, KIP-320); and Fetch v12's
+diverging epochs (KIP-320)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -64,3 +66,41 @@ def test_leader_epoch_checks_and_unknown_partitions(broker: BrokerProcess) -> No
         missing = _epoch_end(wire, unique("no-such-topic"), 0)
         assert missing.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         assert (missing.leader_epoch, missing.end_offset) == (-1, -1)
+
+
+def _fetch_v12(wire: WireClient, topic: str, offset: int, last_fetched_epoch: int) -> Any:
+    """One Fetch v12 (flexible) of partition 0, waiting up to 5 s for a byte."""
+    body = request(ApiKey.FETCH, 12, {
+        "max_wait": 5000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": 0, "fetch_offset": offset,
+            "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1,
+            "partition_max_bytes": 1 << 20,
+        }]}],
+        "forgotten_topics_data": [],
+    })  # fmt: skip
+    return wire.call(body).responses[0].partitions[0]
+
+
+def test_fetch_v12_answers_a_diverging_epoch_at_once(broker: BrokerProcess) -> None:
+    """KIP-320: a fetch whose last fetched epoch ended, in this log, before its fetch offset is
+    answered at once with that epoch and its end offset and no records, so the client
+    truncates there; one that agrees with the log reads as before."""
+    topic = unique("diverging")
+    create_topic(broker.bootstrap, topic)
+    with WireClient(broker.port) as wire:
+        batch = encode_batch([(None, b"a"), (None, b"b"), (None, b"c")])
+        assert wire.produce(topic, 0, batch).error_code == Errors.NONE
+        agrees = _fetch_v12(wire, topic, 2, last_fetched_epoch=0)
+        assert agrees.error_code == Errors.NONE and agrees.records
+        assert agrees.diverging_epoch.epoch == -1  # not set: the default
+        started = time.monotonic()
+        # The client read epoch 0 up to offset 5; this log's epoch 0 ends at 3.
+        diverged = _fetch_v12(wire, topic, 5, last_fetched_epoch=0)
+        assert time.monotonic() - started < 2.5  # not after max_wait's 5 s
+        assert diverged.error_code == Errors.NONE
+        assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, 3)
+        assert not diverged.records
+        assert diverged.high_watermark == 3
+        # Without a last fetched epoch the same offset is out of range, as before v12.
+        assert _fetch_v12(wire, topic, 5, -1).error_code == Errors.OFFSET_OUT_OF_RANGE

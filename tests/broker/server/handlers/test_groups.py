@@ -121,15 +121,15 @@ def test_three_consumers_share_a_topic_each_message_once(
 # test_kafka_python.py).
 @pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
-@pytest.mark.parametrize("api_version", [None, (2, 4, 0), (2, 6, 0)])
+@pytest.mark.parametrize("api_version", [None, (2, 4, 0), (2, 6, 0), (2, 7, 0)])
 def test_kafka_python_group_consumer(
     broker: BrokerProcess, api_version: tuple[int, ...] | None
 ) -> None:
     # Pinned to 2.4.0 (as kafka-python's own suite is) below the 3.0 it infers, it sends
     # Kafka 2.4's versions unnegotiated: FindCoordinator v3, JoinGroup v6, SyncGroup and
     # Heartbeat v4, OffsetFetch v6 — the flexible group versions. Pinned to 2.6.0 (the group
-    # versions of 2.5-2.8 are the same; 2.7's Fetch v12 is not served): JoinGroup v7,
-    # SyncGroup v5 with the protocol type and name (KIP-559), OffsetFetch v7.
+    # versions of 2.5-2.8 are the same): JoinGroup v7, SyncGroup v5 with the protocol type
+    # and name (KIP-559), OffsetFetch v7. Pinned to 2.7.0: Fetch v12 too, flexible.
     from kafka import KafkaConsumer
 
     topic, group = unique("kp-group"), unique("group")
