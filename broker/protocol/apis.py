@@ -25,7 +25,7 @@ no API is advertised above the level of the release a client would infer where a
 version would make it believe in a release whose other APIs Sluice does not speak;
 ``test_apis`` checks what kafka-python infers. That release is Kafka 3.0, reached by
 ListOffsets v7 alone (KIP-734's MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs);
-every API kafka-python's inference reads is otherwise at or below 2.7's level (Produce v8,
+every API kafka-python's inference reads is otherwise at or below 2.8's level (Produce v9,
 Fetch v12, the ACL APIs v2). What a 3.0 changes in kafka-python 3.0: without an
 ``api_version`` it still negotiates each request from the advertised ranges, and its
 consumer's default ``session.timeout.ms`` is 45 s (KIP-735, Kafka 3.0's) instead of 10 s.
@@ -36,10 +36,11 @@ CreateTopics v5), and so are the group and ACL versions of its 2.5-2.8 tables: O
 v7 (KIP-447's ``require_stable``), JoinGroup v7 and SyncGroup v5 (the protocol type and
 name, KIP-559), the flexible ACL APIs v2. While Sluice looked like a 2.4, a client pinned to
 2.4.0 negotiated (kafka-python orders (2, 4, 0) above (2, 4)). Fetch v12, 2.7's (flexible,
-with KIP-320's diverging epochs), is served too; pinned to 2.8, a client still sends
-versions Sluice lacks (Produce v9, CreateTopics v7 and DeleteTopics v6); ``test_apis`` lists
-them. OffsetForLeaderEpoch v4, 2.8's, only makes v3 flexible, and CreateTopics v6 and
-DeleteTopics v5, 2.7's, only add a quota error: all three are served.
+with KIP-320's diverging epochs), and 2.8's Produce v9 (v8, flexible), CreateTopics v7 and
+DeleteTopics v6 (topic ids, KIP-516) are served too, so a client pinned to 2.4-2.8 sends
+nothing Sluice lacks (``test_apis`` checks kafka-python's tables). OffsetForLeaderEpoch v4,
+2.8's, only makes v3 flexible, and CreateTopics v6 and DeleteTopics v5, 2.7's, only add a
+quota error: all three are served.
 
 Ranges follow ``shared/protocol.md`` for the data and group APIs; the admin APIs (configs,
 partitions, records, groups, log dirs, the cluster) go up to the versions Kafka 3.x answers
@@ -214,7 +215,8 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
         spec.key: spec
         for spec in (
             # v0-2 carry magic 0/1 message sets, up-converted by produce_codec.
-            _spec(ApiKey.PRODUCE, "Produce", 0, 8),
+            # v9 is v8, flexible (Kafka 2.8's); both by hand in produce_codec.
+            _spec(ApiKey.PRODUCE, "Produce", 0, 9),
             # v0-3 get magic 0/1 message sets, down-converted by fetch_response; v12 is the
             # first flexible one, with KIP-320's diverging epochs (Kafka 2.7's).
             _spec(ApiKey.FETCH, "Fetch", 0, 12, handler_min=4),
@@ -251,10 +253,10 @@ APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType(
             # CreateTopics v6 and DeleteTopics v5 (Kafka 2.7's) may answer KIP-599's
             # THROTTLING_QUOTA_EXCEEDED, which Sluice (no controller mutation quota) never does;
             # DeleteTopics v5 adds an error message, null as Kafka's ZooKeeper mode answers.
-            # CreateTopics v7 answers the created topic's id and DeleteTopics v6 deletes by id
-            # (KIP-516): not served.
-            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 6, handler_min=2),
-            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 5, handler_min=1),
+            # CreateTopics v7 answers the created topic's id and DeleteTopics v6 deletes by
+            # name or id (KIP-516): Kafka 2.8's, which kafka-python pinned to 2.8 sends.
+            _spec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 7, handler_min=2),
+            _spec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 6, handler_min=1),
             _spec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4),
             # Transactions (KIP-98). AddPartitionsToTxn v4+ is broker-to-broker (KIP-890).
             _spec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 3),

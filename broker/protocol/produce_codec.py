@@ -1,4 +1,4 @@
-"""Produce v0–8 by hand: the hot path of every producer, decoded and answered without kio.
+"""Produce v0–9 by hand: the hot path of every producer, decoded and answered without kio.
 
 Profiling a batch-of-1 producer showed most of a request's time in kio's generic, pure-Python
 encoder and in building versioned dataclasses; Produce is simple and non-flexible at v3–8,
@@ -28,6 +28,12 @@ Response (header v0 = CorrelationId int32)::
         ErrorMessage nullable string (v8+)
     ThrottleTimeMs int32 (v1+)
 
+Produce v9 (KIP-482, Kafka 2.8's) is v8 made flexible: the same fields with every STRING,
+ARRAY and records' NULLABLE BYTES in its compact form (UNSIGNED_VARINT N + 1, 0 = null), a
+TAGGED_FIELDS section closing every struct (request, topic, partition; response, topic,
+partition, record error), and the response header v1 (CorrelationId, then TAGGED_FIELDS).
+The tags a request carries are skipped (Produce v9 defines none); the response writes none.
+
 Produce v0–2 (Kafka 4.0 dropped them; 3.x accepts them) carry message sets of magic 0/1, not
 record batches: each partition's records are up-converted to one magic-2 batch
 (``legacy_records.to_record_batch``, CRCs checked, as Kafka's ``LogValidator`` does), so the
@@ -48,8 +54,11 @@ from typing import Final, NamedTuple
 from sluice.broker.log.errors import CorruptRecordError, InvalidRecordError
 from sluice.broker.log.legacy_records import to_record_batch
 from sluice.broker.protocol.errors import Errors, LocalProtocolError, RemoteProtocolError
+from sluice.broker.protocol.primitives import read_uvarint, skip_tagged_fields, write_uvarint
 
-VERSIONS: Final = range(0, 9)
+VERSIONS: Final = range(0, 10)
+#: The first flexible version (module docstring).
+FIRST_FLEXIBLE_VERSION: Final = 9
 #: The first version with record batches (and a TransactionalId); below it, message sets.
 FIRST_BATCH_VERSION: Final = 3
 _H: Final = struct.Struct(">h")
@@ -99,6 +108,7 @@ _unpack_h = _H.unpack_from
 _unpack_i = _I.unpack_from
 _unpack_hii = struct.Struct(">hii").unpack_from  # Acks, TimeoutMs, topic count
 _unpack_ii = struct.Struct(">ii").unpack_from  # partition Index, records size
+_unpack_hi = struct.Struct(">hi").unpack_from  # Acks, TimeoutMs (v9)
 _MIN_TOPIC: Final = 6  # name length (int16) + partition count (int32)
 _MIN_PARTITION: Final = 8  # Index (int32) + records size (int32)
 
@@ -121,13 +131,15 @@ def _utf8(frame: bytes | memoryview, pos: int, n: int, what: str) -> str:
 
 
 def decode_produce_body(frame: bytes | memoryview, pos: int, version: int = 3) -> ProduceRequest:
-    """Decode a Produce body of ``version`` (0–8) starting at ``pos`` of ``frame``.
+    """Decode a Produce body of ``version`` (0–9) starting at ``pos`` of ``frame``.
 
     Every length and count is checked against the bytes left before it is used (an array
     count against its items' smallest encoding), so a hostile frame costs at most linear time
     and raises ``RemoteProtocolError``; the records are zero-copy views of ``frame`` (v3+) or
     the up-converted batch of a message set (v0–2).
     """
+    if version >= FIRST_FLEXIBLE_VERSION:
+        return _decode_flexible(frame, pos)
     end = len(frame)
     legacy = version < FIRST_BATCH_VERSION
     n = -1
@@ -193,6 +205,62 @@ def decode_produce_body(frame: bytes | memoryview, pos: int, version: int = 3) -
     return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
 
 
+def _compact_length(frame: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    """A compact length or count (UNSIGNED_VARINT N + 1); -1 for null."""
+    n, pos = read_uvarint(frame, pos, end)
+    return n - 1, pos
+
+
+def _decode_flexible(frame: bytes | memoryview, pos: int) -> ProduceRequest:
+    """Produce v9 (module docstring), with the checks of ``decode_produce_body``."""
+    end = len(frame)
+    n, pos = _compact_length(frame, pos, end)
+    transactional_id: str | None = None
+    if n >= 0:
+        if n > end - pos:
+            raise _truncated("transactional id", n, end - pos)
+        transactional_id = _utf8(frame, pos, n, "transactional id")
+        pos += n
+    if end - pos < 6:
+        raise _truncated("acks and timeout", 6, end - pos)
+    acks, timeout_ms = _unpack_hi(frame, pos)
+    pos += 6
+    n_topics, pos = _compact_length(frame, pos, end)
+    # A topic takes at least 3 bytes (name length, partition count, tags); a partition 6.
+    if n_topics < 0 or n_topics * 3 > end - pos:
+        raise _too_many("topics", n_topics, end - pos)
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    topics = []
+    for _ in range(n_topics):
+        n, pos = _compact_length(frame, pos, end)
+        if n < 0:
+            raise RemoteProtocolError("topic name: expected a string, found null")
+        if n > end - pos:
+            raise _truncated("topic name", n, end - pos)
+        name = _utf8(frame, pos, n, "topic name")
+        n_partitions, pos = _compact_length(frame, pos + n, end)
+        if n_partitions < 0 or n_partitions * 6 > end - pos:
+            raise _too_many("partitions", n_partitions, end - pos)
+        partitions = []
+        for _ in range(n_partitions):
+            if end - pos < 4:
+                raise _truncated("partition", 4, end - pos)
+            (index,) = _unpack_i(frame, pos)
+            size, pos = _compact_length(frame, pos + 4, end)
+            records: memoryview | None = None
+            if size >= 0:
+                if size > end - pos:
+                    raise _truncated("records", size, end - pos)
+                records = view[pos : pos + size]
+                pos += size
+            pos = skip_tagged_fields(frame, pos, end)
+            partitions.append(_new(PartitionProduceData, (index, records, None)))
+        pos = skip_tagged_fields(frame, pos, end)
+        topics.append(_new(TopicProduceData, (name, tuple(partitions))))
+    skip_tagged_fields(frame, pos, end)
+    return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
+
+
 class PartitionResult(NamedTuple):
     """One partition's answer. A named tuple: the handler builds one per partition per request
     (a frozen dataclass's ``__init__`` cost 0.8 µs of it)."""
@@ -219,7 +287,9 @@ def encode_produce_response(
 ) -> bytes:
     """The whole response frame (size prefix and header v0 included)."""
     if version not in VERSIONS:
-        raise LocalProtocolError(f"encode_produce_response handles v0-v8, got v{version}")
+        raise LocalProtocolError(f"encode_produce_response handles v0-v9, got v{version}")
+    if version >= FIRST_FLEXIBLE_VERSION:
+        return _encode_flexible(correlation_id, topics, throttle_time_ms)
     out = bytearray(8)  # size + correlation id, filled in below
     out += _I.pack(len(topics))
     for name, partitions in topics:
@@ -243,5 +313,44 @@ def encode_produce_response(
                 out += _PART_V0.pack(index, error_code, base_offset)
     if version >= 1:
         out += _I.pack(throttle_time_ms)
+    _SIZE_AND_CORRELATION.pack_into(out, 0, len(out) - 4, correlation_id)
+    return bytes(out)
+
+
+# v9 without an error message: the partition, an empty compact RecordErrors (1), a null
+# compact ErrorMessage (0) and the partition's empty TAGGED_FIELDS (0).
+_PART_V9_NO_ERRORS: Final = struct.Struct(">ihqqqBBB")
+
+
+def _compact_string(text: str, out: bytearray) -> None:
+    data = text.encode()
+    out += write_uvarint(len(data) + 1)
+    out += data
+
+
+def _encode_flexible(
+    correlation_id: int,
+    topics: Sequence[tuple[str, Sequence[PartitionResult]]],
+    throttle_time_ms: int,
+) -> bytes:
+    """A Produce v9 response frame (module docstring)."""
+    out = bytearray(9)  # size + correlation id, filled in below, and the header's empty tags
+    out += write_uvarint(len(topics) + 1)
+    for name, partitions in topics:
+        _compact_string(name, out)
+        out += write_uvarint(len(partitions) + 1)
+        for index, error_code, base_offset, append_time, start_offset, message in partitions:
+            if message is None:
+                out += _PART_V9_NO_ERRORS.pack(
+                    index, error_code, base_offset, append_time, start_offset, 1, 0, 0
+                )
+            else:
+                out += _PART_V5.pack(index, error_code, base_offset, append_time, start_offset)
+                out += b"\x01"  # no record errors
+                _compact_string(message, out)
+                out += b"\x00"
+        out += b"\x00"  # the topic's tags
+    out += _I.pack(throttle_time_ms)
+    out += b"\x00"  # the response's tags
     _SIZE_AND_CORRELATION.pack_into(out, 0, len(out) - 4, correlation_id)
     return bytes(out)

@@ -31,13 +31,10 @@ from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.authorized_operations import NOT_REQUESTED, authorized_operations
 from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
-from sluice.broker.server.responses import respond
+from sluice.broker.server.responses import NO_TOPIC_ID, respond
 from sluice.common.topic_partition import InvalidTopicError, validate_topic
 
 log = logging.getLogger(__name__)
-
-#: the id a topic entry carries when there is no topic (Kafka's Uuid.ZERO_UUID)
-NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def handle_api_versions(ctx: BrokerContext, request: Request) -> bytes:

@@ -1,4 +1,4 @@
-"""Produce (v0–8). (InitProducerId, idempotent or transactional, is ``transactions``'.)
+"""Produce (v0–9). (InitProducerId, idempotent or transactional, is ``transactions``'.)
 
 Each partition's records must be exactly one batch (Kafka's rule for Produce v3+; the codec
 up-converts the message sets of v0–2 to one batch, see ``produce_codec``); the

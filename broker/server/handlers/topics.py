@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 from sluice.broker.protocol import Request
@@ -43,7 +44,7 @@ from sluice.broker.server.authorization import allowed, cluster_allowed
 from sluice.broker.server.context import BrokerContext
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.file_descriptors import check_file_descriptors
-from sluice.broker.server.responses import respond
+from sluice.broker.server.responses import NO_TOPIC_ID, respond
 from sluice.broker.server.topic_config_check import check_topic_config
 
 log = logging.getLogger(__name__)
@@ -120,8 +121,10 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     on_cluster = cluster_allowed(ctx, AclOperation.CREATE)
     for topic in body.topics:
         # v5+ (KIP-525): the created topic's counts and configs; null configs on an error.
+        # v7+ (KIP-516): its topic id, all zeros unless it was created.
         result: dict[str, Any] = {"name": topic.name, "error_code": Errors.NONE,
-                                  "error_message": None, "configs": None}  # fmt: skip
+                                  "error_message": None, "configs": None,
+                                  "topic_id": NO_TOPIC_ID}  # fmt: skip
         results.append(result)
         if not on_cluster and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
             result["error_code"] = Errors.TOPIC_AUTHORIZATION_FAILED
@@ -150,6 +153,8 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
                 validate_only=body.validate_only, assignment=assignment,
             )  # fmt: skip
             created[topic.name] = range(info.partitions)
+            if not body.validate_only:
+                result["topic_id"] = info.topic_id
             result["num_partitions"] = info.partitions
             result["replication_factor"] = info.replication_factor
             # The topic's own settings (DYNAMIC_TOPIC_CONFIG, source 1); Kafka also lists
@@ -168,9 +173,33 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "topics": results})
 
 
+def _named(ctx: BrokerContext, body: Any) -> list[tuple[str | None, uuid.UUID]]:
+    """The topics a DeleteTopics names, as (name, topic id): by name up to v5
+    (``topic_names``); from v6 (KIP-516) each by name or by id (``topics``), the other
+    filled in where the cluster knows the topic (else None / all zeros)."""
+    if not hasattr(body, "topics"):
+        return [
+            (name, info.topic_id if (info := ctx.cluster.get(name)) else NO_TOPIC_ID)
+            for name in body.topic_names
+        ]
+    by_id = {info.topic_id: name for name, info in ctx.cluster.topics().items()}
+    named: list[tuple[str | None, uuid.UUID]] = []
+    for t in body.topics:
+        if t.name is not None:
+            info = ctx.cluster.get(t.name)
+            named.append((t.name, info.topic_id if info is not None else NO_TOPIC_ID))
+        else:
+            named.append((by_id.get(t.topic_id), t.topic_id or NO_TOPIC_ID))
+    return named
+
+
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
-    results = []
-    for name in request.body.topic_names:
+    results: list[dict[str, Any]] = []
+    for name, topic_id in _named(ctx, request.body):
+        if name is None:  # an id no topic has (Kafka: UNKNOWN_TOPIC_ID)
+            results.append({"name": None, "topic_id": topic_id,
+                            "error_code": Errors.UNKNOWN_TOPIC_ID})  # fmt: skip
+            continue
         code = Errors.NONE
         info = ctx.cluster.get(name)
         if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
@@ -188,7 +217,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
                 await ctx.off_loop(ctx.topics.delete, name)
             except ADMIN_ERRORS as exc:
                 code = code_for(exc)
-        results.append({"name": name, "error_code": code})
+        results.append({"name": name, "topic_id": topic_id, "error_code": code})
     return respond(request, {"throttle_time": 0, "responses": results})
 
 

@@ -10,7 +10,7 @@ from sluice.broker.protocol.apis import APIS, ApiKey
 # (implemented, advertised) per shared/protocol.md, widened (issue 17) to every version Kafka 3.x
 # accepts for the APIs Sluice serves: the ones Kafka 4.0 dropped (KIP-896) from legacy schemas.
 EXPECTED = {
-    0: ((0, 8), (0, 8)),
+    0: ((0, 9), (0, 9)),  # v9: v8, flexible (Kafka 2.8's)
     1: ((0, 12), (0, 12)),  # v12: flexible, KIP-320's diverging epochs (Kafka 2.7's)
     2: ((0, 8), (0, 8)),  # v7: MAX_TIMESTAMP (KIP-734), v8: EARLIEST_LOCAL (KIP-405)
     3: ((0, 12), (0, 12)),
@@ -25,8 +25,8 @@ EXPECTED = {
     16: ((0, 5), (0, 5)),  # ListGroups: states and types filters (KIP-518, KIP-848)
     17: ((0, 1), (0, 1)),  # SaslHandshake (issue 19)
     18: ((0, 3), (0, 3)),
-    19: ((0, 6), (0, 6)),  # v6, v5 of DeleteTopics: Kafka 2.7's (KIP-599's quota error)
-    20: ((0, 5), (0, 5)),
+    19: ((0, 7), (0, 7)),  # v6, v5 of DeleteTopics: Kafka 2.7's (KIP-599's quota error);
+    20: ((0, 6), (0, 6)),  # v7, v6: 2.8's (topic ids, KIP-516)
     21: ((0, 2), (0, 2)),
     22: ((0, 4), (0, 4)),
     23: ((0, 4), (0, 4)),  # v4: v3, flexible (Kafka 2.8's)
@@ -118,16 +118,16 @@ def test_flexible_versions(key: int, first: int) -> None:
 
 
 def test_flexible_versions_in_the_implemented_ranges() -> None:
-    """Produce is implemented below its flexible versions, Fetch up to its first (v12); the
-    others up to at least their first flexible version (Kafka 2.4's table, which
-    kafka-python pinned to 2.4 sends without negotiating), as Kafka 3.x answers them."""
+    """Produce and Fetch are implemented up to their first flexible versions (v9, v12); the
+    others up to at least theirs (Kafka 2.4's table, which kafka-python pinned to 2.4 sends
+    without negotiating), as Kafka 3.x answers them."""
     flexible = {
         (key, v)
         for key, spec in APIS.items()
         for v in spec.versions
         if apis.request_header_version(key, v) == 2
     }
-    expected = {(ApiKey.API_VERSIONS, 3), (ApiKey.FETCH, 12)} | {
+    expected = {(ApiKey.API_VERSIONS, 3), (ApiKey.PRODUCE, 9), (ApiKey.FETCH, 12)} | {
         (key, v)
         for key in (
             2,
@@ -199,7 +199,7 @@ def test_supported_api_versions(response_version: int) -> None:
     keys = apis.supported_api_versions(response_version)
     assert [k.api_key for k in keys] == sorted(EXPECTED)
     produce = keys[0]
-    assert (produce.min_version, produce.max_version) == (0, 8)  # advertised, not implemented
+    assert (produce.min_version, produce.max_version) == (0, 9)  # advertised, not implemented
     module = apis.response_type(18, response_version).__module__
     assert all(type(k).__module__ == module for k in keys)
 
@@ -218,7 +218,7 @@ def test_clients_infer_kafka_3_0_from_what_is_advertised() -> None:
     # kafka-python infers the broker's release from the advertised maxima and, given an older
     # api_version of its own, speaks that release's versions of every API (no negotiation).
     # ListOffsets v7 (MAX_TIMESTAMP, which librdkafka's admin ListOffsets needs) is 3.0's
-    # level; every other API its inference reads stays at or below 2.7's (see apis.py).
+    # level; every other API its inference reads stays at or below 2.8's (see apis.py).
     import warnings
 
     with warnings.catch_warnings():
@@ -229,9 +229,9 @@ def test_clients_infer_kafka_3_0_from_what_is_advertised() -> None:
         int(v.api_key): (v.min_version, v.max_version) for v in apis.supported_api_versions()
     }
     assert infer_broker_version_from_api_versions(advertised) == (3, 0)
-    # Without ListOffsets v7 it would be 2.7 (Fetch v12): nothing else reaches above it.
+    # Without ListOffsets v7 it would be 2.8 (Produce v9): nothing else reaches above it.
     without = {**advertised, int(ApiKey.LIST_OFFSETS): (0, 6)}
-    assert infer_broker_version_from_api_versions(without) == (2, 7)
+    assert infer_broker_version_from_api_versions(without) == (2, 8)
 
 
 def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
@@ -257,13 +257,13 @@ def test_kafka_python_pinned_to_2_4_sends_only_served_versions() -> None:
 
 # What kafka-python pinned to each release sends above what Sluice serves (its table's maximum:
 # kafka-python 3 implements every version of these tables). The group and ACL versions of
-# 2.5-2.8 are served, and 2.7's Fetch v12; the rest is 2.8's Produce v9 (the flexible v8),
-# CreateTopics v7 and DeleteTopics v6 (topic ids, KIP-516).
+# 2.5-2.8 are served, and so are 2.7's Fetch v12 and 2.8's Produce v9 (the flexible v8),
+# CreateTopics v7 and DeleteTopics v6 (topic ids, KIP-516): nothing is left.
 UNSERVED_WHEN_PINNED = {
     (2, 5, 0): {},
     (2, 6, 0): {},
     (2, 7, 0): {},
-    (2, 8, 0): {0: 9, 19: 7, 20: 6},
+    (2, 8, 0): {},
 }
 
 

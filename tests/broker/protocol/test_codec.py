@@ -152,7 +152,7 @@ def _header_only(key: int, version: int, corr: int = 99) -> bytes:
     return encode_request_header(RequestHeader(key, version, corr, "c", 1))
 
 
-@pytest.mark.parametrize(("key", "version"), [(0, 9), (1, 13), (2, 9), (3, 13), (8, 10), (29, 4)])
+@pytest.mark.parametrize(("key", "version"), [(0, 10), (1, 13), (2, 9), (3, 13), (8, 10), (29, 4)])
 def test_unsupported_version(key: int, version: int) -> None:
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(_header_only(key, version) + b"\x00" * 32)
@@ -187,7 +187,7 @@ def test_api_versions_too_new_is_answered_with_v0_and_error_35() -> None:
     assert body.error_code == ErrorCode.unsupported_version
     entry = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert entry[18] == (0, 3)
-    assert entry[0] == (0, 8)
+    assert entry[0] == (0, 9)
 
 
 def test_api_versions_v3_response_uses_header_v0() -> None:

@@ -1,5 +1,5 @@
-"""The hand-written Produce codec against kio, byte for byte, for v0–8; v0–2's message sets
-up-converted to one record batch."""
+"""The hand-written Produce codec against kio, byte for byte, for v0–9 (v9: flexible); v0–2's
+message sets up-converted to one record batch."""
 
 import datetime
 
@@ -45,7 +45,7 @@ def _kio_request(version, tx, acks, timeout, topic_list):
 
 
 @given(
-    st.integers(3, 8),
+    st.integers(3, 9),
     st.one_of(st.none(), names),
     st.sampled_from([0, 1, -1]),
     st.integers(0, 2**31 - 1),
@@ -68,7 +68,7 @@ def test_decode_matches_kio(version, tx, acks, timeout, topic_list):
 
 
 @given(
-    st.integers(0, 8),
+    st.integers(0, 9),
     st.lists(
         st.tuples(
             names,
@@ -132,22 +132,28 @@ def test_garbage_is_a_remote_protocol_error(body):
         decode_produce_body(memoryview(body), 0)
 
 
-@given(st.integers(0, 8), st.one_of(st.none(), names), topics)
+def _header_end(version):
+    """Where the body starts: request header v1, or v2 (its empty tags) from v9."""
+    return 8 + 2 + len("client") + (1 if version >= 9 else 0)
+
+
+@given(st.integers(0, 9), st.one_of(st.none(), names), topics)
 def test_every_truncation_is_a_remote_protocol_error(version, tx, topic_list):
     frame = encode_request(7, "client", _kio_request(version, tx, 1, 30_000, topic_list))[4:]
-    header_end = 8 + 2 + len("client")
+    header_end = _header_end(version)
     for cut in range(header_end, len(frame)):
         with pytest.raises(RemoteProtocolError):
             decode_produce_body(frame[:cut], header_end, version)
 
 
-def test_bytes_and_views_decode_alike_records_zero_copy():
+@pytest.mark.parametrize("version", [8, 9])
+def test_bytes_and_views_decode_alike_records_zero_copy(version):
     records = bytes(range(200))
-    kio = _kio_request(8, "tx", -1, 1500, [("t", [(4, records), (5, None)])])
+    kio = _kio_request(version, "tx", -1, 1500, [("t", [(4, records), (5, None)])])
     frame = encode_request(7, "client", kio)[4:]
-    pos = 8 + 2 + len("client")
+    pos = _header_end(version)
     for data in (frame, memoryview(frame)):
-        body = decode_produce_body(data, pos)
+        body = decode_produce_body(data, pos, version)
         assert (body.transactional_id, body.acks, body.timeout_ms) == ("tx", -1, 1500)
         assert body.timeout == datetime.timedelta(milliseconds=1500)
         (topic,) = body.topic_data

@@ -50,9 +50,16 @@ def test_admin_create_topics(broker: BrokerProcess) -> None:
         admin.close()
 
 
-def test_default_producer_and_assign_consumer(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("api_version", [None, (2, 8, 0)])
+def test_default_producer_and_assign_consumer(
+    broker: BrokerProcess, api_version: tuple[int, ...] | None
+) -> None:
+    """Unpinned, kafka-python negotiates; pinned to 2.8.0 it sends Kafka 2.8's versions
+    unnegotiated: Produce v9 and Fetch v12, both flexible."""
     topic = unique("kp")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=5, api_version=api_version
+    )
     try:
         assert producer.config["enable_idempotence"]  # kafka-python 3's default
         assert producer.config["acks"] == -1
@@ -73,8 +80,9 @@ def test_default_producer_and_assign_consumer(broker: BrokerProcess) -> None:
         producer.close(timeout=10)
 
     consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=2000
-    )
+        bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=2000,
+        api_version=api_version,
+    )  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, 0)])
         consumer.seek_to_beginning()

@@ -4,6 +4,7 @@ assignment refused as Kafka refuses it."""
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from typing import Any
 
@@ -246,27 +247,72 @@ def test_a_standalone_replica_assignment_names_this_broker(broker: BrokerProcess
 # kafka-python reads its bundled data with importlib.resources' legacy API.
 @pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
-def test_kafka_python_pinned_to_2_7_creates_and_deletes(broker: BrokerProcess) -> None:
-    # Pinned to 2.7.0 below the 3.0 it infers, kafka-python sends CreateTopics v6 and
-    # DeleteTopics v5 (KIP-599's versions) unnegotiated.
+@pytest.mark.parametrize(("release", "versions"), [((2, 7, 0), (6, 5)), ((2, 8, 0), (7, 6))])
+def test_kafka_python_pinned_creates_and_deletes(
+    broker: BrokerProcess, release: tuple[int, ...], versions: tuple[int, int]
+) -> None:
+    # Pinned below the 3.0 it infers, kafka-python sends its release's versions unnegotiated:
+    # 2.7's CreateTopics v6 and DeleteTopics v5 (KIP-599), 2.8's v7 and v6 (topic ids,
+    # KIP-516: v7 answers the created topic's id).
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
     from kafka.protocol.broker_version_data import BrokerVersionData
 
-    pinned = BrokerVersionData((2, 7, 0))
-    assert (pinned.api_version(CreateTopicsRequest), pinned.api_version(DeleteTopicsRequest)) == (
-        6, 5,
-    )  # fmt: skip
+    pinned = BrokerVersionData(release)
+    assert (
+        pinned.api_version(CreateTopicsRequest),
+        pinned.api_version(DeleteTopicsRequest),
+    ) == versions
     topic = unique("kp-pinned")
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(2, 7, 0))
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=release)
     try:
         created = admin.create_topics([NewTopic(topic, 3, 1)])
         assert [(t["name"], t["error_code"], t["num_partitions"]) for t in created["topics"]] == [
             (topic, Errors.NONE, 3)
         ]
+        if versions[0] >= 7:
+            (created_topic,) = created["topics"]
+            assert str(created_topic["topic_id"]) == str(_topic_id(broker, topic))
         again = admin.create_topics([NewTopic(topic, 3, 1)], raise_errors=False)
         assert [t["error_code"] for t in again["topics"]] == [Errors.TOPIC_ALREADY_EXISTS]
         deleted = admin.delete_topics([topic])
         assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(topic, Errors.NONE)]
     finally:
         admin.close()
+
+
+def _topic_id(broker: BrokerProcess, topic: str) -> uuid.UUID:
+    """The topic's id, as Metadata v12 answers it."""
+    body = request(ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
+    })  # fmt: skip
+    with WireClient(broker.port) as wire:
+        (answer,) = wire.call(body).topics
+    assert answer.error_code == Errors.NONE, answer
+    return answer.topic_id
+
+
+def test_delete_topics_v6_by_name_or_id(broker: BrokerProcess) -> None:
+    """KIP-516: each topic named by name or by id; the answer carries both; an id no topic has
+    is UNKNOWN_TOPIC_ID."""
+    by_name, by_id = unique("del-name"), unique("del-id")
+    for topic in (by_name, by_id):
+        create_topic(broker.bootstrap, topic)
+    ids = {topic: _topic_id(broker, topic) for topic in (by_name, by_id)}
+    unknown = uuid.uuid4()
+    body = request(ApiKey.DELETE_TOPICS, 6, {
+        "topics": [{"name": by_name, "topic_id": uuid.UUID(int=0)},
+                   {"name": None, "topic_id": ids[by_id]},
+                   {"name": None, "topic_id": unknown}],
+        "timeout": 10_000,
+    })  # fmt: skip
+    with WireClient(broker.port) as wire:
+        answers = wire.call(body).responses
+    assert [(a.name, a.topic_id, a.error_code) for a in answers] == [
+        (by_name, ids[by_name], Errors.NONE),
+        (by_id, ids[by_id], Errors.NONE),
+        (None, unknown, Errors.UNKNOWN_TOPIC_ID),
+    ]
+    topics = _admin(broker).list_topics(timeout=10).topics
+    assert by_name not in topics and by_id not in topics
