@@ -206,9 +206,19 @@ def decode_produce_body(frame: bytes | memoryview, pos: int, version: int = 3) -
 
 
 def _compact_length(frame: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """A compact length or count (UNSIGNED_VARINT N + 1); -1 for null."""
+    """A compact length or count (UNSIGNED_VARINT N + 1); -1 for null. One byte, below 127,
+    is read inline: nearly every length of a request is."""
+    if pos < end and (byte := frame[pos]) < 0x80:
+        return byte - 1, pos + 1
     n, pos = read_uvarint(frame, pos, end)
     return n - 1, pos
+
+
+def _tags(frame: bytes | memoryview, pos: int, end: int) -> int:
+    """Skip a TAGGED_FIELDS section (an empty one, the usual, inline)."""
+    if pos < end and frame[pos] == 0:
+        return pos + 1
+    return skip_tagged_fields(frame, pos, end)
 
 
 def _decode_flexible(frame: bytes | memoryview, pos: int) -> ProduceRequest:
@@ -253,11 +263,11 @@ def _decode_flexible(frame: bytes | memoryview, pos: int) -> ProduceRequest:
                     raise _truncated("records", size, end - pos)
                 records = view[pos : pos + size]
                 pos += size
-            pos = skip_tagged_fields(frame, pos, end)
+            pos = _tags(frame, pos, end)
             partitions.append(_new(PartitionProduceData, (index, records, None)))
-        pos = skip_tagged_fields(frame, pos, end)
+        pos = _tags(frame, pos, end)
         topics.append(_new(TopicProduceData, (name, tuple(partitions))))
-    skip_tagged_fields(frame, pos, end)
+    _tags(frame, pos, end)
     return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
 
 
