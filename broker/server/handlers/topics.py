@@ -173,29 +173,29 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "topics": results})
 
 
-def _named(ctx: BrokerContext, body: Any) -> list[tuple[str | None, uuid.UUID]]:
-    """The topics a DeleteTopics names, as (name, topic id): by name up to v5
+def _named(ctx: BrokerContext, body: Any) -> list[tuple[str | None, uuid.UUID, bool]]:
+    """The topics a DeleteTopics names, as (name, topic id, named by id): by name up to v5
     (``topic_names``); from v6 (KIP-516) each by name or by id (``topics``), the other
     filled in where the cluster knows the topic (else None / all zeros)."""
     if not hasattr(body, "topics"):
         return [
-            (name, info.topic_id if (info := ctx.cluster.get(name)) else NO_TOPIC_ID)
+            (name, info.topic_id if (info := ctx.cluster.get(name)) else NO_TOPIC_ID, False)
             for name in body.topic_names
         ]
     by_id = {info.topic_id: name for name, info in ctx.cluster.topics().items()}
-    named: list[tuple[str | None, uuid.UUID]] = []
+    named: list[tuple[str | None, uuid.UUID, bool]] = []
     for t in body.topics:
         if t.name is not None:
             info = ctx.cluster.get(t.name)
-            named.append((t.name, info.topic_id if info is not None else NO_TOPIC_ID))
+            named.append((t.name, info.topic_id if info is not None else NO_TOPIC_ID, False))
         else:
-            named.append((by_id.get(t.topic_id), t.topic_id or NO_TOPIC_ID))
+            named.append((by_id.get(t.topic_id), t.topic_id or NO_TOPIC_ID, True))
     return named
 
 
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
     results: list[dict[str, Any]] = []
-    for name, topic_id in _named(ctx, request.body):
+    for name, topic_id, by_id in _named(ctx, request.body):
         if name is None:  # an id no topic has (Kafka: UNKNOWN_TOPIC_ID)
             results.append({"name": None, "topic_id": topic_id,
                             "error_code": Errors.UNKNOWN_TOPIC_ID})  # fmt: skip
@@ -217,7 +217,10 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> bytes:
                 await ctx.off_loop(ctx.topics.delete, name)
             except ADMIN_ERRORS as exc:
                 code = code_for(exc)
-        results.append({"name": name, "topic_id": topic_id, "error_code": code})
+        # Named by id and refused: the name stays unsaid, as Kafka answers.
+        hidden = by_id and code == Errors.TOPIC_AUTHORIZATION_FAILED
+        results.append({"name": None if hidden else name, "topic_id": topic_id,
+                        "error_code": code})  # fmt: skip
     return respond(request, {"throttle_time": 0, "responses": results})
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import stat
 import time
+import uuid
 import warnings
 
 import pytest
@@ -417,3 +418,23 @@ def test_idempotent_producer_needs_write_somewhere(acl_broker: SecureBroker) -> 
     assert error_code(caught.value) == CLUSTER_DENIED
     grant(bootstrap, binding(BOB, AclOperation.WRITE, name="idem"))
     assert codes(produce(bootstrap, "bob", "idem")) == {None}
+
+
+def test_a_topic_deleted_by_id_without_the_right_is_not_named(acl_broker: SecureBroker) -> None:
+    """DeleteTopics v6 (KIP-516) by topic id: refused, the answer carries the id and
+    TOPIC_AUTHORIZATION_FAILED but not the topic's name, as Kafka's."""
+    bootstrap = acl_broker.bootstrap
+    create_topic(bootstrap, "secret-topic")
+    kp_admin = kafka_python_admin(bootstrap, "admin")
+    kp_alice = kafka_python_admin(bootstrap, "alice")
+    try:
+        (described,) = kp_admin.describe_topics(["secret-topic"])
+        topic_id = uuid.UUID(str(described["topic_id"]))
+        refused = kp_alice.delete_topics([topic_id], raise_errors=False)
+    finally:
+        kp_alice.close()
+        kp_admin.close()
+    assert [(t["name"], str(t["topic_id"]), t["error_code"]) for t in refused["topics"]] == [
+        (None, str(topic_id), TOPIC_DENIED)
+    ]
+    assert "secret-topic" in topic_names(bootstrap, "admin")
