@@ -137,7 +137,7 @@ def test_api_versions_v99_gets_unsupported_version_and_the_connection_stays(
         assert response.error_code == Errors.NONE
         ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         assert ranges[ApiKey.API_VERSIONS] == (0, 3)
-        assert ranges[ApiKey.PRODUCE] == (0, 8)
+        assert ranges[ApiKey.PRODUCE] == (0, 9)
         metadata = client.call(request(ApiKey.METADATA, 8, METADATA_ALL))
         assert metadata.controller_id == 0
 
