@@ -78,7 +78,9 @@ def _values(batch: bytes) -> dict[int, dict[str, Any]]:
                                            "replication_factor": 1, "assignments": [],
                                            "configs": [{"name": "retention.ms",
                                                         "value": "60000"}]}]},
-        ApiKey.DELETE_TOPICS: {"timeout": 5000, "topic_names": ["fuzz-deleted"]},
+        # v0-5 by name; v6 (KIP-516) each by name or id.
+        ApiKey.DELETE_TOPICS: {"timeout": 5000, "topic_names": ["fuzz-deleted"],
+                               "topics": [{"name": "fuzz-deleted", "topic_id": None}]},
         ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout": 60_000},
     }  # fmt: skip
 

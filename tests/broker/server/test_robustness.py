@@ -102,11 +102,11 @@ def test_complete_frames_before_eof_are_answered(broker: BrokerProcess) -> None:
     ("api_key", "version"),
     [
         (1000, 0),  # no such API
-        (ApiKey.PRODUCE, 9),  # above the implemented range (v0-2 are served, issue 17)
-        (ApiKey.FETCH, 12),
+        (ApiKey.PRODUCE, 10),  # above the implemented range (v0-2 are served, issue 17)
+        (ApiKey.FETCH, 13),
         (ApiKey.METADATA, 99),
     ],
-    ids=["unknown-key", "produce-v9", "fetch-v12", "metadata-v99"],
+    ids=["unknown-key", "produce-v10", "fetch-v13", "metadata-v99"],
 )
 def test_unsupported_api_closes_only_that_connection(
     broker: BrokerProcess, bystander: WireClient, api_key: int, version: int
