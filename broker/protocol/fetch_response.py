@@ -144,7 +144,8 @@ _TOP_V12: Final = struct.Struct(">ixihi")  # + an empty header TAGGED_FIELDS (th
 # A partition's TAGGED_FIELDS holding DivergingEpoch: 1 field, tag 0, 13 bytes, then the
 # struct (epoch, end offset) and its own empty TAGGED_FIELDS.
 _DIVERGING: Final = struct.Struct(">BBBiqB")
-_NO_TAGS: Final = b"\x00"
+_NO_TAGS: Final = b"\x00"  # an empty TAGGED_FIELDS: count 0
+_COMPACT_NULL: Final = b"\x00"  # a null compact ARRAY / BYTES: length 0
 
 
 _ONE_BYTE: Final = tuple(bytes((n,)) for n in range(0x80))
@@ -187,7 +188,7 @@ def encode_fetch_response(
     # The length forms (module docstring): an array's count or a string's / the records'
     # length, and null; compact (N + 1, 0 = null) from the first flexible version.
     length = _compact_length if flexible else _I32.pack
-    null = _NO_TAGS if flexible else _I32.pack(-1)
+    null = _COMPACT_NULL if flexible else _I32.pack(-1)
     tags = _NO_TAGS if flexible else b""
     chunks: list[bytes | Records] = []
     buf = bytearray(4)  # size prefix, patched at the end
