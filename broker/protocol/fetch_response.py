@@ -76,7 +76,7 @@ from sluice.broker.log.records import ZSTD
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
-from .primitives import write_uvarint
+from .primitives import write_compact_length
 
 __all__ = [
     "RecordSlice",
@@ -148,15 +148,6 @@ _NO_TAGS: Final = b"\x00"  # an empty TAGGED_FIELDS: count 0
 _COMPACT_NULL: Final = b"\x00"  # a null compact ARRAY / BYTES: length 0
 
 
-_ONE_BYTE: Final = tuple(bytes((n,)) for n in range(0x80))
-
-
-def _compact_length(n: int) -> bytes:
-    """A compact ARRAY's count or STRING's / BYTES' length: UNSIGNED_VARINT ``n + 1`` (one
-    byte, looked up, below 127: a fetch writes several per partition)."""
-    return _ONE_BYTE[n + 1] if n < 0x7F else write_uvarint(n + 1)
-
-
 def _records_size(records: Records) -> int:
     if isinstance(records, bytes | bytearray | memoryview):
         return len(records) if not isinstance(records, memoryview) else records.nbytes
@@ -187,7 +178,7 @@ def encode_fetch_response(
     flexible = version >= FIRST_FLEXIBLE_VERSION
     # The length forms (module docstring): an array's count or a string's / the records'
     # length, and null; compact (N + 1, 0 = null) from the first flexible version.
-    length = _compact_length if flexible else _I32.pack
+    length = write_compact_length if flexible else _I32.pack
     null = _COMPACT_NULL if flexible else _I32.pack(-1)
     tags = _NO_TAGS if flexible else b""
     chunks: list[bytes | Records] = []

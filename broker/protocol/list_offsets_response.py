@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from .errors import LocalProtocolError
-from .primitives import write_uvarint
+from .primitives import write_compact_length
 
 __all__ = ["PartitionOffset", "encode_list_offsets_response", "VERSIONS"]
 
@@ -142,13 +142,13 @@ def _flexible(
 ) -> bytearray:
     out = bytearray(4)  # size prefix, patched by the caller
     out += _HEAD_FLEXIBLE.pack(correlation_id, 0, throttle_time_ms)
-    out += write_uvarint(len(topics) + 1)
+    out += write_compact_length(len(topics))
     pack = _PARTITION_V6.pack
     for name, partitions in topics:
         raw = name.encode("utf-8")
-        out += write_uvarint(len(raw) + 1)
+        out += write_compact_length(len(raw))
         out += raw
-        out += write_uvarint(len(partitions) + 1)
+        out += write_compact_length(len(partitions))
         for index, error_code, timestamp, offset, epoch in partitions:
             out += pack(index, error_code, timestamp, offset, epoch, 0)
         out += _NO_TAGS

@@ -58,8 +58,29 @@ def write_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
+_ONE_BYTE: Final = tuple(bytes((n,)) for n in range(0x80))
+
+
+def write_compact_length(n: int) -> bytes:
+    """A compact ARRAY's count or STRING's / BYTES' length ``n``: UNSIGNED_VARINT ``n + 1``
+    (a lookup below 127, which nearly every length is: encoders write several per item)."""
+    return _ONE_BYTE[n + 1] if 0 <= n < 0x7F else write_uvarint(n + 1)
+
+
+def read_compact_length(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    """A compact count or length at ``pos`` (UNSIGNED_VARINT N + 1): ``(N, new_pos)``, N -1
+    for null. One byte, the usual, is read inline."""
+    if pos < end and (byte := buf[pos]) < 0x80:
+        return byte - 1, pos + 1
+    n, pos = read_uvarint(buf, pos, end)
+    return n - 1, pos
+
+
 def skip_tagged_fields(buf: bytes | memoryview, pos: int, end: int) -> int:
-    """Skip a TAGGED_FIELDS section whose tags we do not interpret; return the new position."""
+    """Skip a TAGGED_FIELDS section whose tags we do not interpret; return the new position.
+    An empty one (count 0), the usual, is skipped inline."""
+    if pos < end and buf[pos] == 0:
+        return pos + 1
     count, pos = read_uvarint(buf, pos, end)
     # Every tagged field takes at least 2 bytes (tag and size), so a larger count is a lie and
     # we refuse it before looping.

@@ -54,7 +54,11 @@ from typing import Final, NamedTuple
 from sluice.broker.log.errors import CorruptRecordError, InvalidRecordError
 from sluice.broker.log.legacy_records import to_record_batch
 from sluice.broker.protocol.errors import Errors, LocalProtocolError, RemoteProtocolError
-from sluice.broker.protocol.primitives import read_uvarint, skip_tagged_fields, write_uvarint
+from sluice.broker.protocol.primitives import (
+    read_compact_length,
+    skip_tagged_fields,
+    write_compact_length,
+)
 
 VERSIONS: Final = range(0, 10)
 #: The first flexible version (module docstring).
@@ -205,26 +209,10 @@ def decode_produce_body(frame: bytes | memoryview, pos: int, version: int = 3) -
     return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
 
 
-def _compact_length(frame: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """A compact length or count (UNSIGNED_VARINT N + 1); -1 for null. One byte, below 127,
-    is read inline: nearly every length of a request is."""
-    if pos < end and (byte := frame[pos]) < 0x80:
-        return byte - 1, pos + 1
-    n, pos = read_uvarint(frame, pos, end)
-    return n - 1, pos
-
-
-def _tags(frame: bytes | memoryview, pos: int, end: int) -> int:
-    """Skip a TAGGED_FIELDS section (an empty one, the usual, inline)."""
-    if pos < end and frame[pos] == 0:
-        return pos + 1
-    return skip_tagged_fields(frame, pos, end)
-
-
 def _decode_flexible(frame: bytes | memoryview, pos: int) -> ProduceRequest:
     """Produce v9 (module docstring), with the checks of ``decode_produce_body``."""
     end = len(frame)
-    n, pos = _compact_length(frame, pos, end)
+    n, pos = read_compact_length(frame, pos, end)
     transactional_id: str | None = None
     if n >= 0:
         if n > end - pos:
@@ -235,20 +223,20 @@ def _decode_flexible(frame: bytes | memoryview, pos: int) -> ProduceRequest:
         raise _truncated("acks and timeout", 6, end - pos)
     acks, timeout_ms = _unpack_hi(frame, pos)
     pos += 6
-    n_topics, pos = _compact_length(frame, pos, end)
+    n_topics, pos = read_compact_length(frame, pos, end)
     # A topic takes at least 3 bytes (name length, partition count, tags); a partition 6.
     if n_topics < 0 or n_topics * 3 > end - pos:
         raise _too_many("topics", n_topics, end - pos)
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     topics = []
     for _ in range(n_topics):
-        n, pos = _compact_length(frame, pos, end)
+        n, pos = read_compact_length(frame, pos, end)
         if n < 0:
             raise RemoteProtocolError("topic name: expected a string, found null")
         if n > end - pos:
             raise _truncated("topic name", n, end - pos)
         name = _utf8(frame, pos, n, "topic name")
-        n_partitions, pos = _compact_length(frame, pos + n, end)
+        n_partitions, pos = read_compact_length(frame, pos + n, end)
         if n_partitions < 0 or n_partitions * 6 > end - pos:
             raise _too_many("partitions", n_partitions, end - pos)
         partitions = []
@@ -256,18 +244,18 @@ def _decode_flexible(frame: bytes | memoryview, pos: int) -> ProduceRequest:
             if end - pos < 4:
                 raise _truncated("partition", 4, end - pos)
             (index,) = _unpack_i(frame, pos)
-            size, pos = _compact_length(frame, pos + 4, end)
+            size, pos = read_compact_length(frame, pos + 4, end)
             records: memoryview | None = None
             if size >= 0:
                 if size > end - pos:
                     raise _truncated("records", size, end - pos)
                 records = view[pos : pos + size]
                 pos += size
-            pos = _tags(frame, pos, end)
+            pos = skip_tagged_fields(frame, pos, end)
             partitions.append(_new(PartitionProduceData, (index, records, None)))
-        pos = _tags(frame, pos, end)
+        pos = skip_tagged_fields(frame, pos, end)
         topics.append(_new(TopicProduceData, (name, tuple(partitions))))
-    _tags(frame, pos, end)
+    skip_tagged_fields(frame, pos, end)
     return _new(ProduceRequest, (transactional_id, acks, timeout_ms, tuple(topics)))
 
 
@@ -334,7 +322,7 @@ _PART_V9_NO_ERRORS: Final = struct.Struct(">ihqqqBBB")
 
 def _compact_string(text: str, out: bytearray) -> None:
     data = text.encode()
-    out += write_uvarint(len(data) + 1)
+    out += write_compact_length(len(data))
     out += data
 
 
@@ -345,10 +333,10 @@ def _encode_flexible(
 ) -> bytes:
     """A Produce v9 response frame (module docstring)."""
     out = bytearray(9)  # size + correlation id, filled in below, and the header's empty tags
-    out += write_uvarint(len(topics) + 1)
+    out += write_compact_length(len(topics))
     for name, partitions in topics:
         _compact_string(name, out)
-        out += write_uvarint(len(partitions) + 1)
+        out += write_compact_length(len(partitions))
         for index, error_code, base_offset, append_time, start_offset, message in partitions:
             if message is None:
                 out += _PART_V9_NO_ERRORS.pack(
