@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -179,6 +180,16 @@ class WireClient:
             },
         )
         return self.call(body).responses[0].partitions[0]
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id, as Metadata v12 answers it (an error code fails the test)."""
+        body = request(ApiKey.METADATA, 12, {
+            "topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
+        })  # fmt: skip
+        (found,) = self.call(body).topics
+        assert found.error_code == 0, found
+        return uuid.UUID(str(found.topic_id))
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """ListOffsets v5: -1 latest, -2 earliest, else the first offset at or after."""

@@ -99,13 +99,7 @@ def _share_consumer(cluster: BrokerCluster, group: str, topic: str, **config: An
 
 def _topic_id(cluster: BrokerCluster, topic: str) -> uuid.UUID:
     with WireClient(cluster.brokers[cluster.running()[0]].port) as wire:
-        found = wire.call(request(ApiKey.METADATA, 12, {
-            "topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
-        }))  # fmt: skip
-    (t,) = found.topics
-    assert t.error_code == Errors.NONE, t
-    return uuid.UUID(str(t.topic_id))
+        return wire.topic_id(topic)
 
 
 def _state_keys(cluster: BrokerCluster, partition: int) -> list[tuple[int, ShareStateKey]]:

@@ -282,15 +282,8 @@ def test_kafka_python_pinned_creates_and_deletes(
 
 
 def _topic_id(broker: BrokerProcess, topic: str) -> uuid.UUID:
-    """The topic's id, as Metadata v12 answers it."""
-    body = request(ApiKey.METADATA, 12, {
-        "topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
-        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
-    })  # fmt: skip
     with WireClient(broker.port) as wire:
-        (answer,) = wire.call(body).topics
-    assert answer.error_code == Errors.NONE, answer
-    return answer.topic_id
+        return wire.topic_id(topic)
 
 
 def test_delete_topics_v6_by_name_or_id(broker: BrokerProcess) -> None:
