@@ -27,14 +27,15 @@ __all__ = ["SimCluster"]
 class SimCluster:
     """Brokers as :class:`ClusterMetadata` instances, one kazoo client each; see module doc."""
 
-    def __init__(self, connect: str) -> None:
+    def __init__(self, connect: str, session_timeout: float = 10.0) -> None:
         self.connect = connect
+        self.session_timeout = session_timeout  # kazoo's session timeout, for every client
         self.brokers: dict[int, ClusterMetadata] = {}
         self.clients: dict[int, KazooClient] = {}
         self._all: list[tuple[ClusterMetadata, KazooClient]] = []
 
     def add(self, broker_id: int, **kwargs: Any) -> ClusterMetadata:
-        client = kazoo_client(self.connect)
+        client = kazoo_client(self.connect, self.session_timeout)
         kwargs.setdefault("listener_host", "127.0.0.1")
         kwargs.setdefault("listener_port", 9000 + broker_id)
         metadata = ClusterMetadata(client, broker_id, **kwargs)

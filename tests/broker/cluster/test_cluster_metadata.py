@@ -196,9 +196,22 @@ def test_duplicate_broker_id_is_refused(cluster: SimCluster, zk_connect: str) ->
         client.close()
 
 
-def test_zookeeper_restart_is_ridden_out(cluster: SimCluster, zookeeper: ZooKeeperServer) -> None:
+def test_zookeeper_restart_is_ridden_out(zk_connect: str, zookeeper: ZooKeeperServer) -> None:
+    # The scenario is a restart the sessions outlive (SUSPENDED → CONNECTED); an expiry is
+    # test_expired_controller_*'s. With kazoo's default 10 s sessions, a loaded CI machine
+    # restarting the JVM and backing off its reconnects expired them (the controller moved), so
+    # these sessions get 40 s (the server's maxSessionTimeout is 60 s).
+    cluster = SimCluster(zk_connect, session_timeout=40.0)
+    try:
+        _ride_out_a_restart(cluster, zookeeper)
+    finally:
+        cluster.close()
+
+
+def _ride_out_a_restart(cluster: SimCluster, zookeeper: ZooKeeperServer) -> None:
     b1, b2 = cluster.start(1, 2)
     controller = cluster.controller()
+    sessions = {b: c.client_id for b, c in cluster.clients.items()}
     b1.create_topic("before", 2, 2, {})
     wait_until(lambda: b2.partition_state("before", 1), message="states")
     zookeeper.restart()  # same data, sessions not expired: a SUSPENDED → CONNECTED blip
@@ -206,6 +219,7 @@ def test_zookeeper_restart_is_ridden_out(cluster: SimCluster, zookeeper: ZooKeep
     wait_until(
         lambda: all(c.connected for c in cluster.clients.values()), timeout=45, message="reconnect"
     )
+    assert {b: c.client_id for b, c in cluster.clients.items()} == sessions, "a session expired"
     b2.create_topic("after", 2, 2, {})
     for m in (b1, b2):
         wait_until(lambda m=m: m.partition_state("after", 1), message="states after restart")
