@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sluice.pipeline.source.packed_reader import read_splits
+from sluice.pipeline.source.packed_reader import _runs, read_splits
 from sluice.pipeline.source.ranges import OffsetRange
 from sluice.pipeline.source.split_reader import SplitResult, consumer_config, read_split
 from sluice.testing.broker import create_topic
@@ -76,3 +76,51 @@ def test_small_splits_are_built_together_with_each_split_s_figures(
         assert [b.to_pylist() for b in packed[index]] == [b.to_pylist() for b in batches], split
         assert (results[index].rows, results[index].bytes) == (alone.rows, alone.bytes), split
         assert alone.rows == 17 and alone.bytes > 0
+
+
+class _Message:
+    """What ``_runs`` reads of a confluent-kafka ``Message``: topic, partition, error."""
+
+    def __init__(self, topic: str | None, partition: int | None, error: object = None) -> None:
+        self._topic, self._partition, self._error = topic, partition, error
+
+    def topic(self) -> str | None:
+        return self._topic
+
+    def partition(self) -> int | None:
+        return self._partition
+
+    def error(self) -> object:
+        return self._error
+
+
+def _model_runs(messages: list[_Message]) -> list[tuple[int, int, bool]]:
+    """The runs as one key per message grouped by a plain loop."""
+    runs: list[tuple[int, int, bool]] = []
+    previous = None
+    for index, m in enumerate(messages):
+        key = (m.topic(), m.partition(), m.error() is None)
+        if key != previous:
+            runs.append((index, index + 1, key[2]))
+        else:
+            start, _, clean = runs[-1]
+            runs[-1] = (start, index + 1, clean)
+        previous = key
+    return runs
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_runs_cut_where_the_topic_partition_or_kind_changes(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    eof = object()
+    messages = []
+    for _ in range(rng.randrange(0, 60)):
+        topic = rng.choice(["a", "b", None])
+        partition = rng.choice([0, 1, None])
+        for _ in range(rng.randrange(1, 4)):
+            messages.append(_Message(topic, partition, eof if rng.random() < 0.2 else None))
+    runs = list(_runs(messages))
+    assert runs == _model_runs(messages)
+    assert [i for start, stop, _ in runs for i in range(start, stop)] == list(range(len(messages)))
