@@ -11,11 +11,12 @@ reader's (``sluice.pipeline.source.split_reader``, "How the range is bounded"): 
 moves each split's position on records and events exactly as there. ``consume()`` returns a
 partition's records in runs (``_runs``); a run of records whose offsets are all new and inside
 its split's range is kept whole, as the split reader keeps a chunk, and any other run (events,
-records beyond the range's end or already read) is taken one message at a time. A second split of the same partition
-(a range cut by ``maxRecordsPerPartition`` whose pieces were packed together) waits for the next
-round, in order. A split that meets an out-of-range error (data loss: it must be re-assigned
-from another offset, which would replace the whole assignment) leaves the round and is finished
-alone by ``read_split`` from where its cursor stood, with the same ``SplitResult``.
+records beyond the range's end or already read) is taken one message at a time (``_take``).
+A second split of the same partition (a range cut by ``maxRecordsPerPartition`` whose pieces
+were packed together) waits for the next round, in order. A split that meets an out-of-range
+error (data loss: it must be re-assigned from another offset, which would replace the whole
+assignment) leaves the round and is finished alone by ``read_split`` from where its cursor
+stood, with the same ``SplitResult``.
 
 Arrow's cost is per batch (a dozen array and compute calls, ~0.4 ms), not per row: building
 a batch per small split cost a 400-split task of 100-row splits about a quarter of its time.
@@ -191,46 +192,58 @@ def _round(
         for start, stop, clean in _runs(messages):
             first = messages[start]
             i = by_key.get((str(first.topic()), int(first.partition() or 0)), -1)
-            if i not in open_:
-                continue  # a finished split's partition, or stray events
-            cursor, split = cursors[i], splits[i]
-            touched.add(i)
-            if clean:
-                # A run of one partition's records in order: kept whole when every offset
-                # is new and inside the range (module doc), as the split reader keeps a chunk.
-                low, high = first.offset() or 0, messages[stop - 1].offset() or 0
-                if low >= cursor.position and high < split.end:
-                    builders[i].messages.extend(messages[start:stop])
-                    cursor.position = high + 1
-                    if cursor.position >= split.end:
-                        open_.discard(i)
-                    continue
-            for message in messages[start:stop]:
-                if i not in open_:
-                    break
-                error = message.error()
-                if error is not None:
-                    if error.code() in _RESEEK:
-                        open_.discard(i)  # finished alone, from cursor.position
-                        alone.append((i, cursor))
-                        continue
-                    cursor.event(error, message)
-                else:
-                    offset: int = message.offset() or 0
-                    if offset < cursor.position:
-                        continue
-                    if offset >= split.end:
-                        cursor.position = split.end
-                    else:
-                        builders[i].messages.append(message)
-                        cursor.position = offset + 1
-                if cursor.position >= split.end:
-                    open_.discard(i)
+            if i in open_:  # else a finished split's partition, or stray events
+                touched.add(i)
+                _take(messages[start:stop], clean, i, cursors[i], builders[i], open_, alone)
         for i in sorted(touched):
             yield from emit(i)
         yield from emit_ready()
     for i in active:
         results[i].seconds = time.monotonic() - began
+
+
+def _take(
+    run: list[Any],
+    clean: bool,
+    i: int,
+    cursor: _Cursor,
+    builder: _BatchBuilder,
+    open_: set[int],
+    alone: list[tuple[int, _Cursor]],
+) -> None:
+    """Move split ``i`` (open) on one run of its partition (``_runs``): a clean run whose
+    offsets are all new and inside the range is kept whole (module doc), as the split reader
+    keeps a chunk; any other, one message at a time by the split reader's rules. ``i`` leaves
+    ``open_`` when its range is read, and for ``alone`` on an out-of-range error."""
+    split = cursor.split
+    if clean:
+        low, high = run[0].offset() or 0, run[-1].offset() or 0
+        if low >= cursor.position and high < split.end:
+            builder.messages.extend(run)
+            cursor.position = high + 1
+            if cursor.position >= split.end:
+                open_.discard(i)
+            return
+    for message in run:
+        error = message.error()
+        if error is not None:
+            if error.code() in _RESEEK:
+                open_.discard(i)  # finished alone, from cursor.position
+                alone.append((i, cursor))
+                return
+            cursor.event(error, message)
+        else:
+            offset: int = message.offset() or 0
+            if offset < cursor.position:
+                continue
+            if offset >= split.end:
+                cursor.position = split.end
+            else:
+                builder.messages.append(message)
+                cursor.position = offset + 1
+        if cursor.position >= split.end:
+            open_.discard(i)
+            return
 
 
 def _runs(messages: Sequence[Any]) -> Iterator[tuple[int, int, bool]]:
