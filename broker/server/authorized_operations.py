@@ -19,14 +19,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+from sluice.broker.protocol.metadata_response import NOT_REQUESTED
 from sluice.broker.security.acl import AclOperation, ResourceType
 from sluice.broker.server.context import CURRENT_PEER, CURRENT_PRINCIPAL, BrokerContext
 
 __all__ = ["NOT_REQUESTED", "SUPPORTED_OPERATIONS", "authorized_operations"]
-
-#: the value of an authorized-operations field the request did not ask for (Kafka's
-#: ``Integer.MIN_VALUE``; clients read it as "unknown").
-NOT_REQUESTED: Final = -(1 << 31)
 
 _O = AclOperation
 

@@ -20,15 +20,21 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 from sluice.broker.cluster.cluster_view import ClusterView
 from sluice.broker.cluster.topic_metadata import TopicInfo
 from sluice.broker.protocol import APIS, Request
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.protocol.metadata_response import (
+    NOT_REQUESTED,
+    MetadataBroker,
+    MetadataPartition,
+    MetadataTopic,
+    encode_metadata_response,
+)
 from sluice.broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from sluice.broker.server.authorization import allowed, cluster_allowed
-from sluice.broker.server.authorized_operations import NOT_REQUESTED, authorized_operations
+from sluice.broker.server.authorized_operations import authorized_operations
 from sluice.broker.server.context import BrokerContext, client_endpoint
 from sluice.broker.server.error_mapping import ADMIN_ERRORS, code_for
 from sluice.broker.server.responses import NO_TOPIC_ID, respond
@@ -48,53 +54,61 @@ async def handle_api_versions(ctx: BrokerContext, request: Request) -> bytes:
     return respond(request, {"error_code": Errors.NONE, "api_keys": api_keys, "throttle_time": 0})
 
 
-def _topic_entry(cluster: ClusterView, info: TopicInfo) -> dict[str, Any]:
-    live = set(cluster.brokers())
+def _topic_entry(cluster: ClusterView, info: TopicInfo, live: set[int]) -> MetadataTopic:
     partitions = []
     for p in range(info.partitions):
-        replicas = list(cluster.replicas(info.name, p))
+        replicas = cluster.replicas(info.name, p)
         state = cluster.partition_state(info.name, p)
-        leader = state.leader if state is not None else -1
-        partitions.append({
-            "error_code": Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
-            "partition_index": p,
-            "leader_id": leader,
-            "leader_epoch": state.leader_epoch if state is not None else -1,
-            "replica_nodes": replicas,
-            "isr_nodes": list(state.isr) if state is not None else [],
-            "offline_replicas": [r for r in replicas if r not in live],
-        })  # fmt: skip
-    return {
-        "error_code": Errors.NONE,
-        "name": info.name,
-        "topic_id": info.topic_id,  # v10+: KIP-848 and share assignments name topics by id
-        "is_internal": info.internal,
-        "partitions": partitions,
-    }
+        if state is None:
+            partitions.append(
+                MetadataPartition(
+                    p,
+                    -1,
+                    Errors.LEADER_NOT_AVAILABLE,
+                    -1,
+                    replicas,
+                    (),
+                    [r for r in replicas if r not in live],
+                )  # fmt: skip
+            )
+            continue
+        leader = state.leader
+        partitions.append(
+            MetadataPartition(
+                p,
+                leader,
+                Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
+                state.leader_epoch,
+                replicas,
+                state.isr,
+                [r for r in replicas if r not in live],
+            )  # fmt: skip
+        )
+    # v10+: the topic id (KIP-848 and share assignments name topics by id)
+    return MetadataTopic(info.name, Errors.NONE, info.topic_id, info.internal, partitions)
 
 
-def _error(code: int, name: str | None, topic_id: uuid.UUID = NO_TOPIC_ID) -> dict[str, Any]:
+def _error(code: int, name: str | None, topic_id: uuid.UUID = NO_TOPIC_ID) -> MetadataTopic:
     """A topic the answer has no partitions for (v10+ carries the id asked, or the zero id)."""
-    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+    return MetadataTopic(name, code, topic_id)
 
 
-def _refused(name: str) -> dict[str, Any]:
-    return {"error_code": Errors.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": [],
-            "topic_id": NO_TOPIC_ID,
-            "is_internal": False}  # fmt: skip
+def _refused(name: str) -> MetadataTopic:
+    return MetadataTopic(name, Errors.TOPIC_AUTHORIZATION_FAILED, NO_TOPIC_ID)
 
 
 async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
     body = request.body
     cfg = ctx.config
     cluster = ctx.cluster
+    live = set(cluster.brokers())
     if body.topics is None:
         infos = [
             info
             for info in cluster.topics().values()
             if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name)
         ]
-        topics = [_topic_entry(cluster, info) for info in infos]
+        topics = [_topic_entry(cluster, info, live) for info in infos]
     else:
         # v4+ lets the client forbid auto-creation; before v4 it is always allowed.
         allow = getattr(body, "allow_auto_topic_creation", True) and cfg.auto_create_topics
@@ -136,29 +150,28 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
             if info is None:
                 topics.append(_error(Errors.UNKNOWN_TOPIC_OR_PARTITION, name))
             else:
-                topics.append(_topic_entry(cluster, info))
+                topics.append(_topic_entry(cluster, info, live))
     if getattr(body, "include_topic_authorized_operations", False):
         for entry in topics:
-            if entry["error_code"] == Errors.NONE:
-                entry["topic_authorized_operations"] = authorized_operations(
-                    ctx, ResourceType.TOPIC, entry["name"]
+            if entry.error_code == Errors.NONE and entry.name is not None:
+                entry.topic_authorized_operations = authorized_operations(
+                    ctx, ResourceType.TOPIC, entry.name
                 )
     cluster_ops = NOT_REQUESTED
     if getattr(body, "include_cluster_authorized_operations", False):
         cluster_ops = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
     brokers = [
-        {"node_id": b.broker_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
+        MetadataBroker(b.broker_id, endpoint[0], endpoint[1], b.rack)
         for b in cluster.brokers().values()
         if (endpoint := client_endpoint(b)) is not None  # Kafka leaves out a broker without it
     ]
-    return respond(
-        request,
-        {
-            "throttle_time": 0,
-            "brokers": brokers,
-            "cluster_id": cluster.cluster_id,
-            "controller_id": cluster.controller_id(),
-            "topics": topics,
-            "cluster_authorized_operations": cluster_ops,  # v8-10
-        },
+    # Encoded by hand (``metadata_response``): kio's generic encoder cost ~6 ms per 800
+    # partitions on the event loop.
+    return encode_metadata_response(
+        request.header,
+        brokers,
+        topics,
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id(),
+        cluster_authorized_operations=cluster_ops,  # v8-10
     )
