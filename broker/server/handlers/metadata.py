@@ -59,42 +59,33 @@ def _topic_entry(cluster: ClusterView, info: TopicInfo, live: set[int]) -> Metad
     for p in range(info.partitions):
         replicas = cluster.replicas(info.name, p)
         state = cluster.partition_state(info.name, p)
-        if state is None:
-            partitions.append(
-                MetadataPartition(
-                    p,
-                    -1,
-                    Errors.LEADER_NOT_AVAILABLE,
-                    -1,
-                    replicas,
-                    (),
-                    [r for r in replicas if r not in live],
-                )  # fmt: skip
-            )
-            continue
-        leader = state.leader
+        leader = state.leader if state is not None else -1
         partitions.append(
             MetadataPartition(
-                p,
-                leader,
-                Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
-                state.leader_epoch,
-                replicas,
-                state.isr,
-                [r for r in replicas if r not in live],
-            )  # fmt: skip
+                partition_index=p,
+                leader_id=leader,
+                error_code=Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
+                leader_epoch=state.leader_epoch if state is not None else -1,
+                replica_nodes=replicas,
+                isr_nodes=state.isr if state is not None else (),
+                offline_replicas=[r for r in replicas if r not in live],
+            )
         )
-    # v10+: the topic id (KIP-848 and share assignments name topics by id)
-    return MetadataTopic(info.name, Errors.NONE, info.topic_id, info.internal, partitions)
+    return MetadataTopic(
+        info.name,
+        topic_id=info.topic_id,  # v10+: KIP-848 and share assignments name topics by id
+        is_internal=info.internal,
+        partitions=partitions,
+    )
 
 
 def _error(code: int, name: str | None, topic_id: uuid.UUID = NO_TOPIC_ID) -> MetadataTopic:
     """A topic the answer has no partitions for (v10+ carries the id asked, or the zero id)."""
-    return MetadataTopic(name, code, topic_id)
+    return MetadataTopic(name, error_code=code, topic_id=topic_id)
 
 
 def _refused(name: str) -> MetadataTopic:
-    return MetadataTopic(name, Errors.TOPIC_AUTHORIZATION_FAILED, NO_TOPIC_ID)
+    return MetadataTopic(name, error_code=Errors.TOPIC_AUTHORIZATION_FAILED, topic_id=NO_TOPIC_ID)
 
 
 async def handle_metadata(ctx: BrokerContext, request: Request) -> bytes:
