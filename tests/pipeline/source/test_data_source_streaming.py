@@ -17,6 +17,7 @@ from chispa import assert_df_equality
 from sluice.common.topic_partition import TopicPartition
 from sluice.pipeline.source.data_source import _rate_limit, register
 from sluice.testing.broker import create_topic
+from sluice.testing.net import wait_until
 from tests.pipeline.broker_fixture import Produced, produce, simple_records
 
 pytestmark = pytest.mark.broker
@@ -136,6 +137,20 @@ def _wait_for(spark: Any, name: str, query: Any, count: int, timeout: float = 90
         time.sleep(0.2)
 
 
+def _batch_sizes(query: Any, rows: int, timeout: float = 30.0) -> list[int]:
+    """The rows of each micro-batch that read any, once they add up to ``rows``: Spark posts
+    a batch's progress after its sink commit, so the memory table can show a batch's rows a
+    moment before ``recentProgress`` does (seen on a loaded CI machine)."""
+    sizes: list[int] = []
+
+    def complete() -> bool:
+        sizes[:] = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        return sum(sizes) >= rows
+
+    wait_until(complete, timeout, f"micro-batches of {rows} rows in the query's progress")
+    return sizes
+
+
 def test_min_and_max_offsets_per_trigger(spark: Any, kafka_broker: Any, topic_name: str) -> None:
     """Spark's ``minOffsetsPerTrigger``: no batch while fewer offsets wait (the delay is an
     hour here); the first batch is never delayed; ``maxOffsetsPerTrigger`` still caps."""
@@ -156,14 +171,13 @@ def test_min_and_max_offsets_per_trigger(spark: Any, kafka_broker: Any, topic_na
     query = _memory_query(spark, options, name)
     try:
         _wait_for(spark, name, query, 100)
-        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-        assert sizes == [60, 40]
+        assert _batch_sizes(query, 100) == [60, 40]
         produce(bootstrap, simple_records(topic_name, 2, 10, prefix="few"))
         time.sleep(4)  # many triggers: 10 < 30 waiting, and the hour has not passed
         assert _count(spark, name) == 100
         produce(bootstrap, simple_records(topic_name, 2, 24, prefix="more"))
         _wait_for(spark, name, query, 134)
-        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        sizes = _batch_sizes(query, 134)
         assert sizes[-1] == 34 and sum(sizes) == 134
     finally:
         query.stop()
