@@ -76,7 +76,7 @@ from sluice.broker.log.records import ZSTD
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
-from .primitives import write_compact_length
+from .primitives import INT16, INT32, NO_TAGS, write_compact_length
 
 __all__ = [
     "RecordSlice",
@@ -133,8 +133,6 @@ class EncodedFetchResponse:
     size: int
 
 
-_I16: Final = struct.Struct(">h")
-_I32: Final = struct.Struct(">i")
 _ABORTED: Final = struct.Struct(">qq")
 _TOP_V4: Final = struct.Struct(">ii")  # correlation id, throttle
 _TOP_V7: Final = struct.Struct(">iihi")  # correlation id, throttle, error code, session id
@@ -144,7 +142,6 @@ _TOP_V12: Final = struct.Struct(">ixihi")  # + an empty header TAGGED_FIELDS (th
 # A partition's TAGGED_FIELDS holding DivergingEpoch: 1 field, tag 0, 13 bytes, then the
 # struct (epoch, end offset) and its own empty TAGGED_FIELDS.
 _DIVERGING: Final = struct.Struct(">BBBiqB")
-_NO_TAGS: Final = b"\x00"  # an empty TAGGED_FIELDS: count 0
 _COMPACT_NULL: Final = b"\x00"  # a null compact ARRAY / BYTES: length 0
 
 
@@ -178,9 +175,9 @@ def encode_fetch_response(
     flexible = version >= FIRST_FLEXIBLE_VERSION
     # The length forms (module docstring): an array's count or a string's / the records'
     # length, and null; compact (N + 1, 0 = null) from the first flexible version.
-    length = write_compact_length if flexible else _I32.pack
-    null = _COMPACT_NULL if flexible else _I32.pack(-1)
-    tags = _NO_TAGS if flexible else b""
+    length = write_compact_length if flexible else INT32.pack
+    null = _COMPACT_NULL if flexible else INT32.pack(-1)
+    tags = NO_TAGS if flexible else b""
     chunks: list[bytes | Records] = []
     buf = bytearray(4)  # size prefix, patched at the end
     if flexible:
@@ -195,7 +192,7 @@ def encode_fetch_response(
         buf += length(len(topics))
         for topic in topics:
             name = topic.topic.encode("utf-8")
-            buf += length(len(name)) if flexible else _I16.pack(len(name))
+            buf += length(len(name)) if flexible else INT16.pack(len(name))
             buf += name
             buf += length(len(topic.partitions))
             for p in topic.partitions:
@@ -220,7 +217,7 @@ def encode_fetch_response(
                         buf += _ABORTED.pack(producer_id, first_offset)
                         buf += tags
                 if with_replica:
-                    buf += _I32.pack(p.preferred_read_replica)
+                    buf += INT32.pack(p.preferred_read_replica)
                 records = p.records
                 if records is None:
                     buf += null
@@ -236,7 +233,7 @@ def encode_fetch_response(
                 if flexible:
                     diverging = p.diverging_epoch
                     if diverging is None:
-                        buf += _NO_TAGS
+                        buf += NO_TAGS
                     else:
                         buf += _DIVERGING.pack(1, 0, 13, diverging[0], diverging[1], 0)
             buf += tags  # the topic's
@@ -247,7 +244,7 @@ def encode_fetch_response(
     size += len(buf)
     first = pieces[0]
     assert isinstance(first, bytearray)
-    _I32.pack_into(first, 0, size - 4)
+    INT32.pack_into(first, 0, size - 4)
     for piece in pieces:
         if isinstance(piece, bytearray):
             if piece:
@@ -280,17 +277,17 @@ def _encode_legacy(
 ) -> EncodedFetchResponse:
     """A Fetch v0–v3 response, all in memory, its batches down-converted (module docstring)."""
     magic = 0 if version < 2 else 1
-    buf = bytearray(_I32.pack(0))  # size prefix, patched below
-    buf += _I32.pack(correlation_id)
+    buf = bytearray(INT32.pack(0))  # size prefix, patched below
+    buf += INT32.pack(correlation_id)
     if version >= 1:
-        buf += _I32.pack(throttle_time_ms)
+        buf += INT32.pack(throttle_time_ms)
     try:
-        buf += _I32.pack(len(topics))
+        buf += INT32.pack(len(topics))
         for topic in topics:
             name = topic.topic.encode("utf-8")
-            buf += _I16.pack(len(name))
+            buf += INT16.pack(len(name))
             buf += name
-            buf += _I32.pack(len(topic.partitions))
+            buf += INT32.pack(len(topic.partitions))
             for p in topic.partitions:
                 error_code = p.error_code
                 converted: bytes | None = None
@@ -302,11 +299,11 @@ def _encode_legacy(
                         converted = to_message_set(data, magic)
                 buf += _PARTITION_V0.pack(p.partition_index, error_code, p.high_watermark)
                 if converted is None:
-                    buf += _I32.pack(-1)
+                    buf += INT32.pack(-1)
                 else:
-                    buf += _I32.pack(len(converted))
+                    buf += INT32.pack(len(converted))
                     buf += converted
     except struct.error as exc:
         raise LocalProtocolError(f"Fetch response value out of range: {exc}") from exc
-    _I32.pack_into(buf, 0, len(buf) - 4)
+    INT32.pack_into(buf, 0, len(buf) - 4)
     return EncodedFetchResponse([bytes(buf)], len(buf))

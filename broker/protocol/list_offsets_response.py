@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from .errors import LocalProtocolError
-from .primitives import write_compact_length
+from .primitives import NO_TAGS, write_compact_length
 
 __all__ = ["PartitionOffset", "encode_list_offsets_response", "VERSIONS"]
 
@@ -67,7 +67,6 @@ _HEAD_FLEXIBLE: Final = struct.Struct(">iBi")  # correlation id, no tagged field
 _PARTITION_V1: Final = struct.Struct(">ihqq")
 _PARTITION_V4: Final = struct.Struct(">ihqqi")
 _PARTITION_V6: Final = struct.Struct(">ihqqiB")  # + no tagged fields
-_NO_TAGS: Final = b"\x00"
 
 
 class PartitionOffset(NamedTuple):
@@ -151,6 +150,6 @@ def _flexible(
         out += write_compact_length(len(partitions))
         for index, error_code, timestamp, offset, epoch in partitions:
             out += pack(index, error_code, timestamp, offset, epoch, 0)
-        out += _NO_TAGS
-    out += _NO_TAGS
+        out += NO_TAGS
+    out += NO_TAGS
     return out

@@ -55,7 +55,7 @@ from typing import Final
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
-from .primitives import write_compact_length
+from .primitives import INT16, INT32, NO_TAGS, write_compact_length
 
 __all__ = [
     "METADATA_RESPONSE_VERSIONS",
@@ -108,13 +108,10 @@ class MetadataTopic:
     topic_authorized_operations: int = NOT_REQUESTED  # v8+
 
 
-_I16: Final = struct.Struct(">h")
-_I32: Final = struct.Struct(">i")
 _TWO_I32: Final = struct.Struct(">ii")
 _PARTITION: Final = struct.Struct(">hii")  # error code, index, leader
 _PARTITION_EPOCH: Final = struct.Struct(">hiii")  # + leader epoch (v7+)
 _HEADER_V1: Final = struct.Struct(">iB")  # correlation id, an empty TAGGED_FIELDS
-_NO_TAGS: Final = b"\x00"  # an empty TAGGED_FIELDS: count 0
 _ZERO_UUID: Final = bytes(16)
 _int32s: dict[int, struct.Struct] = {}  # ">{n}i" per count, made on first use
 
@@ -145,38 +142,38 @@ def encode_metadata_response(
             f"got api key {header.api_key} v{version}"
         )
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    tags = _NO_TAGS if flexible else b""
+    tags = NO_TAGS if flexible else b""
     # The length forms (module docstring): compact (N + 1, 0 = null) when flexible.
-    count = write_compact_length if flexible else _I32.pack
+    count = write_compact_length if flexible else INT32.pack
 
     def string(value: str | None) -> bytes:
         if value is None:
             return b"\x00" if flexible else b"\xff\xff"
         raw = value.encode("utf-8")
-        return (write_compact_length(len(raw)) if flexible else _I16.pack(len(raw))) + raw
+        return (write_compact_length(len(raw)) if flexible else INT16.pack(len(raw))) + raw
 
     buf = bytearray(4)  # size prefix, patched at the end
     buf += (
-        _HEADER_V1.pack(header.correlation_id, 0) if flexible else _I32.pack(header.correlation_id)
+        _HEADER_V1.pack(header.correlation_id, 0) if flexible else INT32.pack(header.correlation_id)
     )
     try:
         if version >= 3:
-            buf += _I32.pack(throttle_time_ms)
+            buf += INT32.pack(throttle_time_ms)
         buf += count(len(brokers))
         for broker in brokers:
-            buf += _I32.pack(broker.node_id)
+            buf += INT32.pack(broker.node_id)
             buf += string(broker.host)
-            buf += _I32.pack(broker.port)
+            buf += INT32.pack(broker.port)
             if version >= 1:
                 buf += string(broker.rack)
             buf += tags
         if version >= 2:
             buf += string(cluster_id)
         if version >= 1:
-            buf += _I32.pack(controller_id)
+            buf += INT32.pack(controller_id)
         buf += count(len(topics))
         for topic in topics:
-            buf += _I16.pack(topic.error_code)
+            buf += INT16.pack(topic.error_code)
             if topic.name is None and version < 12:
                 raise LocalProtocolError(f"Metadata v{version}: a topic name is not nullable")
             buf += string(topic.name)
@@ -201,12 +198,12 @@ def encode_metadata_response(
                     buf += _ints(p.offline_replicas)
                 buf += tags
             if version >= 8:
-                buf += _I32.pack(topic.topic_authorized_operations)
+                buf += INT32.pack(topic.topic_authorized_operations)
             buf += tags
         if 8 <= version <= 10:
-            buf += _I32.pack(cluster_authorized_operations)
+            buf += INT32.pack(cluster_authorized_operations)
         buf += tags
     except struct.error as exc:  # a value out of its field's range: our bug, not the peer's
         raise LocalProtocolError(f"cannot encode a Metadata v{version} response: {exc}") from exc
-    _I32.pack_into(buf, 0, len(buf) - 4)
+    INT32.pack_into(buf, 0, len(buf) - 4)
     return bytes(buf)

@@ -25,6 +25,9 @@ from .errors import RemoteProtocolError
 INT16: Final = struct.Struct(">h")
 INT32: Final = struct.Struct(">i")
 INT64: Final = struct.Struct(">q")
+#: An empty TAGGED_FIELDS section (count 0), which closes every struct of a flexible message
+#: the hand-written encoders write.
+NO_TAGS: Final = b"\x00"
 
 # Kafka's ByteUtils.readUnsignedVarint rejects varints longer than 5 bytes; so do we, which also
 # bounds the loop below whatever the peer sends.
