@@ -76,7 +76,7 @@ from sluice.broker.log.records import ZSTD
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
-from .primitives import INT16, INT32, NO_TAGS, write_compact_length
+from .primitives import COMPACT_NULL, INT16, INT32, NO_TAGS, write_compact_length
 
 __all__ = [
     "RecordSlice",
@@ -142,7 +142,6 @@ _TOP_V12: Final = struct.Struct(">ixihi")  # + an empty header TAGGED_FIELDS (th
 # A partition's TAGGED_FIELDS holding DivergingEpoch: 1 field, tag 0, 13 bytes, then the
 # struct (epoch, end offset) and its own empty TAGGED_FIELDS.
 _DIVERGING: Final = struct.Struct(">BBBiqB")
-_COMPACT_NULL: Final = b"\x00"  # a null compact ARRAY / BYTES: length 0
 
 
 def _records_size(records: Records) -> int:
@@ -176,7 +175,7 @@ def encode_fetch_response(
     # The length forms (module docstring): an array's count or a string's / the records'
     # length, and null; compact (N + 1, 0 = null) from the first flexible version.
     length = write_compact_length if flexible else INT32.pack
-    null = _COMPACT_NULL if flexible else INT32.pack(-1)
+    null = COMPACT_NULL if flexible else INT32.pack(-1)
     tags = NO_TAGS if flexible else b""
     chunks: list[bytes | Records] = []
     buf = bytearray(4)  # size prefix, patched at the end

@@ -55,7 +55,7 @@ from typing import Final
 from .apis import ApiKey
 from .errors import Errors, LocalProtocolError
 from .headers import RequestHeader
-from .primitives import INT16, INT32, NO_TAGS, write_compact_length
+from .primitives import COMPACT_NULL, INT16, INT32, NO_TAGS, write_compact_length
 
 __all__ = [
     "METADATA_RESPONSE_VERSIONS",
@@ -108,10 +108,10 @@ class MetadataTopic:
     topic_authorized_operations: int = NOT_REQUESTED  # v8+
 
 
-_TWO_I32: Final = struct.Struct(">ii")
 _PARTITION: Final = struct.Struct(">hii")  # error code, index, leader
 _PARTITION_EPOCH: Final = struct.Struct(">hiii")  # + leader epoch (v7+)
 _HEADER_V1: Final = struct.Struct(">iB")  # correlation id, an empty TAGGED_FIELDS
+_NULL_STRING: Final = b"\xff\xff"  # a null NULLABLE_STRING: INT16 length -1
 _ZERO_UUID: Final = bytes(16)
 _int32s: dict[int, struct.Struct] = {}  # ">{n}i" per count, made on first use
 
@@ -148,7 +148,7 @@ def encode_metadata_response(
 
     def string(value: str | None) -> bytes:
         if value is None:
-            return b"\x00" if flexible else b"\xff\xff"
+            return COMPACT_NULL if flexible else _NULL_STRING
         raw = value.encode("utf-8")
         return (write_compact_length(len(raw)) if flexible else INT16.pack(len(raw))) + raw
 

@@ -28,6 +28,8 @@ INT64: Final = struct.Struct(">q")
 #: An empty TAGGED_FIELDS section (count 0), which closes every struct of a flexible message
 #: the hand-written encoders write.
 NO_TAGS: Final = b"\x00"
+#: A null compact ARRAY / STRING / BYTES: length 0.
+COMPACT_NULL: Final = b"\x00"
 
 # Kafka's ByteUtils.readUnsignedVarint rejects varints longer than 5 bytes; so do we, which also
 # bounds the loop below whatever the peer sends.
