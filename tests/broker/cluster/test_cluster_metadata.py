@@ -198,9 +198,9 @@ def test_duplicate_broker_id_is_refused(cluster: SimCluster, zk_connect: str) ->
 
 def test_zookeeper_restart_is_ridden_out(zk_connect: str, zookeeper: ZooKeeperServer) -> None:
     # The scenario is a restart the sessions outlive (SUSPENDED → CONNECTED); an expiry is
-    # test_expired_controller_*'s. With kazoo's default 10 s sessions, a loaded CI machine
-    # restarting the JVM and backing off its reconnects expired them (the controller moved), so
-    # these sessions get 40 s (the server's maxSessionTimeout is 60 s).
+    # test_reregisters_after_session_expiry's. With kazoo's default 10 s sessions, a loaded CI
+    # machine restarting the JVM and backing off its reconnects expired them (the controller
+    # moved), so these sessions get 40 s (the server's maxSessionTimeout is 60 s).
     cluster = SimCluster(zk_connect, session_timeout=40.0)
     try:
         _ride_out_a_restart(cluster, zookeeper)
