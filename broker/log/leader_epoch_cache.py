@@ -178,11 +178,22 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the offset where it ended) — Kafka's
-        OffsetForLeaderEpoch answer. The latest epoch ends at the log end; an epoch before
-        the first known one gives (-1, -1)."""
+        OffsetForLeaderEpoch answer (``LeaderEpochFileCache.endOffsetFor``). The latest epoch
+        ends at the log end. An epoch before the first known one (its records are gone, to
+        retention or never here) gives (``epoch``, the first known epoch's start), as Kafka
+        answers, so a follower or consumer still on it truncates where this log's history
+        begins; ``-1`` (no epoch) and an empty cache give (-1, -1).
+
+        One deliberate difference: an epoch after the latest known one gives (latest, log
+        end), where Kafka's code answers (-1, -1) ("should never be hit": its new leader
+        records its epoch before it answers). Here a new leader's epoch is written off the
+        event loop (module doc), and until it is, (latest, log end) is the answer Kafka gives
+        once the new epoch starts at that log end: appends wait for the write."""
         entries = self.entries  # replaced, never changed in place: a consistent copy
-        if not entries or epoch < entries[0][0]:
+        if not entries or epoch == UNDEFINED:
             return UNDEFINED, UNDEFINED
+        if epoch < entries[0][0]:
+            return epoch, entries[0][1]
         for i, (e, _) in enumerate(entries):
             nxt = entries[i + 1] if i + 1 < len(entries) else None
             if nxt is None:

@@ -673,7 +673,8 @@ class Log:
 
     def increment_log_start_offset(self, offset: int) -> None:
         """Move the log start offset forward (DeleteRecords); segments below it go at the
-        next retention pass."""
+        next retention pass. The leader epochs start there at once (Kafka's
+        ``maybeIncrementLogStartOffset``): OffsetForLeaderEpoch answers from the new start."""
         with self._lock:
             if offset > self._high_watermark:
                 raise OffsetOutOfRangeError(
@@ -684,6 +685,7 @@ class Log:
                     log_end=self._log_end_offset,
                 )
             self._log_start_offset = max(self._log_start_offset, offset)
+            self.leader_epochs.truncate_from_start(self._log_start_offset)
 
     # -- compaction ------------------------------------------------------------------------
 

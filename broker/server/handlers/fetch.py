@@ -19,8 +19,9 @@ fetched (``last_fetched_epoch``) is checked against this log's epochs first, as 
 ``Partition.readRecords`` does. Where that epoch (or the largest before it) ended before the
 fetch offset, or a smaller epoch is all this log has, the log diverged from what the client
 read: the partition is answered at once with no records and ``diverging_epoch`` = (that epoch,
-its end offset), and the client truncates there. An epoch this log cannot place is
-OFFSET_OUT_OF_RANGE.
+its end offset), and the client truncates there. An epoch older than this log's first is
+placed at the first epoch's start (``LeaderEpochCache.end_offset_for``); an epoch this log
+cannot place, or a fetch offset below the log start, is OFFSET_OUT_OF_RANGE.
 
 Sessions (KIP-227, ``sluice.broker.server.fetch_session``): a request with epoch 0 opens a
 session and is answered with its id; later requests in it name only what changed, and are
@@ -206,10 +207,11 @@ def _read_all(
 
 def _diverging_epoch(partition_log: Any, p: CachedPartition) -> tuple[int, int] | Errors | None:
     """KIP-320 (module docstring): (epoch, end offset) where the log diverged from what the
-    client fetched, OFFSET_OUT_OF_RANGE when this log cannot place its last fetched epoch,
-    else None."""
+    client fetched, OFFSET_OUT_OF_RANGE when this log cannot place its last fetched epoch or
+    the fetch offset is below the log start (whether or not the epochs diverge, as Kafka's
+    ``Partition.readRecords``), else None."""
     epoch, end_offset = partition_log.end_offset_for_epoch(p.last_fetched_epoch)
-    if epoch < 0 or end_offset < 0:
+    if epoch < 0 or end_offset < 0 or p.fetch_offset < partition_log.log_start_offset:
         return Errors.OFFSET_OUT_OF_RANGE
     if epoch < p.last_fetched_epoch or end_offset < p.fetch_offset:
         return epoch, end_offset

@@ -31,6 +31,61 @@ def test_assign_persist_and_answer(tmp_path):
         again.assign(3, 50)
 
 
+def _kafka_end_offset_for(entries, epoch, log_end):
+    """Kafka's ``LeaderEpochFileCache.endOffsetFor``, branch for branch, over sorted
+    (epoch, start offset) entries — except an epoch after the latest one, which Sluice answers
+    with (latest, log end) (``end_offset_for``'s docstring says why)."""
+    if epoch == -1:
+        return -1, -1
+    if entries and entries[-1][0] == epoch:
+        return epoch, log_end
+    higher = [(e, o) for e, o in entries if e > epoch]
+    if not higher:
+        return (entries[-1][0], log_end) if entries else (-1, -1)  # Kafka: (-1, -1)
+    floor = [(e, o) for e, o in entries if e <= epoch]
+    if not floor:
+        return epoch, higher[0][1]
+    return floor[-1][0], higher[0][1]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(1, 20)), max_size=6),
+    st.integers(-1, 40),
+    st.integers(0, 2),
+)
+def test_end_offset_for_answers_as_kafka(steps, epoch, retained_from):
+    """Against Kafka's rule (``_kafka_end_offset_for``): epochs built by appends, the first
+    ``retained_from`` entries' records then removed by retention (``truncate_from_start``), so
+    epochs before the first known one come up too."""
+    with tempfile.TemporaryDirectory() as d:
+        cache = LeaderEpochCache(Path(d))
+        current, offset = 0, 0
+        for gap, records in steps:
+            current += gap
+            cache.assign(current, offset)
+            offset += records
+        if len(cache.entries) > retained_from:
+            cache.truncate_from_start(cache.entries[retained_from][1])
+        assert cache.end_offset_for(epoch, offset) == _kafka_end_offset_for(
+            cache.entries, epoch, offset
+        )
+
+
+def test_an_epoch_before_the_first_ends_where_the_log_history_begins(tmp_path):
+    """Retention removed epoch 0's records: a follower or consumer still on epoch 0 (or an
+    epoch this log never had before 3) is told it ended where the first known epoch starts,
+    as Kafka answers, not (-1, -1); no epoch (-1) is still undefined."""
+    cache = LeaderEpochCache(tmp_path)
+    for epoch, offset in [(0, 0), (3, 10), (4, 25)]:
+        cache.assign(epoch, offset)
+    cache.truncate_from_start(10)
+    assert cache.entries == [(3, 10), (4, 25)]
+    assert cache.end_offset_for(0, 30) == (0, 10)
+    assert cache.end_offset_for(2, 30) == (2, 10)
+    assert cache.end_offset_for(3, 30) == (3, 25)
+    assert cache.end_offset_for(-1, 30) == (-1, -1)
+
+
 def test_an_epoch_that_wrote_nothing_is_replaced(tmp_path):
     cache = LeaderEpochCache(tmp_path)
     cache.assign(1, 0)

@@ -303,6 +303,19 @@ def test_segments_below_a_moved_log_start_are_deleted(tmp_path, clock):
     log.close()
 
 
+def test_an_epoch_whose_records_retention_removed_ends_at_the_log_start(tmp_path, clock):
+    """Kafka's OffsetForLeaderEpoch answer for an epoch before the first one the log still
+    holds: that epoch, ended where the log's history now begins (not (-1, -1))."""
+    log = make(tmp_path, clock, segment_bytes=200, retention_ms=-1)
+    log.append(batch(2), leader_epoch=0)  # offsets 0..1
+    log.append(batch(2), leader_epoch=3)  # offsets 2..3
+    log.increment_log_start_offset(2)
+    assert log.leader_epochs.entries == [(3, 2)]
+    assert log.end_offset_for_epoch(0) == (0, 2)
+    assert log.end_offset_for_epoch(3) == (3, 4)
+    log.close()
+
+
 def test_leader_epochs_follow_appends_truncation_and_restarts(tmp_path, clock):
     log = make(tmp_path, clock, segment_bytes=300)
     log.append(batch(2), leader_epoch=0)

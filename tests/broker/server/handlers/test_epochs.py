@@ -5,13 +5,19 @@ diverging epochs (KIP-320)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sluice.broker.log.log import Log
+from sluice.broker.log.log_config import LogConfig
 from sluice.broker.log.records import encode_batch
 from sluice.broker.protocol import ApiKey
 from sluice.broker.protocol.errors import Errors
+from sluice.broker.server.fetch_session import CachedPartition
+from sluice.broker.server.handlers.fetch import _diverging_epoch
+from sluice.common.topic_partition import TopicPartition
 from sluice.testing.broker import BrokerProcess, create_topic
 from tests.broker.server.clients import unique
 from tests.broker.server.wire import WireClient, request
@@ -104,3 +110,29 @@ def test_fetch_v12_answers_a_diverging_epoch_at_once(broker: BrokerProcess) -> N
         assert diverged.high_watermark == 3
         # Without a last fetched epoch the same offset is out of range, as before v12.
         assert _fetch_v12(wire, topic, 5, -1).error_code == Errors.OFFSET_OUT_OF_RANGE
+
+
+def test_an_epoch_older_than_the_log_diverges_where_the_log_begins(tmp_path: Path) -> None:
+    """Kafka's ``Partition.readRecords`` on a log whose epoch 0 retention removed: a fetch
+    whose last fetched epoch is 0 diverged where the log's history begins (epoch 3's start);
+    a fetch offset below the log start is out of range, diverging or not; no epoch at all
+    cannot be placed."""
+    log = Log(tmp_path / "events-0", LogConfig(segment_bytes=200, retention_ms=-1))
+    try:
+        for epoch in (0, 0, 3, 3):  # offsets 0..3 of epoch 0, 4..7 of epoch 3
+            log.append(encode_batch([(None, b"a"), (None, b"b")]), leader_epoch=epoch)
+        log.increment_log_start_offset(4)
+
+        def fetch(offset: int, last_fetched_epoch: int) -> Any:
+            tp = TopicPartition("events", 0)
+            return _diverging_epoch(log, CachedPartition(tp, offset, 1 << 20, 3, -1,
+                                                         last_fetched_epoch))  # fmt: skip
+
+        assert fetch(6, 0) == (0, 4)  # read epoch 0 up to 6: it ended at 4 here
+        assert fetch(4, 0) is None  # epoch 0 ended at 4, where this fetch starts
+        assert fetch(2, 0) == Errors.OFFSET_OUT_OF_RANGE  # below the log start
+        assert fetch(6, 3) is None
+        # An epoch this log never had, after its latest: diverged where epoch 3 ends.
+        assert fetch(6, 5) == (3, 8)
+    finally:
+        log.close()
