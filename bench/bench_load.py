@@ -112,7 +112,7 @@ PAIRED_ORDER = ("iceberg", "parquet", "parquet", "iceberg")  # run_iceberg's loa
 SHAPE_ROWS = 80_000
 WIDE_TOPICS = 200
 WIDE_PARTITIONS = 4
-SHAPE_PAIRS = 3  # run_shapes' measured pairs of loads
+SHAPE_PAIRS = 7  # run_shapes' measured pairs of loads
 
 
 def produce_incompressible(bootstrap: str, topic: str, count: int) -> None:
