@@ -114,9 +114,9 @@ def test_fetch_v12_answers_a_diverging_epoch_at_once(broker: BrokerProcess) -> N
 
 def test_an_epoch_older_than_the_log_diverges_where_the_log_begins(tmp_path: Path) -> None:
     """Kafka's ``Partition.readRecords`` on a log whose epoch 0 retention removed: a fetch
-    whose last fetched epoch is 0 diverged where the log's history begins (epoch 3's start);
-    a fetch offset below the log start is out of range, diverging or not; no epoch at all
-    cannot be placed."""
+    whose last fetched epoch is 0 diverged where the log's history begins (epoch 3's start;
+    before, epoch 0 could not be placed: out of range); a fetch offset below the log start is
+    out of range, diverging or not."""
     log = Log(tmp_path / "events-0", LogConfig(segment_bytes=200, retention_ms=-1))
     try:
         for epoch in (0, 0, 3, 3):  # offsets 0..3 of epoch 0, 4..7 of epoch 3
