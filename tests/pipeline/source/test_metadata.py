@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from sluice.common.topic_partition import TopicPartition
+from sluice.pipeline.source import metadata as metadata_module
 from sluice.pipeline.source.metadata import KafkaMetadata, MetadataError
 from sluice.pipeline.source.options import Subscribe
 from sluice.pipeline.source.ranges import LogBounds
@@ -154,3 +155,27 @@ def test_a_broker_back_before_the_next_attempt_answers_it(
     finally:
         if broker.running:
             broker.stop()
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [({}, 10), ({"reconnect.backoff.ms": "250"}, "250"), ({"reconnect.backoff.max.ms": 500}, None)],
+)
+def test_the_handle_reconnects_after_10_ms_unless_the_config_sets_a_backoff(
+    monkeypatch: pytest.MonkeyPatch, given: dict[str, Any], expected: Any
+) -> None:
+    """A fresh handle's first Metadata answer waits half of ``reconnect.backoff.ms`` when
+    librdkafka retires the bootstrap connection under it (``_RECONNECT_BACKOFF``): the driver's
+    handle asks for 10 ms, and a config that sets either backoff keeps its own."""
+    created: list[dict[str, Any]] = []
+
+    class Recording(metadata_module.Consumer):  # type: ignore[misc,name-defined]
+        def __init__(self, config: dict[str, Any]) -> None:
+            created.append(config)
+            super().__init__(config)
+
+    monkeypatch.setattr(metadata_module, "Consumer", Recording)
+    with KafkaMetadata({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", **given}):
+        pass
+    assert created[-1].get("reconnect.backoff.ms") == expected
+    assert created[-1].get("reconnect.backoff.max.ms") == given.get("reconnect.backoff.max.ms")
