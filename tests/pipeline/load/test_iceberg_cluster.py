@@ -110,28 +110,33 @@ def test_iceberg_exactly_once_with_an_executor_killed_mid_write(
         def caught_writing() -> tuple[ExecutorProcess, list[int], set[Path], int] | None:
             # A split done (a whole file) and an executor with a data file open right now,
             # its Python processes stopped (SIGSTOP) with the file still open: none can
-            # finish the file or report its task before the SIGKILL.
+            # finish the file or report its task before the SIGKILL. A task holds its file
+            # open for a few ms of its ~0.1 s, so each executor is stopped first and then
+            # looked at (looking first and stopping after missed the window in about one
+            # run of four), every 20 ms.
+            assert load.poll() is None, "the load finished before an executor was caught"
             files = [f for f in warehouse.rglob("*.parquet") if "data" in f.parts]
             done = sum(1 for f in files if _complete(f))
             if not done:
                 return None
             for executor in cluster.executors():
-                pids, writing = _open_data_files(executor, warehouse.resolve())
-                if not writing:
-                    continue
+                pids, _ = _open_data_files(executor, warehouse.resolve())
                 for pid in pids:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGSTOP)
-                pids, writing = _open_data_files(executor, warehouse.resolve())
+                stopped, writing = _open_data_files(executor, warehouse.resolve())
                 if writing:
-                    return executor, pids, writing, done
-                for pid in pids:  # it closed the file meanwhile: let it go on
+                    return executor, sorted({*pids, *stopped}), writing, done
+                for pid in {*pids, *stopped}:  # no file open: let it go on
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGCONT)
             return None
 
         victim, pids, in_flight, done_at_kill = wait_until(
-            caught_writing, LOAD_TIMEOUT, "an executor writing a data file after a first split"
+            caught_writing,
+            LOAD_TIMEOUT,
+            "an executor writing a data file after a first split",
+            interval=0.02,
         )
         for pid in [*pids, victim.pid]:  # the whole executor: its Python processes and JVM
             with contextlib.suppress(ProcessLookupError):
