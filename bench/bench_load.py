@@ -50,41 +50,18 @@ iceberg/in-memory`` (the main measurement's Spark baseline seconds / the Iceberg
 goal is at least 1.0). Spark writing an Iceberg table itself needs Iceberg's Spark runtime,
 which cannot be fetched here, so Spark's side is its plain Parquet write of the same rows.
 
-**Shapes** (experiment ``nightly_load_shapes``, local mode, the same session after the main
-measurement): the same ``SHAPE_ROWS`` rows as one topic of 8 partitions (narrow) and as
-``WIDE_TOPICS`` topics of 4 partitions (wide: 800 partitions of 100 rows). The load packs small
-ranges into tasks (``rowsPerTask``) and writes one file per topic and date per task, so the
-wide shape should cost about what the narrow one does. Both shapes' records are produced first;
-then each shape is loaded once unmeasured (the main measurement ran the narrow shape's code in
-the Python workers but never the packed reader's, so the first wide load would pay that alone),
-then ``SHAPE_PAIRS`` pairs of loads, each into a fresh table, alternating which shape goes
-first. The rows: each shape's whole-load, read+write and plan seconds (the median of the
-pairs, with their spread), its warm-up load's seconds, its Parquet file count, the ratio wide
-/ narrow (the median of the pairs' ratios; the goal: at most 1.5, with at most one file per
-topic and date), the CPU seconds each kind of process used during each measured load
-(``cpu_seconds``: the driver, Spark's JVM, PySpark's Python workers, the broker, and all of
-them; medians of the pairs) — on two cores a load that needs more than two CPU seconds a
-second of its run waits for the CPU, whatever is made parallel — and how long one ``mkdir`` of
-a new directory takes on the bench's disk before the warm-ups and after the pairs (the wide
-shape's tasks make two per file, ``topic=`` and ``date=``, and create the file). It varies
-with the filesystem and from minute to minute: 0.02 to 1 ms of kernel CPU on this machine's
-ext4, which has no journal, so the kernel may skip inodes deleted in the last minute or more,
-one by one, when it allocates a new one (``recently_deleted()`` under ``find_inode_bit``,
-seen with ``perf`` when a ``mkdir`` took 0.35–0.85 ms, minutes after test and bench runs had
-deleted their files). Before the warm-ups the bench waits (``_settle_disk``, at most
-``SETTLE_LIMIT_S``) until a new directory is cheap; the rows give the wait.
+The same session then loads the shapes of ``bench.bench_load_shapes`` (its own experiments:
+``nightly_load_shapes``, warm in this process, and ``nightly_load_shapes_cron``, one
+``sluice load`` command per load), before the cluster run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
-import itertools
 import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,6 +71,7 @@ from typing import Any
 
 from bench import proc
 from bench.bench_broker import REPO, start_broker
+from bench.bench_load_shapes import run_shapes, run_shapes_cron
 from bench.results import Results
 
 PARTITIONS = 8
@@ -109,10 +87,6 @@ EXECUTOR_MEMORY = "768m"  # a 128 MB Parquet row group buffered per task fits wi
 CLUSTER_TIMEOUT = 1800.0  # the cluster driver's whole run (full: 10 M rows twice)
 PROFILE = "profile"  # the system of the profile's rows
 PAIRED_ORDER = ("iceberg", "parquet", "parquet", "iceberg")  # run_iceberg's loads, in order
-SHAPE_ROWS = 80_000
-WIDE_TOPICS = 200
-WIDE_PARTITIONS = 4
-SHAPE_PAIRS = 7  # run_shapes' measured pairs of loads
 
 
 def produce_incompressible(bootstrap: str, topic: str, count: int) -> None:
@@ -309,10 +283,6 @@ def record(results: Results, count: int, figures: dict[str, Any], where: str = "
         results.note("nightly_load", f"{figures['profile_failure']}{where}")
 
 
-def _load_average() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def run(results: Results, quick: bool) -> None:
     from sluice.pipeline.load.run import build_spark
 
@@ -335,15 +305,16 @@ def run(results: Results, quick: bool) -> None:
         config = load_config(broker.bootstrap, local)
         results.note("nightly_load", f"{VALUE_BYTES}-byte incompressible values on both sides; "
                      f"the JVM warmed by a {WARM_UP_ROWS:,}-row baseline write first")  # fmt: skip
-        results.note("nightly_load", f"load average {_load_average()} (1, 5, 15 min) at the "
+        results.note("nightly_load", f"load average {proc.load_average()} (1, 5, 15 min) at the "
                      "start of the local[2] run")  # fmt: skip
         spark = build_spark(config)
         figures = measure(spark, config, count, local, profile)
         record(results, count, figures)
         run_iceberg(results, spark, config, count, local, figures["baseline_seconds"])
         run_shapes(results, spark, broker.bootstrap, work, broker.pid)
-        spark.stop()  # the cluster run's driver is a process of its own
+        spark.stop()  # the cron loads and the cluster run's driver are processes of their own
         spark = None
+        run_shapes_cron(results, broker.bootstrap, work)
         run_cluster(results, broker.bootstrap, count, work)
     finally:
         if spark is not None:
@@ -414,191 +385,6 @@ def record_iceberg(results: Results, count: int, figures: dict[str, Any]) -> Non
                  "after the main run: JVM and Python workers warm for both")  # fmt: skip
 
 
-def _produce_spread(bootstrap: str, partitions: list[tuple[str, int]], count: int) -> None:
-    """``count`` ``VALUE_BYTES`` values spread round-robin over ``partitions``."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20})
-    pad = os.urandom(VALUE_BYTES - 8)
-    for i in range(count):
-        topic, partition = partitions[i % len(partitions)]
-        while True:
-            try:
-                producer.produce(topic, i.to_bytes(8, "big") + pad, partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 1000 == 0:
-            producer.poll(0)
-    if producer.flush(120):
-        raise RuntimeError("shapes: messages left undelivered")
-
-
-def run_shapes(
-    results: Results, spark: Any, bootstrap: str, work: Path, broker_pid: int | None = None
-) -> dict[str, Any]:
-    """The narrow and the wide shape of ``SHAPE_ROWS`` rows (module doc) against the broker at
-    ``bootstrap`` (process ``broker_pid``, for its CPU seconds); returns the figures."""
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    from sluice.pipeline.load.run import LoadConfig, run_load
-
-    shapes = {
-        "narrow": [("shape_narrow", PARTITIONS)],
-        "wide": [(f"shape_wide_{i:03d}", WIDE_PARTITIONS) for i in range(WIDE_TOPICS)],
-    }
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(t, n, 1) for shape in shapes.values() for t, n in shape]
-    for future in admin.create_topics(topics).values():
-        future.result(timeout=60)
-    del admin
-    for shape in shapes.values():
-        _produce_spread(bootstrap, [(t, p) for t, n in shape for p in range(n)], SHAPE_ROWS)
-
-    cpu: dict[str, list[dict[str, float]]] = {name: [] for name in shapes}
-
-    def load(name: str, table: str) -> tuple[float, Any, Path]:
-        out = work / table
-        config = LoadConfig(
-            bootstrap_servers=bootstrap, topics=tuple(t for t, _ in shapes[name]),
-            warehouse=f"file://{out}",
-        )  # fmt: skip
-        # Every measured load starts from an empty collector: the load pauses the cyclic
-        # collector in its own phases, and the collection it put off would otherwise fall into
-        # the next load, of the other shape (a full one walks the driver's heap: ~40 ms).
-        gc.collect()
-        before = cpu_seconds(broker_pid)
-        started = time.perf_counter()
-        report = run_load(config, spark, progress=lambda _m: None)
-        seconds = time.perf_counter() - started
-        after = cpu_seconds(broker_pid)
-        cpu[name].append({kind: after[kind] - before[kind] for kind in CPU_KINDS})
-        if report.total_rows != SHAPE_ROWS:
-            raise RuntimeError(f"shape {name}: {report.total_rows} rows, expected {SHAPE_ROWS}")
-        return seconds, report, out
-
-    # Settled first, then warmed: an idle minute lets Spark stop its Python workers, and a
-    # load that starts new ones pays their imports.
-    settled_after, mkdir_before = _settle_disk(work / "mkdir-probe-before")
-    warm_up = {name: load(name, f"shape-{name}-warm-up")[0] for name in shapes}
-    for measured in cpu.values():  # the pairs' only
-        measured.clear()
-    runs: dict[str, list[tuple[float, Any, Path]]] = {name: [] for name in shapes}
-    for pair in range(SHAPE_PAIRS):
-        for name in shapes if pair % 2 == 0 else reversed(shapes):
-            runs[name].append(load(name, f"shape-{name}-{pair}"))
-    figures: dict[str, Any] = {"mkdir_ms": (mkdir_before, _mkdir_ms(work / "mkdir-probe"))}
-    for name, shape in shapes.items():
-        seconds = [s for s, _, _ in runs[name]]
-        phases = {
-            phase: [r.phases.get(phase, 0.0) for _, r, _ in runs[name]]
-            for phase in ("plan", "read+write", "verify", "commit")
-        }
-        out = runs[name][-1][2]
-        files = len(list((out / "events").rglob("topic=*/date=*/*.parquet")))
-        partitions = sum(n for _, n in shape)
-        label = f"{len(shape)} topics x {shape[0][1]} partitions"
-        figures[name] = {"seconds": statistics.median(seconds), "files": files,
-                         "phases": {p: statistics.median(v) for p, v in phases.items()},
-                         "warm_up": warm_up[name],
-                         "cpu": {k: statistics.median(c[k] for c in cpu[name])
-                                 for k in CPU_KINDS}}  # fmt: skip
-        results.add_runs("nightly_load_shapes", f"sluice {name}", f"{SHAPE_ROWS:,} rows, {label}",
-                         seconds, "s")  # fmt: skip
-        results.add_runs("nightly_load_shapes", f"sluice {name}", "phase read+write",
-                         phases["read+write"], "s")  # fmt: skip
-        results.add_runs("nightly_load_shapes", f"sluice {name}", "phase plan", phases["plan"],
-                         "s")  # fmt: skip
-        results.add("nightly_load_shapes", f"sluice {name}", "first load (unmeasured warm-up)",
-                    warm_up[name], "s")  # fmt: skip
-        for kind in CPU_KINDS:
-            results.add_runs("nightly_load_shapes", f"sluice {name}", f"CPU s: {kind}",
-                             [c[kind] for c in cpu[name]], "s")  # fmt: skip
-        results.add_runs("nightly_load_shapes", f"sluice {name}", "CPU s: all",
-                         [sum(c.values()) for c in cpu[name]], "s")  # fmt: skip
-        results.add("nightly_load_shapes", f"sluice {name}",
-                    f"parquet files ({partitions} partitions)", files, "files")  # fmt: skip
-    ratios = [w[0] / n[0] for n, w in zip(runs["narrow"], runs["wide"], strict=True)]
-    figures["ratios"] = ratios
-    results.add_runs("nightly_load_shapes", "sluice wide/narrow", "whole load", ratios, "ratio")
-    results.add("nightly_load_shapes", "disk", "waited for new directories to be cheap",
-                settled_after, "s")  # fmt: skip
-    for when, took in zip(("before the warm-ups", "after the pairs"), figures["mkdir_ms"],
-                          strict=True):  # fmt: skip
-        results.add("nightly_load_shapes", "disk", f"mkdir of a new directory, {when}",
-                    took, "ms")  # fmt: skip
-    results.note("nightly_load_shapes", f"wide/narrow of each pair: "
-                 f"{', '.join(f'{r:.2f}' for r in ratios)}; load average {_load_average()} "
-                 "(1, 5, 15 min) after the pairs")  # fmt: skip
-    return figures
-
-
-CPU_KINDS = ("driver", "spark JVM", "spark Python workers", "broker")
-
-
-def cpu_seconds(broker_pid: int | None) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each kind of process of a local-mode load
-    (``bench.proc``): this process (the driver), its Java descendants (Spark's JVM), its other
-    descendants (PySpark's daemon and Python workers) and the broker process ``broker_pid``
-    (with its descendants); a kind with no process is 0. Processes that already ended are not
-    counted, so a load's figure is the difference of two calls around it while its processes
-    live (PySpark reuses its workers)."""
-    table = proc.processes()
-    me = os.getpid()
-    broker = proc.descendants(table, broker_pid) if broker_pid in table else set()
-    figures = dict.fromkeys(CPU_KINDS, 0.0)
-    figures["driver"] = table[me].cpu
-    for pid in proc.descendants(table, me) - {me} - broker:
-        kind = "spark JVM" if table[pid].name == "java" else "spark Python workers"
-        figures[kind] += table[pid].cpu
-    figures["broker"] = sum(table[pid].cpu for pid in broker)
-    return figures
-
-
-SETTLED_MKDIR_MS = 0.05
-"""A ``mkdir`` this fast means no recently deleted inodes in the way (module doc)."""
-SETTLE_LIMIT_S = 180.0
-
-
-def _settle_disk(
-    probe: Path, limit_s: float = SETTLE_LIMIT_S, pause_s: float = 5.0
-) -> tuple[float, float]:
-    """Wait, at most ``limit_s``, until a ``mkdir`` under ``probe`` takes at most
-    ``SETTLED_MKDIR_MS`` (a probe of 50 every ``pause_s``; their directories are kept);
-    return (seconds waited, the last probe's ms). On this VM's unjournaled ext4, a new file or
-    directory may skip recently deleted inodes one by one (``_mkdir_ms``), at times for minutes
-    after earlier runs deleted their files: a cost the wide shape's 600 new inodes a load pay
-    and the narrow one's ten do not, and a journaled disk does not have. Not settled after
-    ``limit_s``: the pairs run anyway, and the rows say so."""
-    started = time.monotonic()
-    for attempt in itertools.count():
-        took = _mkdir_ms(probe / f"attempt-{attempt}", 50, remove=False)
-        waited = time.monotonic() - started
-        if took <= SETTLED_MKDIR_MS or waited + pause_s > limit_s:
-            return waited, took
-        time.sleep(pause_s)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _mkdir_ms(probe: Path, count: int = 200, *, remove: bool = True) -> float:
-    """Milliseconds per ``mkdir`` of a new directory under ``probe`` (the median of the
-    ``count`` timed; created as ``topic=``/``date=`` pairs as the load makes them), removed
-    after unless ``remove=False``: on an ext4 without a journal (this VM's disk) an inode
-    deleted in the last minute or more may be skipped, one by one, when the next is allocated,
-    so a probe that deletes its directories just before the pairs could slow their loads."""
-    took = []
-    try:
-        for i in range(count // 2):
-            for path in (probe / f"topic=t{i}", probe / f"topic=t{i}" / "date=2026-01-01"):
-                started = time.perf_counter()
-                path.mkdir(parents=True)
-                took.append(time.perf_counter() - started)
-    finally:
-        if remove:
-            shutil.rmtree(probe, ignore_errors=True)
-    return statistics.median(took) * 1000
-
-
 def run_cluster(results: Results, bootstrap: str, count: int, work: Path) -> None:
     """The same measurement on a two-worker standalone cluster under ``work``, its driver a
     process of its own (``driver_main``); the rows' systems end in ``CLUSTER``."""
@@ -617,7 +403,7 @@ def run_cluster(results: Results, bootstrap: str, count: int, work: Path) -> Non
         spec = out / "spec.json"
         spec.write_text(json.dumps({"bootstrap": bootstrap, "count": count, "out": str(out),
                                     "spark": conf}))  # fmt: skip
-        results.note("nightly_load", f"load average {_load_average()} at the start of the "
+        results.note("nightly_load", f"load average {proc.load_average()} at the start of the "
                      f"standalone run ({CLUSTER_WORKERS} workers × 1 core, executors of "
                      f"{EXECUTOR_MEMORY})")  # fmt: skip
         log = out / "driver.log"

@@ -7,7 +7,8 @@ the *last* ``)``. A process's figures count all its threads, never its children;
 that has ended is gone from ``/proc`` with its figures, so a benchmark reads them around a
 measurement while the processes it measures live.
 
-Functions only, nothing kept between calls; Linux only (the benchmarks run there).
+Functions only, nothing kept between calls; Linux only (the benchmarks run there). The
+machine's load averages (``load_average``) come from ``/proc`` too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Process", "cpu_seconds", "descendants", "processes"]
+__all__ = ["Process", "cpu_seconds", "descendants", "load_average", "processes"]
 
 
 class Process(NamedTuple):
@@ -63,3 +64,9 @@ def descendants(table: dict[int, Process], root: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
+
+
+def load_average() -> str:
+    """The machine's load averages over 1, 5 and 15 minutes (``/proc/loadavg``), as the
+    benchmarks note them beside their runs: ``"0.48, 0.95, 1.22"``."""
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())

@@ -3,7 +3,6 @@ the cluster run left out (with a note) where no cluster can start."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -95,55 +94,3 @@ def test_iceberg_rows_time_both_loads_by_their_phases_and_give_the_two_ratios() 
     assert got["sluice iceberg/parquet", "rows/s"] == (0.8, "ratio")  # 4 s / 5 s
     assert got["sluice iceberg/in-memory", "rows/s"] == (2.0, "ratio")  # 10 s / 5 s
     assert {r.experiment for r in results.items} == {"nightly_load"}
-
-
-def test_the_mkdir_probe_times_new_directories_and_leaves_none(tmp_path: Path) -> None:
-    took = bench_load._mkdir_ms(tmp_path / "probe", count=20)
-    assert 0 < took < 1000, f"expected a time per mkdir in ms, found {took}"
-    assert not (tmp_path / "probe").exists()
-
-
-def test_the_mkdir_probe_before_the_pairs_leaves_its_directories(tmp_path: Path) -> None:
-    """Deleting them would slow the loads that follow (an unjournaled ext4 skips recently
-    deleted inodes one by one); the bench's work directory goes at its end."""
-    bench_load._mkdir_ms(tmp_path / "probe", count=20, remove=False)
-    assert len(list((tmp_path / "probe").glob("topic=*/date=*"))) == 10
-
-
-def test_cpu_seconds_count_the_driver_and_the_broker_process_apart() -> None:
-    import subprocess
-    import sys
-
-    # A child that burns 0.3 s of CPU, says so, then waits: it stands in for the broker. The
-    # test process may have other children (a suite's shared services), so only differences
-    # between two readings taken together are compared.
-    burn = (
-        "import sys, time\nend = time.process_time() + 0.3\n"
-        "while time.process_time() < end: pass\nprint('done', flush=True)\nsys.stdin.read()"
-    )
-    with subprocess.Popen(
-        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    ) as child:
-        named, unnamed = bench_load.cpu_seconds(child.pid), bench_load.cpu_seconds(None)
-        busy = time.process_time() + 0.3
-        while time.process_time() < busy:
-            pass
-        assert child.stdout is not None and child.stdout.readline() == b"done\n"
-        named_after, unnamed_after = bench_load.cpu_seconds(child.pid), bench_load.cpu_seconds(None)
-        child.communicate(timeout=10)  # closes its stdin: it ends
-    assert set(named_after) == set(bench_load.CPU_KINDS)
-    assert named_after["driver"] - named["driver"] >= 0.25, (named, named_after)
-    assert named_after["broker"] - named["broker"] >= 0.2, (named, named_after)
-    assert unnamed_after["broker"] == unnamed["broker"] == 0.0
-    # Not named as the broker, the child is one of this process's other descendants: counted
-    # as PySpark's workers; named, it is not.
-    workers = "spark Python workers"
-    as_workers = unnamed_after[workers] - unnamed[workers]
-    assert as_workers - (named_after[workers] - named[workers]) >= 0.2, (as_workers, named_after)
-
-
-def test_settling_the_disk_stops_at_its_limit_and_says_what_it_found(tmp_path: Path) -> None:
-    """A limit shorter than one pause: one probe, its figure returned, nothing deleted."""
-    waited, took = bench_load._settle_disk(tmp_path / "settle", limit_s=0.0, pause_s=1.0)
-    assert 0 <= waited < 5 and 0 < took < 1000
-    assert len(list((tmp_path / "settle").glob("attempt-0/topic=*/date=*"))) == 25
