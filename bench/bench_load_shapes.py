@@ -55,6 +55,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -276,14 +277,26 @@ def run_shapes_cron(results: Results, bootstrap: str, work: Path) -> dict[str, A
             f"warehouse.path={warehouse}\ntable=events\n"
         )
         started = time.perf_counter()
-        done = subprocess.run(
+        # A session of its own: a command that overruns goes with its Spark JVM.
+        with subprocess.Popen(
             [sys.executable, "-m", "sluice", "load", "--config", str(config)], cwd=REPO,
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CRON_TIMEOUT_S,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        ) as command:  # fmt: skip
+            try:
+                output, _ = command.communicate(timeout=CRON_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(command.pid, signal.SIGKILL)
+                command.communicate()
+                raise RuntimeError(
+                    f"cron shape {name}: sluice load did not finish in {CRON_TIMEOUT_S:.0f}s"
+                ) from None
         seconds = time.perf_counter() - started
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
-            raise RuntimeError(f"cron shape {name}: sluice load exited {done.returncode}:\n{tail}")
+        if command.returncode != 0:
+            tail = "\n".join(output.splitlines()[-20:])
+            raise RuntimeError(
+                f"cron shape {name}: sluice load exited {command.returncode}:\n{tail}"
+            )
         [report] = (warehouse / "_reports").glob("*.json")
         figures = json.loads(report.read_text())
         if figures["total_rows"] != SHAPE_ROWS:
