@@ -57,7 +57,6 @@ The same session then loads the shapes of ``bench.bench_load_shapes`` (its own e
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -407,20 +406,10 @@ def run_cluster(results: Results, bootstrap: str, count: int, work: Path) -> Non
                      f"standalone run ({CLUSTER_WORKERS} workers × 1 core, executors of "
                      f"{EXECUTOR_MEMORY})")  # fmt: skip
         log = out / "driver.log"
-        with log.open("w") as output:  # the child holds its own copy of the descriptor
-            driver = subprocess.Popen(
-                [sys.executable, "-m", "bench.bench_load", str(spec)],
-                cwd=REPO, env=cluster.driver_env(), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-        try:
-            status = driver.wait(timeout=CLUSTER_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            status = None
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # the driver's JVM with it
-                os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
+        status = proc.run_in_session(
+            [sys.executable, "-m", "bench.bench_load", str(spec)], log, CLUSTER_TIMEOUT,
+            cwd=REPO, env=cluster.driver_env(),
+        )  # fmt: skip
         if status != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
             said = (

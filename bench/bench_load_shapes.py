@@ -55,9 +55,7 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -276,27 +274,19 @@ def run_shapes_cron(results: Results, bootstrap: str, work: Path) -> dict[str, A
             f"topics={','.join(topic for topic, _ in SHAPES[name])}\n"
             f"warehouse.path={warehouse}\ntable=events\n"
         )
+        log = warehouse.with_suffix(".log")
         started = time.perf_counter()
-        # A session of its own: a command that overruns goes with its Spark JVM.
-        with subprocess.Popen(
-            [sys.executable, "-m", "sluice", "load", "--config", str(config)], cwd=REPO,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, start_new_session=True,
-        ) as command:  # fmt: skip
-            try:
-                output, _ = command.communicate(timeout=CRON_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(command.pid, signal.SIGKILL)
-                command.communicate()
-                raise RuntimeError(
-                    f"cron shape {name}: sluice load did not finish in {CRON_TIMEOUT_S:.0f}s"
-                ) from None
+        status = proc.run_in_session(
+            [sys.executable, "-m", "sluice", "load", "--config", str(config)], log,
+            CRON_TIMEOUT_S, cwd=REPO,
+        )  # fmt: skip
         seconds = time.perf_counter() - started
-        if command.returncode != 0:
-            tail = "\n".join(output.splitlines()[-20:])
-            raise RuntimeError(
-                f"cron shape {name}: sluice load exited {command.returncode}:\n{tail}"
+        if status != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            said = (
+                f"did not finish in {CRON_TIMEOUT_S:.0f}s" if status is None else f"exited {status}"
             )
+            raise RuntimeError(f"cron shape {name}: sluice load {said}:\n{tail}")
         [report] = (warehouse / "_reports").glob("*.json")
         figures = json.loads(report.read_text())
         if figures["total_rows"] != SHAPE_ROWS:

@@ -8,16 +8,22 @@ that has ended is gone from ``/proc`` with its figures, so a benchmark reads the
 measurement while the processes it measures live.
 
 Functions only, nothing kept between calls; Linux only (the benchmarks run there). The
-machine's load averages (``load_average``) come from ``/proc`` too.
+machine's load averages (``load_average``) come from ``/proc`` too; ``run_in_session`` runs a
+command the benchmarks start (a load's driver, a ``sluice load``) with a bound on its time, in
+a session of its own so that the processes it starts (Spark's JVM) end with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Process", "cpu_seconds", "descendants", "load_average", "processes"]
+__all__ = ["Process", "cpu_seconds", "descendants", "load_average", "processes", "run_in_session"]
 
 
 class Process(NamedTuple):
@@ -70,3 +76,31 @@ def load_average() -> str:
     """The machine's load averages over 1, 5 and 15 minutes (``/proc/loadavg``), as the
     benchmarks note them beside their runs: ``"0.48, 0.95, 1.22"``."""
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def run_in_session(
+    argv: Sequence[str],
+    log: Path,
+    timeout_s: float,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int | None:
+    """Run ``argv`` in a session of its own, its output and errors into ``log``; wait at most
+    ``timeout_s`` seconds. Return its exit status, or ``None`` when it did not finish in time.
+    Either way its whole process group is killed after it (what it started and left running,
+    a JVM it spawned, goes with it)."""
+    with log.open("w") as output:  # the child holds its own copy of the descriptor
+        child = subprocess.Popen(
+            list(argv), cwd=cwd, env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        return child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()

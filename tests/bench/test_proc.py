@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from bench import proc
 
@@ -35,3 +37,38 @@ def test_processes_and_descendants_find_a_child_and_only_below_the_root() -> Non
         assert os.getppid() not in below
         assert proc.descendants(table, child.pid) == {child.pid}
         child.communicate(timeout=10)
+
+
+def test_run_in_session_returns_the_exit_status_and_keeps_the_output(tmp_path: Path) -> None:
+    log = tmp_path / "child.log"
+    status = proc.run_in_session(
+        [sys.executable, "-c", "import sys; print('said'); sys.exit(3)"], log, 30.0
+    )
+    assert status == 3
+    assert log.read_text() == "said\n"
+
+
+def test_run_in_session_ends_a_command_that_overruns_with_what_it_started(
+    tmp_path: Path,
+) -> None:
+    """A command that starts a process of its own (as ``sluice load`` starts Spark's JVM) and
+    overruns: None, and nothing of its group is left."""
+    pid_file = tmp_path / "grandchild.pid"
+    starter = (
+        "import subprocess, sys, time\n"
+        "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(g.pid))\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    status = proc.run_in_session([sys.executable, "-c", starter], tmp_path / "c.log", 2.0)
+    assert status is None
+    assert time.monotonic() - started < 30
+    grandchild = int(pid_file.read_text())
+    try:
+        handle = os.pidfd_open(grandchild)
+    except ProcessLookupError:
+        return  # gone already
+    with os.fdopen(handle) as pidfd:  # readable once the process has ended
+        ended, _, _ = select.select([pidfd], [], [], 10.0)
+    assert ended, f"process {grandchild}, started by the command, still runs"
