@@ -58,6 +58,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,14 @@ SHAPES: dict[str, list[tuple[str, int]]] = {
 SHAPE_PAIRS = 7  # run_shapes' measured pairs of loads
 CRON_PAIRS = 3  # run_shapes_cron's measured pairs of commands (each ~8 s on this machine)
 CRON_TIMEOUT_S = 600.0  # one sluice load command, Spark's start included
+
+
+def _alternating(pairs: int) -> Iterator[tuple[int, str]]:
+    """(pair, shape name) of ``pairs`` pairs of loads, each pair in the other order from the
+    one before it (narrow first in pair 0), so neither shape always runs after the other."""
+    for pair in range(pairs):
+        for name in SHAPES if pair % 2 == 0 else reversed(SHAPES):
+            yield pair, name
 
 
 def _produce_spread(bootstrap: str, partitions: list[tuple[str, int]], count: int) -> None:
@@ -146,9 +155,8 @@ def run_shapes(
     for measured in cpu.values():  # the pairs' only
         measured.clear()
     runs: dict[str, list[tuple[float, Any, Path]]] = {name: [] for name in SHAPES}
-    for pair in range(SHAPE_PAIRS):
-        for name in SHAPES if pair % 2 == 0 else reversed(SHAPES):
-            runs[name].append(load(name, f"shape-{name}-{pair}"))
+    for pair, name in _alternating(SHAPE_PAIRS):
+        runs[name].append(load(name, f"shape-{name}-{pair}"))
     figures: dict[str, Any] = {"mkdir_ms": (mkdir_before, _mkdir_ms(work / "mkdir-probe"))}
     for name, shape in SHAPES.items():
         seconds = [s for s, _, _ in runs[name]]
@@ -297,9 +305,8 @@ def run_shapes_cron(results: Results, bootstrap: str, work: Path) -> dict[str, A
         return {"seconds": seconds, "phases": figures["phases"], "files": files}
 
     warm_up = {name: load(name, work / f"cron-{name}-warm-up")["seconds"] for name in SHAPES}
-    for pair in range(CRON_PAIRS):
-        for name in SHAPES if pair % 2 == 0 else reversed(SHAPES):
-            runs[name].append(load(name, work / f"cron-{name}-{pair}"))
+    for pair, name in _alternating(CRON_PAIRS):
+        runs[name].append(load(name, work / f"cron-{name}-{pair}"))
     figures = {"runs": runs, "warm_up": warm_up, "load_average": proc.load_average()}
     record_cron(results, figures)
     return figures

@@ -103,3 +103,9 @@ def test_settling_the_disk_stops_at_its_limit_and_says_what_it_found(tmp_path: P
     waited, took = bench_load_shapes._settle_disk(tmp_path / "settle", limit_s=0.0, pause_s=1.0)
     assert 0 <= waited < 5 and 0 < took < 1000
     assert len(list((tmp_path / "settle").glob("attempt-0/topic=*/date=*"))) == 25
+
+
+def test_the_pairs_alternate_which_shape_goes_first() -> None:
+    assert list(bench_load_shapes._alternating(3)) == [
+        (0, "narrow"), (0, "wide"), (1, "wide"), (1, "narrow"), (2, "narrow"), (2, "wide"),
+    ]  # fmt: skip
